@@ -1,0 +1,37 @@
+# asynclab: `make course` runs the course, `make test` runs the tests, `make lab` opens JupyterLab.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.asynclab-setup
+PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
+NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg --nbval-cell-timeout=300 -p tests.conftest
+
+.PHONY: setup course test unit nbval lab clean
+
+# Virtual environment with everything the course needs. d2l 1.0.3 pins numpy==1.23.5 and other
+# ancient versions that break on Python 3.12, so it goes in on its own with --no-deps
+# (its real needs are in pyproject.toml).
+setup: $(STAMP)
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --disable-pip-version-check -q -c constraints.txt -e ".[course,test]"
+	$(BIN)/python -m pip install --disable-pip-version-check -q --no-deps d2l==1.0.3
+	touch $(STAMP)
+
+# Execute every notebook headless into build/notebooks (the committed ones stay as they are)
+# and write the course figures into figures/.
+course: setup
+	$(BIN)/python -m asynclab.course --out build/notebooks --figures figures
+
+# Unit tests, then strict nbval over every notebook.
+test: setup unit nbval
+unit: setup
+	$(PYTEST) tests
+nbval: setup
+	MPLBACKEND=Agg $(PYTEST) $(NBVAL) notebooks
+
+lab: setup
+	$(BIN)/jupyter lab notebooks
+
+clean:
+	rm -rf build $(VENV)

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# GPU check: run the unit tests and strict nbval with the GPU live, on a machine that has Python
+# and torch but no package registry. The rest comes from a folder of wheels.
+#
+#   scripts/gpu_check.sh [--wheels DIR] [--refresh NOTEBOOK ...]
+#
+#   --wheels DIR   wheels to install (default .whl): nbval, ipykernel, nbclient, d2l and their needs
+#   --refresh NB   first re-execute these notebooks in place (keeps execution counts), so their
+#                  stored outputs come from this GPU; then nbval checks them like every other notebook
+set -uo pipefail
+cd "$(dirname "$0")/.."
+wheels=.whl
+refresh=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --wheels) wheels=$2; shift 2 ;;
+    --refresh) shift; while [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; do refresh+=("$1"); shift; done ;;
+    *) echo "gpu_check: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+site=${TMPDIR:-/tmp}/asynclab-site
+if ls "$wheels"/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "$wheels"/*.whl || exit 1
+fi
+export PYTHONPATH="$site:$PWD/src${PYTHONPATH:+:$PYTHONPATH}" MPLBACKEND=Agg
+python3 -m asynclab.cli hardware || exit 1
+status=0
+echo "== unit tests =="
+python3 -m pytest -p no:cacheprovider -q tests || status=1
+if [ ${#refresh[@]} -gt 0 ]; then
+  echo "== refreshing stored outputs: ${refresh[*]} =="
+  python3 -m asynclab.course --in-place --figures figures "${refresh[@]}" || status=1
+fi
+echo "== strict nbval, GPU live =="
+python3 -m pytest -p no:cacheprovider -q --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg \
+  --nbval-cell-timeout=300 -p tests.conftest notebooks || status=1
+echo "gpu_check: $([ $status = 0 ] && echo PASSED || echo FAILED)"
+exit $status

@@ -1,0 +1,96 @@
+"""Lesson claims checked on the data shown (strict on references), and exercise answer checks."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+
+class ClaimFailed(AssertionError):
+    """A lesson's claim does not hold on reference data: the course itself is wrong."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The outcome of checking one claim."""
+
+    statement: str
+    ok: bool
+    live: bool
+    evidence: str
+
+    def __str__(self) -> str:
+        source = "your GPU" if self.live else "reference"
+        if self.ok:
+            return f"PASS ({source}): {self.statement} [{self.evidence}]"
+        return f"DIFFERS ({source}): {self.statement} [{self.evidence}]"
+
+
+def claim(statement: str, ok: bool, *, evidence: str, live: bool, why_it_may_differ: str = "") -> Claim:
+    """State a lesson's claim and check it on the data on screen.
+
+    On reference data (``live=False``) a failed claim raises :class:`ClaimFailed`: a lesson must never
+    print a claim its own data does not support. On live data it prints what differed and why a
+    classroom GPU may legitimately differ.
+
+    Example:
+        >>> c = claim("the synced time is larger", 0.72 > 0.41, evidence="0.72 ms vs 0.41 ms", live=False)
+        PASS (reference): the synced time is larger [0.72 ms vs 0.41 ms]
+        >>> c.ok
+        True
+    """
+    result = Claim(statement, bool(ok), live, evidence)
+    if not result.ok and not live:
+        raise ClaimFailed(f"claim fails on the reference data: {statement} [{evidence}]")
+    print(result)
+    if not result.ok and why_it_may_differ:
+        print(f"  why this GPU may differ: {why_it_may_differ}")
+    return result
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether an exercise answer is right, with a hint when it is not."""
+
+    right: bool
+    message: str
+
+    def __str__(self) -> str:
+        return ("Right: " if self.right else "Not yet: ") + self.message
+
+    def _repr_pretty_(self, p, cycle) -> None:  # Jupyter shows the sentence, not the dataclass
+        p.text(str(self))
+
+
+_EXERCISES: dict[str, Callable[..., Verdict]] = {}
+
+
+def exercise(name: str):
+    """Register an exercise checker under ``name`` (``"<lesson>.<slug>"``).
+
+    Example:
+        >>> @exercise("99.demo")
+        ... def _demo(answer):
+        ...     return Verdict(answer == 42, "42 it is" if answer == 42 else "think of 6 x 7")
+        >>> check("99.demo", 42).right
+        True
+    """
+
+    def register(fn: Callable[..., Verdict]) -> Callable[..., Verdict]:
+        _EXERCISES[name] = fn
+        return fn
+
+    return register
+
+
+def check(name: str, *answer, **kwargs) -> Verdict:
+    """Check a learner's answer to exercise ``name``; returns a Verdict that prints as a sentence.
+
+    Example:
+        >>> print(check("00.cpu_timers_agree", True))  # doctest: +ELLIPSIS
+        Right: ...
+    """
+    from asynclab import exercises  # noqa: F401 - registers the lessons' checkers
+
+    if name not in _EXERCISES:
+        raise KeyError(f"no exercise {name!r}; known: {', '.join(sorted(_EXERCISES))}")
+    return _EXERCISES[name](*answer, **kwargs)

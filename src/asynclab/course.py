@@ -1,0 +1,102 @@
+"""Execute the course notebooks headless (into a build folder, or in place) and collect their figures."""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+FIGURES_ENV = "ASYNCLAB_FIGURES"
+
+
+def save_figure(fig, name: str) -> Path | None:
+    """Save a course figure as PNG into the folder the course command names; a no-op elsewhere.
+
+    Notebooks call this for every figure worth keeping; ``make course`` sets the folder (figures/).
+
+    Example:
+        >>> import matplotlib.figure
+        >>> save_figure(matplotlib.figure.Figure(), "demo.png") is None  # not run by the course command
+        True
+    """
+    folder = os.environ.get(FIGURES_ENV)
+    if not folder:
+        return None
+    if not name.endswith(".png"):
+        raise ValueError(f"course figures are PNG (SVG is never stable under nbval): {name!r}")
+    path = Path(folder) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    return path
+
+
+@dataclass(frozen=True)
+class Executed:
+    """One notebook run by :func:`run_notebooks`."""
+
+    notebook: Path
+    output: Path
+    seconds: float
+
+
+def run_notebooks(notebooks: list[Path], out_dir: Path | None, figures: Path | None, timeout: int = 600) -> list[Executed]:
+    """Execute notebooks top to bottom with nbclient; write them to ``out_dir`` (None: in place).
+
+    In place keeps execution counts, so committed notebooks carry real outputs.
+
+    Example:
+        >>> run_notebooks([], None, None)
+        []
+    """
+    import nbclient
+    import nbformat
+
+    results = []
+    old = os.environ.get(FIGURES_ENV)
+    if figures is not None:
+        os.environ[FIGURES_ENV] = str(Path(figures).resolve())
+    try:
+        for path in notebooks:
+            path = Path(path)
+            nb = nbformat.read(path, as_version=4)
+            t0 = time.perf_counter()
+            client = nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                                             resources={"metadata": {"path": str(path.parent.resolve())}})
+            client.execute()
+            target = path if out_dir is None else Path(out_dir) / path.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            nbformat.write(nb, target)
+            results.append(Executed(path, target, time.perf_counter() - t0))
+    finally:
+        if old is None:
+            os.environ.pop(FIGURES_ENV, None)
+        else:
+            os.environ[FIGURES_ENV] = old
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``asynclab course``: execute every notebook; figures go to --figures. Returns the exit status."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="asynclab course", description=main.__doc__)
+    parser.add_argument("notebooks", nargs="*", type=Path, help="notebooks to run (default: notebooks/*.ipynb)")
+    parser.add_argument("--out", type=Path, default=Path("build/notebooks"), help="where executed copies go")
+    parser.add_argument("--in-place", action="store_true", help="overwrite the notebooks with fresh outputs")
+    parser.add_argument("--figures", type=Path, default=Path("figures"), help="where course figures go")
+    parser.add_argument("--timeout", type=int, default=600, help="seconds per cell")
+    args = parser.parse_args(argv)
+    notebooks = args.notebooks or sorted(Path("notebooks").glob("[0-9][0-9]_*.ipynb"))
+    missing = [str(p) for p in notebooks if not Path(p).is_file()]
+    if not notebooks or missing:
+        print(f"asynclab course: error: no notebook at {', '.join(missing) or 'notebooks/'}", flush=True)
+        return 2
+    for item in run_notebooks(notebooks, None if args.in_place else args.out, args.figures, args.timeout):
+        print(f"ran {item.notebook} -> {item.output} (took {item.seconds:.1f} s)", flush=True)
+    figures = sorted(args.figures.glob("*.png")) if args.figures.is_dir() else []
+    print(f"{len(figures)} figures in {args.figures}/")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,168 @@
+"""Hardware inventory: GPUs, P2P access, topology and versions, and the course mode they imply."""
+from __future__ import annotations
+
+import platform
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+
+CPU, ONE_GPU, MULTI_GPU = "no-gpu", "one-gpu", "multi-gpu"
+
+MODE_TEXT = {
+    CPU: "no GPU: measurement cells replay references recorded on real NVIDIA GPUs; CPU experiments run live",
+    ONE_GPU: "one GPU: single-GPU lessons run live; multi-GPU parts replay the 2-GPU reference",
+    MULTI_GPU: "two or more GPUs: everything runs live",
+}
+
+
+@dataclass(frozen=True)
+class GPU:
+    """One CUDA device as torch sees it."""
+
+    index: int
+    name: str
+    memory_gib: float
+    sm_count: int
+    capability: str
+
+    def __str__(self) -> str:
+        return (f"GPU {self.index}: {self.name}, {self.memory_gib:.0f} GiB, "
+                f"{self.sm_count} SMs, compute capability {self.capability}")
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What this machine has, as far as the course cares.
+
+    Example:
+        >>> hw = Hardware(gpus=())
+        >>> hw.mode, hw.gpu_count
+        ('no-gpu', 0)
+    """
+
+    gpus: tuple[GPU, ...] = ()
+    p2p: tuple[tuple[bool, ...], ...] = ()
+    topology: str | None = None
+    driver: str | None = None
+    torch_version: str = "not installed"
+    cuda_version: str | None = None
+    python_version: str = field(default_factory=platform.python_version)
+    platform: str = field(default_factory=platform.platform)
+
+    @property
+    def gpu_count(self) -> int:
+        return len(self.gpus)
+
+    @property
+    def mode(self) -> str:
+        """``"no-gpu"``, ``"one-gpu"`` or ``"multi-gpu"``."""
+        return CPU if not self.gpus else ONE_GPU if len(self.gpus) == 1 else MULTI_GPU
+
+    def live(self, gpus_needed: int) -> bool:
+        """True when an experiment that needs ``gpus_needed`` GPUs can run live here.
+
+        Example:
+            >>> Hardware(gpus=()).live(0), Hardware(gpus=()).live(1)
+            (True, False)
+        """
+        return self.gpu_count >= gpus_needed
+
+
+def _run(cmd: list[str], timeout: float = 10.0) -> str | None:
+    """Output of a command, or None if it is missing, fails or hangs."""
+    if shutil.which(cmd[0]) is None:
+        return None
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
+
+
+def _gpus(torch) -> tuple[GPU, ...]:
+    gpus = []
+    for i in range(torch.cuda.device_count()):
+        p = torch.cuda.get_device_properties(i)
+        gpus.append(GPU(i, p.name, p.total_memory / 2**30, p.multi_processor_count, f"{p.major}.{p.minor}"))
+    return tuple(gpus)
+
+
+def _p2p(torch, n: int) -> tuple[tuple[bool, ...], ...]:
+    return tuple(tuple(i == j or bool(torch.cuda.can_device_access_peer(i, j)) for j in range(n)) for i in range(n))
+
+
+def inventory() -> Hardware:
+    """Inspect this machine. Never raises: without torch, CUDA or nvidia-smi it reports what it can.
+
+    Example:
+        >>> hw = inventory()
+        >>> hw.mode in ("no-gpu", "one-gpu", "multi-gpu")
+        True
+    """
+    try:
+        import torch
+    except ImportError:
+        return Hardware()
+    gpus: tuple[GPU, ...] = ()
+    p2p: tuple[tuple[bool, ...], ...] = ()
+    try:
+        if torch.cuda.is_available():
+            gpus = _gpus(torch)
+            p2p = _p2p(torch, len(gpus))
+    except Exception:  # noqa: BLE001 - a broken driver must not stop the course
+        gpus, p2p = (), ()
+    driver = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]) if gpus else None
+    topology = _run(["nvidia-smi", "topo", "-m"]) if len(gpus) > 1 else None
+    return Hardware(
+        gpus=gpus,
+        p2p=p2p,
+        topology=topology,
+        driver=driver.splitlines()[0] if driver else None,
+        torch_version=torch.__version__,
+        cuda_version=torch.version.cuda,
+    )
+
+
+def p2p_table(hw: Hardware) -> str:
+    """The peer-to-peer access matrix as text (row = from, column = to).
+
+    Example:
+        >>> g = GPU(0, "X", 1.0, 1, "9.0")
+        >>> print(p2p_table(Hardware(gpus=(g, g), p2p=((True, True), (True, True)))))
+        from\\to  GPU0  GPU1
+        GPU0      self   yes
+        GPU1       yes  self
+    """
+    n = hw.gpu_count
+    if n < 2 or not hw.p2p:
+        return "(P2P needs two or more GPUs)"
+    lines = ["from\\to " + "".join(f"{'GPU' + str(j):>6}" for j in range(n))]
+    for i in range(n):
+        cells = "".join(f"{'self' if i == j else ('yes' if hw.p2p[i][j] else 'no'):>6}" for j in range(n))
+        lines.append(f"GPU{i}    " + cells)
+    return "\n".join(lines)
+
+
+def report(hw: Hardware | None = None) -> str:
+    """A short, friendly hardware report; every notebook shows it first.
+
+    Example:
+        >>> print(report(Hardware(gpus=(), torch_version="2.11.0")).splitlines()[0])
+        asynclab hardware report
+    """
+    hw = hw or inventory()
+    lines = ["asynclab hardware report", "------------------------"]
+    if hw.gpus:
+        lines += [f"  {g}" for g in hw.gpus]
+    else:
+        lines.append("  no CUDA GPU visible to torch")
+    cuda = f"CUDA {hw.cuda_version}" if hw.cuda_version else "CPU-only build"
+    lines.append(f"  torch {hw.torch_version} ({cuda}), driver {hw.driver or 'n/a'}, Python {hw.python_version}")
+    if hw.gpu_count > 1:
+        lines.append("  P2P access:")
+        lines += ["    " + row for row in p2p_table(hw).splitlines()]
+        if hw.topology:
+            lines.append("  topology (nvidia-smi topo -m):")
+            lines += ["    " + row for row in hw.topology.splitlines()]
+    lines.append(f"mode: {MODE_TEXT[hw.mode]}")
+    return "\n".join(lines)

@@ -1,0 +1,226 @@
+"""Timers that teach: a naive one (wrong on purpose), synchronize-based, CUDA events and torch.utils.benchmark."""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Times of repeated calls, in milliseconds per call, and what the timer really measured.
+
+    Example:
+        >>> t = Timing("sync", "wall clock", (1.0, 2.0, 3.0), first_call_ms=9.0, warmup=1, inner=1)
+        >>> t.median_ms, t.spread_ms
+        (2.0, 1.0)
+    """
+
+    method: str
+    measured: str  # in words: what the number means
+    times_ms: tuple[float, ...]
+    first_call_ms: float | None
+    warmup: int
+    inner: int
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.times_ms)
+
+    @property
+    def spread_ms(self) -> float:
+        """Interquartile range (robust spread); 0 for fewer than two repeats."""
+        if len(self.times_ms) < 2:
+            return 0.0
+        q = statistics.quantiles(self.times_ms, n=4, method="inclusive")
+        return q[2] - q[0]
+
+    @property
+    def min_ms(self) -> float:
+        return min(self.times_ms)
+
+    @property
+    def max_ms(self) -> float:
+        return max(self.times_ms)
+
+    def __str__(self) -> str:
+        return (f"{self.method:<10} median {fmt_ms(self.median_ms)} per call "
+                f"(IQR {fmt_ms(self.spread_ms)}, n={len(self.times_ms)}) - {self.measured}")
+
+
+def fmt_ms(ms: float) -> str:
+    """Format a duration given in ms with a unit a person reads at a glance.
+
+    Example:
+        >>> fmt_ms(0.0068), fmt_ms(1.41), fmt_ms(2500)
+        ('6.8 µs', '1.41 ms', '2.50 s')
+    """
+    if ms < 1:
+        return f"{ms * 1000:.3g} µs"
+    if ms < 1000:
+        return f"{ms:.3g} ms"
+    return f"{ms / 1000:.2f} s"
+
+
+def _device(device) -> torch.device:
+    if device is None:
+        return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"device {device} asked for, but torch sees no CUDA GPU on this machine")
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _check_args(fn, repeats: int, warmup: int, inner: int) -> None:
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    if repeats < 1 or warmup < 0 or inner < 1:
+        raise ValueError(f"need repeats >= 1, warmup >= 0, inner >= 1 (got {repeats}, {warmup}, {inner})")
+
+
+def _first_call(fn: Callable[[], object], device: torch.device, warmup: int) -> float | None:
+    """Run the warm-up calls; return the first one's synchronized time in ms."""
+    first = None
+    for i in range(warmup):
+        _sync(device)
+        t0 = time.perf_counter()
+        fn()
+        _sync(device)
+        if i == 0:
+            first = (time.perf_counter() - t0) * 1e3
+    return first
+
+
+def _wall_clock(fn, device, repeats, inner, sync) -> tuple[float, ...]:
+    times = []
+    for _ in range(repeats):
+        if sync:
+            _sync(device)
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        if sync:
+            _sync(device)
+        times.append((time.perf_counter() - t0) * 1e3 / inner)
+    return tuple(times)
+
+
+def naive_timer(fn: Callable[[], object], *, repeats: int = 10, warmup: int = 1, inner: int = 1,
+                device=None) -> Timing:
+    """Wall clock around the call with no synchronization: WRONG on a GPU, kept as the bad example.
+
+    On a GPU it measures how long the host took to *enqueue* the work, not the work.
+
+    Example:
+        >>> t = naive_timer(lambda: sum(range(1000)), repeats=3)
+        >>> t.method, len(t.times_ms)
+        ('naive', 3)
+    """
+    _check_args(fn, repeats, warmup, inner)
+    device = _device(device)
+    first = _first_call(fn, device, warmup)
+    what = ("wall clock, no synchronize: only the time to enqueue the work" if device.type == "cuda"
+            else "wall clock on the CPU, which runs synchronously, so this is the work")
+    return Timing("naive", what, _wall_clock(fn, device, repeats, inner, sync=False), first, warmup, inner)
+
+
+def sync_timer(fn: Callable[[], object], *, repeats: int = 10, warmup: int = 1, inner: int = 1,
+               device=None) -> Timing:
+    """Wall clock between ``torch.cuda.synchronize(device)`` calls: right, but syncs every repeat.
+
+    ``synchronize`` waits for *this device only*; pass the device the work runs on.
+
+    Example:
+        >>> sync_timer(lambda: sum(range(1000)), repeats=3).method
+        'sync'
+    """
+    _check_args(fn, repeats, warmup, inner)
+    device = _device(device)
+    first = _first_call(fn, device, warmup)
+    what = (f"wall clock between synchronize({device}) calls: the work, plus launch and sync overhead"
+            if device.type == "cuda" else "wall clock on the CPU (nothing to synchronize)")
+    return Timing("sync", what, _wall_clock(fn, device, repeats, inner, sync=True), first, warmup, inner)
+
+
+def event_timer(fn: Callable[[], object], *, repeats: int = 10, warmup: int = 1, inner: int = 1,
+                device=None) -> Timing:
+    """CUDA events recorded on the current stream around each repeat; one synchronize at the end.
+
+    Events time the GPU's own stream, so the host never waits between repeats. Without a GPU it
+    falls back to the wall clock and says so.
+
+    Example:
+        >>> event_timer(lambda: sum(range(1000)), repeats=3).measured.startswith("no CUDA")
+        True
+    """
+    _check_args(fn, repeats, warmup, inner)
+    device = _device(device)
+    first = _first_call(fn, device, warmup)
+    if device.type != "cuda":
+        return Timing("events", "no CUDA device, so no events: wall clock on the CPU",
+                      _wall_clock(fn, device, repeats, inner, sync=False), first, warmup, inner)
+    with torch.cuda.device(device):
+        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(repeats)]
+        for start, end in pairs:
+            start.record()
+            for _ in range(inner):
+                fn()
+            end.record()
+        pairs[-1][1].synchronize()
+    times = tuple(start.elapsed_time(end) / inner for start, end in pairs)
+    return Timing("events", f"GPU time between two CUDA events on the current stream of {device}",
+                  times, first, warmup, inner)
+
+
+def benchmark_timer(fn: Callable[[], object], *, min_run_time: float = 0.2, warmup: int = 1,
+                    device=None) -> Timing:
+    """``torch.utils.benchmark.Timer.blocked_autorange``: picks the block size, syncs CUDA for you.
+
+    Example:
+        >>> benchmark_timer(lambda: sum(range(1000)), min_run_time=0.01).method
+        'benchmark'
+    """
+    from torch.utils import benchmark
+
+    _check_args(fn, 1, warmup, 1)
+    device = _device(device)
+    first = _first_call(fn, device, warmup)
+    m = benchmark.Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(min_run_time=min_run_time)
+    times = tuple(t * 1e3 for t in m.times)
+    what = (f"torch.utils.benchmark: blocks of {m.number_per_run} calls, synchronized for you"
+            if device.type == "cuda" else f"torch.utils.benchmark on the CPU, blocks of {m.number_per_run} calls")
+    return Timing("benchmark", what, times, first, warmup, m.number_per_run)
+
+
+TIMERS = {"naive": naive_timer, "sync": sync_timer, "events": event_timer, "benchmark": benchmark_timer}
+
+
+def compare(fn: Callable[[], object], methods=("naive", "sync", "events", "benchmark"), **kwargs):
+    """Time ``fn`` with several timers; returns a DataFrame, one row per timer.
+
+    Example:
+        >>> df = compare(lambda: sum(range(1000)), methods=("naive", "sync"), repeats=3)
+        >>> list(df.index)
+        ['naive', 'sync']
+    """
+    import pandas as pd
+
+    rows = []
+    for name in methods:
+        if name not in TIMERS:
+            raise ValueError(f"unknown timer {name!r}; choose from {', '.join(TIMERS)}")
+        opts = {k: v for k, v in kwargs.items() if name != "benchmark" or k in ("warmup", "device")}
+        t = TIMERS[name](fn, **opts)
+        rows.append({"timer": name, "median_ms": t.median_ms, "iqr_ms": t.spread_ms, "n": len(t.times_ms),
+                     "first_call_ms": t.first_call_ms, "measured": t.measured})
+    return pd.DataFrame(rows).set_index("timer")

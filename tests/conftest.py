@@ -1,0 +1,33 @@
+"""Shared pytest set-up: nbval's comparison rules for the notebooks, and the `gpu` marker for unit tests.
+
+The Makefile loads this file as a plugin for the nbval run (`-p tests.conftest`), so the
+notebook rules apply to notebooks/ as well as to tests/.
+"""
+import pytest
+
+# nbval compares every output of an unmarked cell. These output types are never stable across
+# machines or runs, so they are not compared (see tests/NBVAL_POLICY.md):
+#   stderr         - warnings and progress bars differ between library versions
+#   image/svg+xml  - SVG carries random ids; the course draws PNG
+#   text/html      - pandas' HTML differs between versions; the text/plain of the same output is compared
+SKIP_COMPARE = ("stderr", "image/svg+xml", "text/html", "application/javascript")
+
+
+def pytest_collectstart(collector):
+    if collector.path is not None and collector.path.suffix == ".ipynb":
+        collector.skip_compare = tuple(collector.skip_compare) + SKIP_COMPARE
+
+
+def pytest_collection_modifyitems(config, items):
+    try:
+        import torch
+
+        has_gpu = torch.cuda.is_available()
+    except ImportError:  # pragma: no cover
+        has_gpu = False
+    if has_gpu:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

@@ -1,0 +1,56 @@
+"""The hardware inventory never fails and reports what it finds."""
+import asynclab as al
+from asynclab import hardware
+from asynclab.hardware import GPU, Hardware
+
+H100 = GPU(0, "NVIDIA H100 80GB HBM3", 79.2, 132, "9.0")
+
+
+def test_inventory_matches_torch():
+    import torch
+
+    hw = al.inventory()
+    assert hw.gpu_count == (torch.cuda.device_count() if torch.cuda.is_available() else 0)
+    assert hw.torch_version == torch.__version__
+    assert hw.mode == {0: "no-gpu", 1: "one-gpu"}.get(hw.gpu_count, "multi-gpu")
+
+
+def test_modes_and_live():
+    two = Hardware(gpus=(H100, GPU(1, "NVIDIA H100 80GB HBM3", 79.2, 132, "9.0")), p2p=((True, True), (True, True)))
+    assert Hardware().mode == "no-gpu" and not Hardware().live(1)
+    assert Hardware(gpus=(H100,)).mode == "one-gpu"
+    assert Hardware(gpus=(H100,)).live(1) and not Hardware(gpus=(H100,)).live(2)
+    assert two.mode == "multi-gpu" and two.live(2)
+
+
+def test_report_lists_gpus_p2p_and_mode():
+    two = Hardware(gpus=(H100, GPU(1, "NVIDIA H100 80GB HBM3", 79.2, 132, "9.0")),
+                   p2p=((True, False), (True, True)), topology="GPU0 X NV18\nGPU1 NV18 X",
+                   driver="580.1", torch_version="2.11.0", cuda_version="13.0")
+    text = hardware.report(two)
+    assert "GPU 1: NVIDIA H100 80GB HBM3, 79 GiB, 132 SMs, compute capability 9.0" in text
+    assert "torch 2.11.0 (CUDA 13.0), driver 580.1" in text
+    assert "GPU0      self    no" in text  # 0 -> 1 not accessible
+    assert "NV18" in text
+    assert text.splitlines()[-1] == "mode: " + hardware.MODE_TEXT["multi-gpu"]
+    assert "no CUDA GPU visible" in hardware.report(Hardware())
+
+
+def test_no_nvidia_smi_is_fine(monkeypatch):
+    monkeypatch.setattr(hardware.shutil, "which", lambda name: None)
+    assert hardware._run(["nvidia-smi"]) is None
+    hw = hardware.inventory()
+    assert hw.driver is None and hw.topology is None
+
+
+def test_hanging_or_failing_command_is_none():
+    assert hardware._run(["false"]) is None
+    assert hardware._run(["sleep", "5"], timeout=0.2) is None
+    assert hardware._run(["echo", "hi"]) == "hi"
+
+
+def test_cli_hardware(capsys):
+    from asynclab.cli import main
+
+    assert main(["hardware"]) == 0
+    assert capsys.readouterr().out.startswith("asynclab hardware report")
