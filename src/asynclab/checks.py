@@ -19,7 +19,7 @@ class Claim:
     evidence: str
 
     def __str__(self) -> str:
-        source = "your GPU" if self.live else "reference"
+        source = "live" if self.live else "reference"
         if self.ok:
             return f"PASS ({source}): {self.statement} [{self.evidence}]"
         return f"DIFFERS ({source}): {self.statement} [{self.evidence}]"
