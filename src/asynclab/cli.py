@@ -2,17 +2,97 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import warnings
 
 
 class UsageError(Exception):
     """A problem with the user's input; the CLI prints it as one line and exits with status 2."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose mistakes are UsageErrors (one line, status 2) rather than usage dumps."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message} (see '{self.prog} --help')")
+
+
 def _cmd_hardware(args: argparse.Namespace) -> int:
     from asynclab import hardware
 
     print(hardware.report())
+    return 0
+
+
+def _load(path: str):
+    from asynclab.trace import TraceError, load_trace
+
+    try:
+        return load_trace(path)
+    except TraceError as e:
+        raise UsageError(str(e)) from None
+
+
+def _check_output(out: str) -> None:
+    ext = os.path.splitext(out)[1].lower()
+    if ext not in (".png", ".svg"):
+        raise UsageError(f"{out}: unsupported output format {ext or '(no extension)'!r}; use .png or .svg")
+    folder = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(folder):
+        raise UsageError(f"{out}: the folder {os.path.dirname(out) or folder} does not exist")
+    if os.path.isdir(out):
+        raise UsageError(f"{out}: is a directory")
+
+
+def _cmd_timeline(args: argparse.Namespace) -> int:
+    _check_output(args.output)
+    if args.annotation is not None and (args.start_ms is not None or args.end_ms is not None):
+        raise UsageError(f"{args.trace}: give --annotation or --start-ms/--end-ms, not both")
+    for name in ("start_ms", "end_ms"):
+        v = getattr(args, name)
+        if v is not None and not (v == v and abs(v) != float("inf")):
+            raise UsageError(f"{args.trace}: --{name.replace('_', '-')} must be a finite number")
+    if args.start_ms is not None and args.end_ms is not None and args.start_ms > args.end_ms:
+        raise UsageError(f"{args.trace}: --start-ms {args.start_ms:g} is after --end-ms {args.end_ms:g}")
+    if args.occurrence is not None and args.annotation is None:
+        raise UsageError(f"{args.trace}: --occurrence needs --annotation")
+    trace = _load(args.trace)
+    from asynclab.trace import TraceError
+
+    try:
+        if args.annotation is not None:
+            trace = trace.window(annotation=args.annotation, occurrence=args.occurrence)
+        elif args.start_ms is not None or args.end_ms is not None:
+            s = None if args.start_ms is None else args.start_ms * 1e3
+            e = None if args.end_ms is None else args.end_ms * 1e3
+            trace = trace.window(s, e)
+    except TraceError as err:
+        raise UsageError(str(err)) from None
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from asynclab.timeline import draw_timeline
+
+    tl = draw_timeline(trace, arrows=args.arrows, host=args.host, title=args.title)
+    try:
+        tl.savefig(args.output, dpi=args.dpi)
+    except (ValueError, OSError) as err:
+        raise UsageError(f"{args.output}: cannot write the image ({err})") from None
+    finally:
+        plt.close(tl.fig)
+    print(f"wrote {args.output}: {len(tl.lanes)} lanes, {tl.n_events:,} events drawn")
+    return 0
+
+
+def _cmd_summary(args: argparse.Namespace) -> int:
+    from asynclab.metrics import summary
+
+    trace = _load(args.trace)
+    print(summary(trace, top=args.top))
     return 0
 
 
@@ -23,22 +103,76 @@ def build_parser() -> argparse.ArgumentParser:
         >>> build_parser().parse_args(["hardware"]).command
         'hardware'
     """
-    parser = argparse.ArgumentParser(prog="asynclab", description="asynclab: see what the GPU really did.")
+    parser = _Parser(prog="asynclab", description="asynclab: see what the GPU really did.")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("hardware", help="print the hardware report and the course mode")
     p.set_defaults(func=_cmd_hardware)
+
+    p = sub.add_parser("timeline", help="draw a torch.profiler trace as a timeline image (.png or .svg)",
+                       description="Draw a torch.profiler trace (.json or .json.gz): one lane per GPU stream "
+                                   "and per host thread that launched work.")
+    p.add_argument("trace", help="trace file (.json or .json.gz)")
+    p.add_argument("-o", "--output", required=True, help="image to write (.png or .svg)")
+    p.add_argument("--start-ms", type=float, default=None, help="window start, ms from the trace start")
+    p.add_argument("--end-ms", type=float, default=None, help="window end, ms from the trace start")
+    p.add_argument("--annotation", default=None, help="zoom on the record_function annotation of this name")
+    p.add_argument("--occurrence", type=int, default=None, help="with --annotation: only its N-th occurrence (0-based)")
+    p.add_argument("--arrows", action=argparse.BooleanOptionalAction, default=False,
+                   help="draw launch -> kernel arrows (default: off)")
+    p.add_argument("--no-host", dest="host", action="store_false", help="draw only the GPU lanes")
+    p.add_argument("--title", default=None, help="figure title")
+    p.add_argument("--dpi", type=int, default=120, help="PNG resolution (default 120)")
+    p.set_defaults(func=_cmd_timeline)
+
+    p = sub.add_parser("summary", help="print what a trace shows: devices, streams, busy/idle, overlap, top kernels",
+                       description="Summarise a torch.profiler trace (.json or .json.gz).")
+    p.add_argument("trace", help="trace file (.json or .json.gz)")
+    p.add_argument("--top", type=int, default=10, help="how many kernels to list (default 10)")
+    p.set_defaults(func=_cmd_summary)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the exit status (2 for bad input, with one line on stderr)."""
+    """Run the CLI; returns the exit status (2 for bad input, with one line on stderr).
+
+    Example:
+        >>> main(["summary", "/no/such/trace.json"])  # doctest: +SKIP
+        2
+    """
     parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except UsageError as e:
-        print(f"asynclab: error: {e}", file=sys.stderr)
-        return 2
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            args = parser.parse_args(argv)
+            status = args.func(args)
+        except UsageError as e:
+            _print_warnings(caught)
+            print(f"asynclab: error: {_one_line(e)}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:  # pragma: no cover
+            print("asynclab: interrupted", file=sys.stderr)
+            return 130
+        except Exception as e:  # a bug, not bad input: still one line unless asked for the traceback
+            if os.environ.get("ASYNCLAB_DEBUG"):
+                raise
+            _print_warnings(caught)
+            print(f"asynclab: internal error: {type(e).__name__}: {_one_line(e)} "
+                  f"(set ASYNCLAB_DEBUG=1 for a traceback)", file=sys.stderr)
+            return 1
+    _print_warnings(caught)
+    return status
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())
+
+
+def _print_warnings(caught: list) -> None:
+    from asynclab.trace import TraceWarning
+
+    for w in caught:
+        if issubclass(w.category, TraceWarning):
+            print(f"asynclab: warning: {_one_line(w.message)}", file=sys.stderr)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,107 @@
+"""The lessons' live experiments: plain functions returning JSON-ready dicts, shared by the notebooks and the recording script."""
+from __future__ import annotations
+
+import importlib
+import math
+import time
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from asynclab.timing import _device
+
+#: Lesson number -> module that holds its experiments (each module has ``LESSON``, ``CPU_KWARGS`` and ``run_all``).
+MODULES = {
+    "01": "asynclab.experiments.async_dispatch",
+    "02": "asynclab.experiments.timing_pitfalls",
+}
+
+
+def for_lesson(lesson: str | int) -> ModuleType:
+    """The experiments module of a lesson.
+
+    Example:
+        >>> for_lesson(1).__name__
+        'asynclab.experiments.async_dispatch'
+    """
+    key = f"{int(lesson):02d}" if str(lesson).isdigit() else str(lesson)[:2]
+    if key not in MODULES:
+        raise ValueError(f"lesson {lesson!r} has no experiments module yet; lessons with one: {', '.join(MODULES)}")
+    return importlib.import_module(MODULES[key])
+
+
+def resolve_device(device: Any = None) -> torch.device:
+    """``None`` -> the current CUDA device if there is one, else the CPU; ``"cuda"`` -> ``cuda:<current>``.
+
+    Example:
+        >>> resolve_device("cpu")
+        device(type='cpu')
+    """
+    return _device(device)
+
+
+def sync(device: torch.device) -> None:
+    """``torch.cuda.synchronize(device)`` on a GPU, nothing on the CPU (which is already synchronous)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``torch.bfloat16`` -> ``"bfloat16"``.
+
+    Example:
+        >>> dtype_name(torch.bfloat16)
+        'bfloat16'
+    """
+    return str(dtype).replace("torch.", "")
+
+
+def spin_cycles(device: torch.device, ms: float) -> int:
+    """How many ``torch.cuda._sleep`` cycles keep ``device`` busy for about ``ms`` milliseconds.
+
+    ``_sleep`` spins on the SM clock, whose rate changes with boost clocks, so the rate is measured:
+    one probe spin timed with CUDA events (the first guess comes from the device's clock rate when
+    torch reports it). Callers still report the spin time they measured, never ``ms``.
+
+    Example:
+        >>> spin_cycles(torch.device("cuda"), 50)  # doctest: +SKIP
+        98000000
+    """
+    if device.type != "cuda":
+        raise ValueError(f"torch.cuda._sleep needs a CUDA device, got {device}")
+    with torch.cuda.device(device):
+        khz = getattr(torch.cuda.get_device_properties(device), "clock_rate", 0) or 0
+        probe = int(khz * 5) if khz > 0 else 10_000_000  # ~5 ms at the nominal clock
+        torch.cuda._sleep(1000)  # first use loads the kernel; keep that out of the probe
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda._sleep(probe)
+        end.record()
+        end.synchronize()
+        probe_ms = start.elapsed_time(end)
+    per_ms = probe / max(probe_ms, 1e-3)
+    return max(1, int(per_ms * ms))
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (q in 0..100) of a list, like ``numpy.percentile``.
+
+    Example:
+        >>> percentile([1.0, 2.0, 3.0, 4.0, 5.0], 25)
+        2.0
+    """
+    xs = sorted(values)
+    if not xs:
+        raise ValueError("percentile of an empty list")
+    pos = (len(xs) - 1) * q / 100.0
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return float(xs[lo] + (xs[hi] - xs[lo]) * (pos - lo))
+
+
+def wall_ms(t0: float) -> float:
+    """Milliseconds since ``t0`` (a ``time.perf_counter()`` value)."""
+    return (time.perf_counter() - t0) * 1e3
+
+
+__all__ = ["MODULES", "for_lesson", "resolve_device", "sync", "dtype_name", "spin_cycles", "percentile", "wall_ms"]

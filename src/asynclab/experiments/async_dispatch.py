@@ -1,0 +1,509 @@
+"""Lesson 01 experiments: the host runs ahead of the GPU, launch overhead, the overhead-bound regime and hidden syncs."""
+from __future__ import annotations
+
+import contextlib
+import io
+import statistics
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from asynclab.experiments import dtype_name, resolve_device, spin_cycles, sync, wall_ms
+from asynclab.timing import event_timer, naive_timer, sync_timer
+
+LESSON = "01"
+
+#: Sizes that keep every experiment to a few seconds on a 2-core CPU (the notebooks' and tests' CPU runs).
+CPU_KWARGS: dict[str, dict[str, Any]] = {
+    "d2l_benchmark": {"n": 200, "reps": 3},
+    "host_runs_ahead": {"n": 256, "reps": 5, "dtype": torch.float32},
+    "launch_overhead": {"ops": 300, "repeats": 3},
+    "launch_overhead_trace": {"ops": 20},
+    "overhead_bound": {"sizes": (2**10, 2**12, 2**14, 2**16, 2**18), "repeats": 5, "inner": 5},
+    "hidden_syncs": {},
+    "cpu_is_synchronous": {"n": 256, "reps": 5, "repeats": 5},
+}
+
+#: ``overhead_bound``'s default sizes: 2**10 ... 2**26 elements, x4 each step.
+DEFAULT_SIZES = tuple(2 ** k for k in range(10, 27, 2))
+
+
+def d2l_benchmark(device: Any = None, n: int = 1000, reps: int = 10, verbose: bool = True) -> dict[str, Any]:
+    """d2l's *Asynchronous Computation* experiment, with ``d2l.Benchmark``, then synchronized.
+
+    Three blocks, each timed by ``d2l.Benchmark`` (``time.time()`` around the ``with`` block; it
+    prints ``"<description>: X sec"`` unless ``verbose=False``):
+
+    * ``numpy``: ``reps`` x (``np.random.normal(size=(n, n))``, ``np.dot(a, a)``);
+    * ``torch``: the same with ``torch.normal`` and ``torch.mm`` on ``device``, no synchronize.
+      On a GPU this times only the *enqueue* of the work;
+    * ``torch, synchronized``: the same, with ``torch.cuda.synchronize(device)`` before leaving
+      the block, as d2l does: now the work itself is inside the window.
+
+    The torch loop runs once untimed first (CUDA context, cuBLAS, allocator), and the queue is
+    drained (untimed) between the two torch blocks, so the synchronized block waits only for its
+    own work. Needs d2l (``pip install --no-deps d2l==1.0.3``).
+
+    Returns ``{"numpy_s", "torch_unsynced_s", "torch_synced_s", "n", "reps", "device", "timer"}``,
+    times in seconds for the whole block.
+
+    Example:
+        >>> r = d2l_benchmark("cpu", n=100, reps=2, verbose=False)
+        >>> sorted(r)[:3], r["numpy_s"] > 0
+        (['device', 'n', 'numpy_s'], True)
+    """
+    try:
+        from d2l import torch as d2l
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        raise ImportError("d2l_benchmark needs d2l; install it with: pip install --no-deps d2l==1.0.3") from err
+    import numpy as np
+
+    dev = resolve_device(device)
+
+    def torch_loop() -> None:
+        for _ in range(reps):
+            a = torch.normal(0, 1, size=(n, n), device=dev)
+            b = torch.mm(a, a)  # noqa: F841 - d2l's code keeps the result in b
+
+    torch_loop()  # untimed warm-up
+    sync(dev)
+    printer = contextlib.nullcontext() if verbose else contextlib.redirect_stdout(io.StringIO())
+    with printer:
+        with d2l.Benchmark("numpy") as bench_numpy:
+            for _ in range(reps):
+                a = np.random.normal(size=(n, n))
+                b = np.dot(a, a)  # noqa: F841
+        with d2l.Benchmark("torch") as bench_unsynced:
+            torch_loop()
+        sync(dev)  # untimed: let the previous block's queued work finish
+        with d2l.Benchmark("torch, synchronized") as bench_synced:
+            torch_loop()
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+    return {
+        "numpy_s": float(bench_numpy.timer.times[-1]),
+        "torch_unsynced_s": float(bench_unsynced.timer.times[-1]),
+        "torch_synced_s": float(bench_synced.timer.times[-1]),
+        "n": int(n),
+        "reps": int(reps),
+        "device": str(dev),
+        "timer": "d2l.Benchmark (time.time() around the with block)",
+    }
+
+
+def host_runs_ahead(device: Any = None, n: int = 8192, reps: int = 20, dtype: torch.dtype = torch.bfloat16,
+                    path: str | Path | None = None) -> tuple[dict[str, Any], Any]:
+    """How long the host takes to *enqueue* ``reps`` matmuls vs how long the GPU takes to *finish* them.
+
+    ``a`` and ``b`` (``n x n``, ``dtype``) are built once and the loop is warmed up. Then
+    ``perf_counter`` is read before the loop, after the last ``torch.mm`` returned (enqueue), and after
+    ``torch.cuda.synchronize`` returned (finish). On a GPU enqueue is a small fraction of finish; on the
+    CPU (pass a small ``n``) they are about equal, because each ``torch.mm`` does the work before it
+    returns.
+
+    With ``path``, the same loop (annotated ``"enqueue <reps> x mm"`` and ``"synchronize"``) is
+    profiled once via :func:`asynclab.record.record` and saved there as .json.gz.
+
+    Returns ``(results, trace)``: results ``{"enqueue_ms", "finish_ms", "tflops", "host_free_ms",
+    "enqueue_us_per_mm", "mm_ms", "n", "reps", "dtype", "device"}``; trace is a Trace or None.
+
+    Example:
+        >>> r, trace = host_runs_ahead("cpu", n=64, reps=3, dtype=torch.float32)
+        >>> r["finish_ms"] >= r["enqueue_ms"] > 0, trace is None
+        (True, True)
+    """
+    dev = resolve_device(device)
+    a = torch.randn(n, n, device=dev, dtype=dtype)
+    b = torch.randn(n, n, device=dev, dtype=dtype)
+
+    def enqueue(count: int) -> torch.Tensor | None:
+        c = None
+        for _ in range(count):
+            c = torch.mm(a, b)
+        return c
+
+    enqueue(3)  # warm-up: cuBLAS, kernel choice, and the two output blocks the loop keeps alive
+    sync(dev)
+
+    t0 = time.perf_counter()
+    c = enqueue(reps)
+    enqueue_ms = wall_ms(t0)
+    sync(dev)
+    finish_ms = wall_ms(t0)
+    del c
+
+    trace = None
+    if path is not None:
+        from asynclab.record import record
+
+        def loop() -> None:
+            with torch.profiler.record_function(f"enqueue {reps} x mm"):
+                enqueue(reps)  # the result is freed here, still queued: the allocator is stream-ordered
+            with torch.profiler.record_function("synchronize"):
+                sync(dev)
+
+        trace = record(loop, path=path, warmup=1, steps=1)
+
+    results = {
+        "enqueue_ms": enqueue_ms,
+        "finish_ms": finish_ms,
+        "host_free_ms": finish_ms - enqueue_ms,
+        "enqueue_us_per_mm": enqueue_ms * 1e3 / reps,
+        "mm_ms": finish_ms / reps,
+        "tflops": 2.0 * n**3 * reps / (finish_ms * 1e-3) / 1e12,
+        "n": int(n),
+        "reps": int(reps),
+        "dtype": dtype_name(dtype),
+        "device": str(dev),
+    }
+    return results, trace
+
+
+def _cuda_major() -> int:
+    """CUDA major version torch was built with; a large number when not a CUDA build (ROCm: no workaround)."""
+    try:
+        return int(str(torch.version.cuda).split(".")[0])
+    except ValueError:
+        return 99
+
+
+def _capture_graph(dev: torch.device, body: Callable[[], None]) -> torch.cuda.CUDAGraph:
+    """Capture ``body`` in a CUDA graph, warming it up on a side stream first as the CUDA graphs docs require."""
+    if _cuda_major() < 12:  # pytorch/pytorch#75504: the profiler must start once before any capture on CUDA < 12
+        from torch.profiler._utils import _init_for_cuda_graphs
+
+        _init_for_cuda_graphs()
+    with torch.cuda.device(dev):
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                body()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=side):  # an explicit stream on this device
+            body()
+        graph.replay()  # the first replay uploads the graph; keep it out of the timings
+        torch.cuda.synchronize(dev)
+    return graph
+
+
+def launch_overhead(device: Any = None, ops: int = 1000, size: int = 1, repeats: int = 5) -> dict[str, Any]:
+    """Per-op time of a tiny op launched eagerly vs replayed from a CUDA graph.
+
+    The op is ``x.add_(1.0)`` on a tensor of ``size`` elements: the GPU work is negligible, so the
+    eager time per op is the host's cost to launch it (Python, dispatcher, ``cudaLaunchKernel``). Eager:
+    synchronized wall clock around ``ops`` calls, divided by ``ops``; median of ``repeats``. Graph: the
+    same ``ops`` calls captured once in a ``torch.cuda.CUDAGraph`` (after a warm-up on a side stream),
+    then ``graph.replay()`` timed the same way. On the CPU there is no graph: ``graph_us_per_op`` is None.
+
+    Returns ``{"eager_us_per_op", "graph_us_per_op", "speedup", "ops", "size", "op", "device"}``.
+
+    Example:
+        >>> r = launch_overhead("cpu", ops=100, repeats=2)
+        >>> r["eager_us_per_op"] > 0, r["graph_us_per_op"]
+        (True, None)
+    """
+    dev = resolve_device(device)
+    x = torch.zeros(size, device=dev)
+
+    def body() -> None:
+        for _ in range(ops):
+            x.add_(1.0)
+
+    def per_op_us(run: Callable[[], None]) -> float:
+        times = []
+        for _ in range(repeats):
+            sync(dev)
+            t0 = time.perf_counter()
+            run()
+            sync(dev)
+            times.append(wall_ms(t0) * 1e3 / ops)
+        return statistics.median(times)
+
+    body()  # warm-up
+    sync(dev)
+    eager = per_op_us(body)
+    graph_us = None
+    if dev.type == "cuda":
+        graph = _capture_graph(dev, body)
+        with torch.cuda.device(dev):
+            graph_us = per_op_us(graph.replay)
+        del graph
+    return {
+        "eager_us_per_op": eager,
+        "graph_us_per_op": graph_us,
+        "speedup": eager / graph_us if graph_us else None,
+        "ops": int(ops),
+        "size": int(size),
+        "op": "x.add_(1.0)",
+        "device": str(dev),
+    }
+
+
+def launch_overhead_trace(device: Any, path: str | Path, ops: int = 50, size: int = 1) -> Any:
+    """A profiler trace of ``ops`` eager ``x.add_(1.0)`` calls, then (on a GPU) the same calls replayed from a CUDA graph.
+
+    The two parts are annotated ``"eager: <ops> x add_"`` and ``"graph replay: <ops> x add_"``, each
+    ending with a synchronize: on the timeline the eager kernels sit apart, spaced by the host's
+    launch cost, while the graph's kernels run back to back from one ``cudaGraphLaunch``. Saved at
+    ``path`` (.json.gz) via :func:`asynclab.record.record`; returns the Trace.
+
+    Example:
+        >>> t = launch_overhead_trace("cuda", "launch.json.gz")  # doctest: +SKIP
+    """
+    from asynclab.record import record
+
+    dev = resolve_device(device)
+    x = torch.zeros(size, device=dev)
+
+    def body() -> None:
+        for _ in range(ops):
+            x.add_(1.0)
+
+    body()
+    sync(dev)
+    graph = _capture_graph(dev, body) if dev.type == "cuda" else None
+
+    def both() -> None:
+        with torch.profiler.record_function(f"eager: {ops} x add_"):
+            body()
+            sync(dev)
+        if graph is not None:
+            with torch.profiler.record_function(f"graph replay: {ops} x add_"):
+                graph.replay()
+                sync(dev)
+
+    with torch.cuda.device(dev) if dev.type == "cuda" else contextlib.nullcontext():
+        return record(both, path=path, warmup=1, steps=1)
+
+
+_ELEMENTWISE: dict[str, tuple[int, Callable[..., Any]]] = {
+    # name: (tensors read + written per element, fn(x, y, out))
+    "add": (3, lambda x, y, out: torch.add(x, y, out=out)),
+    "mul": (3, lambda x, y, out: torch.mul(x, y, out=out)),
+    "sin": (2, lambda x, y, out: torch.sin(x, out=out)),
+    "relu": (2, lambda x, y, out: torch.clamp_min(x, 0.0, out=out)),
+}
+
+
+def _time_elementwise(fn: Callable[..., Any], dev: torch.device, size: int, dtype: torch.dtype, repeats: int,
+                      inner: int):
+    x = torch.rand(size, device=dev, dtype=dtype)
+    y = torch.rand(size, device=dev, dtype=dtype)
+    out = torch.empty_like(x)
+    return event_timer(lambda: fn(x, y, out), repeats=repeats, warmup=2, inner=inner, device=dev)
+
+
+def overhead_bound(device: Any = None, sizes: tuple[int, ...] = DEFAULT_SIZES, op: str = "add",
+                   repeats: int = 10, inner: int = 20, dtype: torch.dtype = torch.float32) -> dict[str, Any]:
+    """Per-op time of an elementwise op as the tensor grows: flat while launch overhead dominates.
+
+    For each size, ``op`` (``"add"``, ``"mul"``, ``"sin"`` or ``"relu"``, written into a preallocated
+    output) is timed with :func:`asynclab.timing.event_timer`: ``repeats`` event pairs, each around
+    ``inner`` back-to-back calls (CUDA events on a GPU, wall clock on the CPU); the median per call is
+    kept. ``flat_until`` is the largest size up to which every time stays within 1.5x of the
+    smallest size's time: below it, the op costs what launching it costs.
+
+    Returns ``{"sizes", "us_per_op", "gb_per_s", "flat_until", "op", "dtype", "device", "timer"}``
+    (``gb_per_s``: bytes read and written per second, the memory-bound end's figure).
+
+    Example:
+        >>> r = overhead_bound("cpu", sizes=(2**10, 2**12), repeats=3, inner=3)
+        >>> r["sizes"], len(r["us_per_op"]), r["flat_until"] in r["sizes"]
+        ([1024, 4096], 2, True)
+    """
+    if op not in _ELEMENTWISE:
+        raise ValueError(f"unknown op {op!r}; choose from {', '.join(_ELEMENTWISE)}")
+    if not sizes:
+        raise ValueError("sizes must name at least one tensor size")
+    dev = resolve_device(device)
+    touched, fn = _ELEMENTWISE[op]
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    us, gbs = [], []
+    timer_text = ""
+    with torch.cuda.device(dev) if dev.type == "cuda" else contextlib.nullcontext():
+        for size in sizes:
+            t = _time_elementwise(fn, dev, int(size), dtype, repeats, inner)  # frees its tensors when done
+            timer_text = t.measured
+            us.append(t.median_ms * 1e3)
+            gbs.append(touched * int(size) * itemsize / (t.median_ms * 1e-3) / 1e9)
+    flat_until = int(sizes[0])
+    for size, t_us in zip(sizes, us):
+        if t_us > 1.5 * us[0]:
+            break
+        flat_until = int(size)
+    return {
+        "sizes": [int(s) for s in sizes],
+        "us_per_op": us,
+        "gb_per_s": gbs,
+        "flat_until": flat_until,
+        "op": op,
+        "dtype": dtype_name(dtype),
+        "device": str(dev),
+        "timer": timer_text,
+    }
+
+
+def _print_tensor(t: torch.Tensor) -> None:
+    with contextlib.redirect_stdout(io.StringIO()):
+        print(t)
+
+
+#: (what the learner writes, what runs, a note). The last two are the controls that do not sync.
+SYNC_OPS: tuple[tuple[str, Callable[[torch.Tensor], Any], str], ...] = (
+    (".item()", lambda t: t[0].item(), "copies one number to the host and waits for it"),
+    ("print(t)", _print_tensor, "formatting needs the values on the host"),
+    (".cpu()", lambda t: t.cpu(), "a blocking device-to-host copy"),
+    ("torch.nonzero(t)", lambda t: torch.nonzero(t), "the output's size depends on the data: the host must read it"),
+    ("if t.sum() > 0:", lambda t: bool(t.sum() > 0), "Python's if needs a bool on the host (an .item() in disguise)"),
+    ("t[t > 0]", lambda t: t[t > 0], "boolean-mask indexing calls nonzero"),
+    ("t.sum()", lambda t: t.sum(), "control: the result stays on the GPU, nothing waits"),
+    ('t.to("cpu", non_blocking=True)', lambda t: t.to("cpu", non_blocking=True),
+     "copies into pinned host memory without waiting; reading it before a sync is a race (lesson 05)"),
+)
+
+
+def _first_line(message: str) -> str:
+    line = str(message).strip().splitlines()[0] if str(message).strip() else ""
+    return line.split(" (Triggered internally at")[0].strip()
+
+
+def hidden_syncs(device: Any = None, spin_ms: float = 20.0, size: int = 4096) -> dict[str, Any]:
+    """Which everyday operations make the host wait for the GPU, found with ``torch.cuda.set_sync_debug_mode("warn")``.
+
+    For each op in :data:`SYNC_OPS`, the GPU is first kept busy with a ``torch.cuda._sleep`` spin of
+    about ``spin_ms`` on the current stream; then the op runs with the sync debug mode set to
+    ``"warn"`` (restored right after) and every warning recorded. Two independent signs of a sync
+    are reported: the warning (``syncs``, ``message``), and the host time the op took (``waited_ms``:
+    an op that syncs waits for the spin, one that does not returns in microseconds).
+
+    On the CPU there is nothing to wait for and ``set_sync_debug_mode`` is CUDA-only: every op comes
+    back with ``syncs=None`` and a note.
+
+    Returns ``{"ops": [{"op", "syncs", "message", "waited_ms", "spin_ms", "note"}, ...], "device", "spin_ms"}``.
+
+    Example:
+        >>> r = hidden_syncs("cpu")
+        >>> r["ops"][0]["op"], r["ops"][0]["syncs"]
+        ('.item()', None)
+    """
+    dev = resolve_device(device)
+    if dev.type != "cuda":
+        return {
+            "ops": [{"op": name, "syncs": None, "message": "no CUDA device: the CPU runs each op before it returns",
+                     "waited_ms": None, "spin_ms": None, "note": note} for name, _, note in SYNC_OPS],
+            "device": str(dev),
+            "spin_ms": None,
+        }
+    rows = []
+    with torch.cuda.device(dev):
+        t = torch.randn(size, device=dev)
+        for _, fn, _ in SYNC_OPS:  # warm-up, untimed: kernels loaded, a pinned host block cached for .to()
+            fn(t)
+        cycles = spin_cycles(dev, spin_ms)
+        torch.cuda.synchronize(dev)
+        old_mode = torch.cuda.get_sync_debug_mode()
+        for name, fn, note in SYNC_OPS:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            torch.cuda._sleep(cycles)
+            end.record()
+            result = None
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                torch.cuda.set_sync_debug_mode("warn")
+                try:
+                    t0 = time.perf_counter()
+                    result = fn(t)
+                    waited = wall_ms(t0)
+                finally:
+                    torch.cuda.set_sync_debug_mode(old_mode)
+            torch.cuda.synchronize(dev)
+            sync_msgs = [_first_line(str(w.message)) for w in caught if "synchroniz" in str(w.message)]
+            if name.startswith("t.to(") and isinstance(result, torch.Tensor):
+                note = f"{note} (result pinned: {result.is_pinned()})"
+            rows.append({
+                "op": name,
+                "syncs": bool(sync_msgs),
+                "message": sync_msgs[0] if sync_msgs else "",
+                "waited_ms": waited,
+                "spin_ms": start.elapsed_time(end),
+                "note": note,
+            })
+            del result
+    return {"ops": rows, "device": str(dev), "spin_ms": float(statistics.median(r["spin_ms"] for r in rows))}
+
+
+def cpu_is_synchronous(n: int = 512, reps: int = 10, repeats: int = 5) -> dict[str, Any]:
+    """On the CPU, the naive timer and the synchronized timer agree: each op finishes before it returns.
+
+    Times ``reps`` x ``torch.mm(a, a)`` (``n x n`` float32, on the CPU) with
+    :func:`asynclab.timing.naive_timer` and :func:`asynclab.timing.sync_timer`, ``repeats`` times each,
+    alternating between the two (so that other load on the machine hits both alike); medians.
+
+    Returns ``{"naive_ms", "sync_ms", "ratio" (naive / sync, about 1), "n", "reps", "device"}``.
+
+    Example:
+        >>> r = cpu_is_synchronous(n=64, reps=2, repeats=3)
+        >>> 0.2 < r["ratio"] < 5
+        True
+    """
+    a = torch.randn(n, n)
+
+    def work() -> None:
+        for _ in range(reps):
+            torch.mm(a, a)
+
+    for _ in range(2):  # warm-up: thread pool, allocator
+        work()
+    naive, synced = [], []
+    for _ in range(repeats):  # alternate the two timers, so that a busy machine slows both alike
+        naive.extend(naive_timer(work, repeats=1, warmup=0, device="cpu").times_ms)
+        synced.extend(sync_timer(work, repeats=1, warmup=0, device="cpu").times_ms)
+    naive_ms, sync_ms = statistics.median(naive), statistics.median(synced)
+    return {
+        "naive_ms": naive_ms,
+        "sync_ms": sync_ms,
+        "ratio": naive_ms / sync_ms,
+        "n": int(n),
+        "reps": int(reps),
+        "device": "cpu",
+    }
+
+
+def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bool = True
+            ) -> tuple[dict[str, Any], dict[str, Path]]:
+    """Run every lesson 01 experiment once, as the recording script does; CPU devices use :data:`CPU_KWARGS`.
+
+    Returns ``(results, traces)``: results keyed by experiment function name; traces
+    ``{name: path}`` of the .json.gz files written into ``trace_dir`` (none without it).
+
+    Example:
+        >>> results, traces = run_all("cuda", "/tmp/ref01")  # doctest: +SKIP
+        >>> sorted(traces)  # doctest: +SKIP
+        ['host_runs_ahead', 'launch_overhead']
+    """
+    dev = resolve_device(device)
+    kw = CPU_KWARGS if dev.type == "cpu" else {}
+    out = Path(trace_dir) if trace_dir is not None else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    traces: dict[str, Path] = {}
+    results: dict[str, Any] = {}
+    results["d2l_benchmark"] = d2l_benchmark(dev, verbose=verbose, **kw.get("d2l_benchmark", {}))
+    path = out / "host_runs_ahead.json.gz" if out is not None else None
+    results["host_runs_ahead"], _ = host_runs_ahead(dev, path=path, **kw.get("host_runs_ahead", {}))
+    if path is not None:
+        traces["host_runs_ahead"] = path
+    results["launch_overhead"] = launch_overhead(dev, **kw.get("launch_overhead", {}))
+    if out is not None:
+        traces["launch_overhead"] = out / "launch_overhead.json.gz"
+        launch_overhead_trace(dev, traces["launch_overhead"], **kw.get("launch_overhead_trace", {}))
+    results["overhead_bound"] = overhead_bound(dev, **kw.get("overhead_bound", {}))
+    results["hidden_syncs"] = hidden_syncs(dev, **kw.get("hidden_syncs", {}))
+    results["cpu_is_synchronous"] = cpu_is_synchronous(**kw.get("cpu_is_synchronous", {}))
+    return results, traces

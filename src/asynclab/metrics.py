@@ -1,0 +1,452 @@
+"""Numbers from a trace: busy time, concurrency, copy/compute overlap, idle gaps, launch latency, bubbles."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+from asynclab.trace import COPY_KINDS, WORK_KINDS, Trace, load_trace
+
+__all__ = [
+    "busy_time", "concurrency", "overlap", "hidden_fraction", "idle_gaps", "launch_latency",
+    "bubble_fraction", "BubbleReport", "top_kernels", "summary", "union_length",
+]
+
+#: Host kinds counted as "busy" for host lanes in :func:`busy_time`.
+HOST_BUSY_KINDS = ("cpu_op", "launch", "python")
+
+
+# --------------------------------------------------------------------------------------------
+# interval arithmetic (numpy, no Python loops over events)
+# --------------------------------------------------------------------------------------------
+def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Merge intervals into sorted, disjoint ones (touching intervals are merged)."""
+    starts = np.asarray(starts, dtype=np.float64)
+    ends = np.asarray(ends, dtype=np.float64)
+    if not len(starts):
+        return starts, ends
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    reach = np.maximum.accumulate(e)
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > reach[:-1]
+    idx = np.flatnonzero(new)
+    return s[idx], np.maximum.reduceat(e, idx)
+
+
+def union_length(starts: Iterable[float], ends: Iterable[float]) -> float:
+    """Total length covered by a set of intervals (overlaps counted once).
+
+    Example:
+        >>> union_length([0, 5, 20], [10, 12, 25])
+        17.0
+    """
+    s, e = _union(np.asarray(list(starts), float), np.asarray(list(ends), float))
+    return float((e - s).sum())
+
+
+def _coverage(groups: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Sweep over the unions of several groups: (segment boundaries, number of groups active in each
+    segment [t_i, t_{i+1}))."""
+    starts = [u[0] for u in groups]
+    ends = [u[1] for u in groups]
+    t = np.concatenate(starts + ends) if groups else np.zeros(0)
+    if not len(t):
+        return t, np.zeros(0, dtype=np.int64)
+    d = np.concatenate([np.ones(sum(len(s) for s in starts), dtype=np.int64),
+                        -np.ones(sum(len(e) for e in ends), dtype=np.int64)])
+    order = np.argsort(t, kind="stable")
+    t, d = t[order], d[order]
+    return t, np.cumsum(d)[:-1]
+
+
+def _intersection_length(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
+    """Length of the intersection of two disjoint, sorted interval sets."""
+    if not len(a[0]) or not len(b[0]):
+        return 0.0
+    t = np.concatenate([a[0], a[1], b[0], b[1]])
+    da = np.concatenate([np.ones(len(a[0])), -np.ones(len(a[1])), np.zeros(len(b[0]) + len(b[1]))])
+    db = np.concatenate([np.zeros(len(a[0]) + len(a[1])), np.ones(len(b[0])), -np.ones(len(b[1]))])
+    order = np.argsort(t, kind="stable")
+    t, da, db = t[order], da[order], db[order]
+    ca, cb = np.cumsum(da)[:-1], np.cumsum(db)[:-1]
+    seg = np.diff(t)
+    return float(seg[(ca > 0) & (cb > 0)].sum())
+
+
+# --------------------------------------------------------------------------------------------
+# selections
+# --------------------------------------------------------------------------------------------
+def _trace(trace: Any) -> Trace:
+    return trace if isinstance(trace, Trace) else load_trace(trace)
+
+
+def _kinds(k: str | Iterable[str]) -> tuple[str, ...]:
+    return (k,) if isinstance(k, str) else tuple(k)
+
+
+def _rows(tr: Trace, kinds: Iterable[str], device: int | None = None) -> pd.DataFrame:
+    ev = tr.events
+    m = ev["kind"].isin(list(kinds)).to_numpy().copy()
+    if device is not None:
+        if int(device) not in tr.devices:
+            raise ValueError(f"{tr.source}: no GPU {device} in this trace (devices: {tr.devices or 'none'})")
+        m &= (ev["device"] == int(device)).fillna(False).to_numpy(dtype=bool)
+    return ev[m]
+
+
+def _work(tr: Trace, device: int | None = None) -> pd.DataFrame:
+    w = _rows(tr, WORK_KINDS, device)
+    return w[w["device"].notna()]
+
+
+def _u(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    return _union(df["start_us"].to_numpy(np.float64), df["end_us"].to_numpy(np.float64))
+
+
+# --------------------------------------------------------------------------------------------
+# metrics
+# --------------------------------------------------------------------------------------------
+def busy_time(trace: Any, by: str = "lane") -> pd.Series:
+    """Busy µs per lane or per device: the length of the union of the intervals, so overlapping
+    events on one lane (or concurrent streams of one device) are not double counted.
+
+    GPU lanes count work (kernels, copies, memsets; not sync waits or annotations); host lanes
+    (those of :meth:`Trace.lanes`) count CPU ops, runtime calls and python functions. With
+    ``by="device"`` the index is the GPU index. ``result.attrs["span_us"]`` holds the span the
+    counted events cover (first start to last end), to turn busy time into a utilisation.
+
+    Example:
+        >>> from asynclab.trace import _EXAMPLE
+        >>> busy_time(load_trace(_EXAMPLE), by="device").tolist()
+        [5.0]
+    """
+    tr = _trace(trace)
+    if by == "device":
+        w = _work(tr)
+        out = {int(d): float((lambda u: (u[1] - u[0]).sum())(_u(g))) for d, g in w.groupby("device", sort=True)}
+        s = pd.Series(out, name="busy_us", dtype=np.float64)
+        s.index.name = "device"
+        span_rows = w
+    elif by == "lane":
+        lanes = tr.lanes()
+        w = _work(tr)
+        h = _rows(tr, HOST_BUSY_KINDS)
+        h = h[h["device"].isna() & h["lane"].isin(lanes)]
+        rows = pd.concat([w, h]) if len(h) else w
+        out = {lane: float((lambda u: (u[1] - u[0]).sum())(_u(g))) for lane, g in rows.groupby("lane", sort=False)}
+        s = pd.Series({lane: out.get(lane, 0.0) for lane in lanes if lane in out}, name="busy_us", dtype=np.float64)
+        s.index.name = "lane"
+        span_rows = rows
+    else:
+        raise ValueError(f"by must be 'lane' or 'device', not {by!r}")
+    s.attrs["span_us"] = float(span_rows["end_us"].max() - span_rows["start_us"].min()) if len(span_rows) else 0.0
+    return s
+
+
+def concurrency(trace: Any, device: int | None = None) -> pd.Series:
+    """µs during which exactly k GPU streams were busy, for k = 0, 1, 2, ... (index), within the
+    GPU-active span (first GPU work start to last GPU work end). Streams are (device, stream) pairs;
+    ``device`` restricts to one GPU. The values add up to the span.
+
+    Example:
+        >>> from asynclab.trace import _EXAMPLE
+        >>> concurrency(load_trace(_EXAMPLE)).to_dict()
+        {0: 0.0, 1: 5.0}
+    """
+    tr = _trace(trace)
+    w = _work(tr, device)
+    if not len(w):
+        return pd.Series({0: 0.0}, name="time_us", dtype=np.float64).rename_axis("streams_busy")
+    groups = [_u(g) for _, g in w.groupby(["device", "stream"], sort=True)]
+    t, count = _coverage(groups)
+    seg = np.diff(t)
+    kmax = len(groups)
+    totals = np.bincount(count, weights=seg, minlength=kmax + 1)
+    s = pd.Series(totals.astype(np.float64), index=pd.RangeIndex(kmax + 1, name="streams_busy"), name="time_us")
+    while len(s) > 2 and s.iloc[-1] == 0.0:
+        s = s.iloc[:-1]
+    return s
+
+
+def overlap(trace: Any, a_kinds: str | Iterable[str], b_kinds: str | Iterable[str],
+            device: int | None = None) -> float:
+    """µs during which at least one event of ``a_kinds`` and one of ``b_kinds`` are active at once.
+
+    With ``device`` only that GPU's rows count; without, all rows of the trace (host rows too), so
+    ``overlap(t, "launch", "compute")`` tells how long the CPU was launching while a GPU computed.
+
+    Example:
+        >>> from asynclab.trace import _EXAMPLE
+        >>> overlap(load_trace(_EXAMPLE), "launch", "compute")
+        1.0
+    """
+    tr = _trace(trace)
+    a = _rows(tr, _kinds(a_kinds), device)
+    b = _rows(tr, _kinds(b_kinds), device)
+    return _intersection_length(_u(a), _u(b))
+
+
+def hidden_fraction(trace: Any, copy_kinds: Iterable[str] = COPY_KINDS, compute_kinds: Iterable[str] = ("compute",),
+                    device: int | None = None) -> float:
+    """Share (0..1) of copy time that overlaps compute on the same GPU: 1 means the copies were
+    completely hidden behind kernels. Without ``device`` the copy and hidden times of every GPU are
+    added up. Returns NaN when the trace (or device) has no copies.
+
+    Example:
+        >>> from asynclab.trace import _EXAMPLE
+        >>> hidden_fraction(load_trace(_EXAMPLE))  # one kernel, no copies
+        nan
+    """
+    tr = _trace(trace)
+    devices = [int(device)] if device is not None else tr.devices
+    copy_total = 0.0
+    hidden = 0.0
+    for d in devices:
+        c = _u(_rows(tr, _kinds(copy_kinds), d))
+        k = _u(_rows(tr, _kinds(compute_kinds), d))
+        copy_total += float((c[1] - c[0]).sum())
+        hidden += _intersection_length(c, k)
+    if copy_total <= 0.0:
+        return float("nan")
+    return hidden / copy_total
+
+
+def idle_gaps(trace: Any, device: int | None = None, min_gap_us: float = 0.0) -> pd.DataFrame:
+    """Gaps between GPU busy intervals (all streams of a device together), per device, from its
+    first to its last work. Columns: device, start_us, end_us, dur_us; only gaps of at least
+    ``min_gap_us`` (and longer than 0).
+
+    Example:
+        >>> from asynclab.trace import _EXAMPLE
+        >>> len(idle_gaps(load_trace(_EXAMPLE)))
+        0
+    """
+    tr = _trace(trace)
+    w = _work(tr, device)
+    parts = []
+    for d, g in w.groupby("device", sort=True):
+        s, e = _u(g)
+        gs, ge = e[:-1], s[1:]
+        dur = ge - gs
+        keep = (dur > 0) & (dur >= min_gap_us)
+        parts.append(pd.DataFrame({"device": np.full(int(keep.sum()), int(d)), "start_us": gs[keep],
+                                   "end_us": ge[keep], "dur_us": dur[keep]}))
+    if not parts:
+        return pd.DataFrame({"device": pd.Series([], dtype=np.int64), "start_us": pd.Series([], dtype=np.float64),
+                             "end_us": pd.Series([], dtype=np.float64), "dur_us": pd.Series([], dtype=np.float64)})
+    return pd.concat(parts, ignore_index=True)
+
+
+def launch_latency(trace: Any) -> pd.DataFrame:
+    """Launch-to-start delay of every GPU event whose host launch is in the trace.
+
+    Columns: name, kind, device, stream, launch_name, launch_start_us, gpu_start_us, latency_us
+    (= gpu_start_us - launch_start_us). All kernels of one CUDA-graph launch share its start.
+    The index is the GPU row's index in ``trace.events``.
+
+    Example:
+        >>> from asynclab.trace import _EXAMPLE
+        >>> launch_latency(load_trace(_EXAMPLE))["latency_us"].tolist()
+        [1.0]
+    """
+    tr = _trace(trace)
+    ev = tr.events
+    g = ev[ev["device"].notna() & ev["launch"].notna() & ev["kind"].isin(list(WORK_KINDS) + ["sync"])]
+    li = g["launch"].astype(np.int64).to_numpy()
+    ls = ev.loc[li]
+    out = pd.DataFrame({
+        "name": g["name"].to_numpy(), "kind": g["kind"].to_numpy(), "device": g["device"].to_numpy(),
+        "stream": g["stream"].to_numpy(), "launch_name": ls["name"].to_numpy(),
+        "launch_start_us": ls["start_us"].to_numpy(np.float64), "gpu_start_us": g["start_us"].to_numpy(np.float64),
+    }, index=g.index)
+    out["latency_us"] = out["gpu_start_us"] - out["launch_start_us"]
+    return out
+
+
+@dataclass
+class BubbleReport:
+    """Idle ("bubble") share of each GPU over one common window.
+
+    ``per_device``: idle fraction by GPU; ``idle_us``/``busy_us``: the µs behind it; ``mean``: the
+    mean of ``per_device``; ``start_us``/``end_us``: the window.
+    """
+
+    start_us: float
+    end_us: float
+    per_device: pd.Series
+    idle_us: pd.Series
+    busy_us: pd.Series
+    mean: float
+
+    @property
+    def window_us(self) -> float:
+        return self.end_us - self.start_us
+
+    def __str__(self) -> str:
+        parts = ", ".join(f"GPU {d}: {v:.1%}" for d, v in self.per_device.items())
+        return f"bubble fraction {self.mean:.1%} over {self.window_us:.1f} µs ({parts})"
+
+
+def bubble_fraction(trace: Any, devices: Iterable[int] | None = None, start_us: float | None = None,
+                    end_us: float | None = None) -> BubbleReport:
+    """Pipeline bubble: the idle share of each GPU over one window, by default from the first GPU
+    work start to the last GPU work end across ``devices`` (all GPUs when None).
+
+    Example:
+        >>> from asynclab.trace import _EXAMPLE
+        >>> bubble_fraction(load_trace(_EXAMPLE)).mean
+        0.0
+    """
+    tr = _trace(trace)
+    devs = sorted(int(d) for d in (devices if devices is not None else tr.devices))
+    if not devs:
+        raise ValueError(f"{tr.source}: no GPU work in this trace, so no bubble fraction")
+    work = {d: _work(tr, d) for d in devs}
+    allw = pd.concat(list(work.values()))
+    if not len(allw):
+        raise ValueError(f"{tr.source}: no GPU work on devices {devs}")
+    lo = float(allw["start_us"].min()) if start_us is None else float(start_us)
+    hi = float(allw["end_us"].max()) if end_us is None else float(end_us)
+    if not hi > lo:
+        raise ValueError(f"{tr.source}: empty window [{lo:g}, {hi:g}] µs")
+    busy = {}
+    for d, w in work.items():
+        s, e = _u(w)
+        s, e = np.clip(s, lo, hi), np.clip(e, lo, hi)
+        busy[d] = float((e - s).sum())
+    busy_s = pd.Series(busy, dtype=np.float64).rename_axis("device")
+    idle_s = (hi - lo) - busy_s
+    frac = idle_s / (hi - lo)
+    return BubbleReport(lo, hi, frac.rename("idle_fraction"), idle_s.rename("idle_us"), busy_s.rename("busy_us"),
+                        float(frac.mean()))
+
+
+def top_kernels(trace: Any, n: int = 10, kinds: Iterable[str] = ("compute",)) -> pd.DataFrame:
+    """The ``n`` GPU event names with the most total time: columns count, total_us, mean_us, share
+    (of the total time of those kinds).
+
+    Example:
+        >>> from asynclab.trace import _EXAMPLE
+        >>> top_kernels(load_trace(_EXAMPLE))["total_us"].tolist()
+        [5.0]
+    """
+    tr = _trace(trace)
+    g = _rows(tr, _kinds(kinds))
+    g = g[g["device"].notna()]
+    if not len(g):
+        return pd.DataFrame(columns=["count", "total_us", "mean_us", "share"])
+    agg = g.groupby("name", sort=False)["dur_us"].agg(["count", "sum", "mean"])
+    agg.columns = ["count", "total_us", "mean_us"]
+    agg["share"] = agg["total_us"] / agg["total_us"].sum()
+    return agg.sort_values("total_us", ascending=False).head(n)
+
+
+# --------------------------------------------------------------------------------------------
+# text summary
+# --------------------------------------------------------------------------------------------
+def _fmt(us: float) -> str:
+    if not np.isfinite(us):
+        return "n/a"
+    if abs(us) >= 1e6:
+        return f"{us / 1e6:.3f} s"
+    if abs(us) >= 1e3:
+        return f"{us / 1e3:.3f} ms"
+    return f"{us:.1f} µs"
+
+
+def _short(s: str, n: int = 70) -> str:
+    s = str(s)
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def summary(trace: Any, top: int = 10) -> str:
+    """A plain-text report: devices, lanes and their busy time, idle time, copy–compute overlap and
+    hidden fraction, launch latency, and the top kernels by total time.
+
+    Example:
+        >>> from asynclab.trace import _EXAMPLE
+        >>> print(summary(load_trace(_EXAMPLE)).splitlines()[0])  # doctest: +ELLIPSIS
+        Trace <dict>: 2 events, span 6.0 µs...
+    """
+    tr = _trace(trace)
+    ev = tr.events
+    lines: list[str] = []
+    plat = tr.meta.get("platform", "?")
+    lines.append(f"Trace {tr.source}: {len(ev):,} events, span {_fmt(tr.span_us())} ({plat})")
+    if "window" in tr.meta:
+        a, b = tr.meta["window"]
+        lines.append(f"Window: {_fmt(a)} – {_fmt(b)} from the trace start")
+    devs = tr.devices
+    lines.append("Devices: " + (", ".join(f"GPU {d}" for d in devs) if devs else "none (CPU-only trace)"))
+    lanes = tr.lanes()
+    busy = busy_time(tr, by="lane")
+    counts = ev["lane"].value_counts()
+    if lanes:
+        lines.append("")
+        lines.append("Lanes (busy time = union of its events):")
+        width = max(len(x) for x in lanes)
+        for lane in lanes:
+            lines.append(f"  {lane:<{width}}  busy {_fmt(busy.get(lane, 0.0)):>11}  {int(counts.get(lane, 0)):>8,} events")
+    if devs:
+        lines.append("")
+        bd = busy_time(tr, by="device")
+        gaps = idle_gaps(tr)
+        for d in devs:
+            w = _work(tr, d)
+            span = float(w["end_us"].max() - w["start_us"].min()) if len(w) else 0.0
+            b = float(bd.get(d, 0.0))
+            idle = span - b
+            g = gaps[gaps["device"] == d]
+            share = f" ({idle / span:.1%})" if span > 0 else ""
+            big = f", longest gap {_fmt(float(g['dur_us'].max()))}" if len(g) else ""
+            lines.append(f"GPU {d}: busy {_fmt(b)} of {_fmt(span)} active span; idle {_fmt(idle)}{share} "
+                         f"in {len(g)} gap(s){big}")
+            conc = concurrency(tr, d)
+            if len(conc) > 2:
+                parts = ", ".join(f"{k} streams {_fmt(v)}" for k, v in conc.items() if v > 0 and k >= 2)
+                if parts:
+                    lines.append(f"  concurrent streams: {parts}")
+        lines.append("")
+        overlap_total = 0.0
+        copy_total = 0.0
+        for d in devs:
+            c = _u(_rows(tr, COPY_KINDS, d))
+            k = _u(_rows(tr, ("compute",), d))
+            copy_total += float((c[1] - c[0]).sum())
+            overlap_total += _intersection_length(c, k)
+        ov = overlap_total
+        if copy_total > 0:
+            lines.append(f"Copies: {_fmt(copy_total)} in total; overlapping compute {_fmt(ov)}; "
+                         f"hidden fraction {ov / copy_total:.1%}")
+            by_kind = _rows(tr, COPY_KINDS).groupby("kind")["dur_us"].agg(["count", "sum"])
+            lines.append("  " + ", ".join(f"{k.upper()} {int(r['count'])}× {_fmt(float(r['sum']))}"
+                                          for k, r in by_kind.iterrows()))
+        else:
+            lines.append("Copies: none (hidden fraction n/a)")
+        ll = launch_latency(tr)
+        if len(ll):
+            q = ll["latency_us"].quantile([0.5, 0.9]).tolist()
+            lines.append(f"Launch → start latency: median {_fmt(q[0])}, p90 {_fmt(q[1])} over {len(ll):,} GPU events")
+        n_orphan = int((ev["device"].notna() & ev["launch"].isna() & ev["kind"].isin(WORK_KINDS)).sum())
+        if n_orphan:
+            lines.append(f"GPU events without a launch in the trace: {n_orphan:,}")
+        tk = top_kernels(tr, top)
+        if len(tk):
+            lines.append("")
+            lines.append("Top kernels by total time:")
+            for i, (name, r) in enumerate(tk.iterrows(), 1):
+                lines.append(f"  {i:>2}. {_fmt(float(r['total_us'])):>11}  {r['share']:6.1%}  "
+                             f"{int(r['count']):>6}×  {_short(name)}")
+    else:
+        ops = ev[ev["kind"] == "cpu_op"]
+        if len(ops):
+            lines.append("")
+            lines.append("Top CPU ops by total time:")
+            agg = ops.groupby("name")["dur_us"].agg(["count", "sum"]).sort_values("sum", ascending=False).head(top)
+            for i, (name, r) in enumerate(agg.iterrows(), 1):
+                lines.append(f"  {i:>2}. {_fmt(float(r['sum'])):>11}  {int(r['count']):>6}×  {_short(name)}")
+    return "\n".join(lines)

@@ -1,0 +1,182 @@
+"""Tests for the `asynclab timeline` and `asynclab summary` commands, good input and bad."""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import asynclab
+from asynclab.cli import main
+from tracegen import simple_trace
+
+FIX = Path(__file__).parent / "fixtures"
+SRC = str(Path(asynclab.__file__).resolve().parent.parent)
+
+
+@pytest.fixture
+def good(tmp_path) -> Path:
+    p = tmp_path / "good.json"
+    p.write_text(json.dumps(simple_trace().to_dict()))
+    return p
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# ---------------------------------------------------------------------------------------------
+# good input
+# ---------------------------------------------------------------------------------------------
+def test_summary(capsys, good):
+    code, out, err = run(capsys, "summary", good)
+    assert code == 0 and err == ""
+    assert "Devices: GPU 0" in out
+    assert "GPU 0 · stream 13" in out
+    assert "hidden fraction 20.0%" in out
+    assert "Top kernels by total time:" in out
+
+
+def test_summary_gzip_fixture_two_gpus(capsys):
+    code, out, _ = run(capsys, "summary", FIX / "p2p_2gpu.json.gz", "--top", "1")
+    assert code == 0
+    assert "Devices: GPU 0, GPU 1" in out
+    assert "P2P 1×" in out
+    top = out.split("Top kernels by total time:")[1].strip().splitlines()
+    assert len(top) == 1
+
+
+def test_timeline_png(capsys, good, tmp_path):
+    out_png = tmp_path / "t.png"
+    code, out, err = run(capsys, "timeline", good, "-o", out_png, "--arrows", "--title", "hello")
+    assert code == 0 and err == ""
+    assert out_png.read_bytes()[:4] == b"\x89PNG"
+    assert "3 lanes" in out and "10 events drawn" in out
+
+
+def test_timeline_svg_window_and_no_host(capsys, good, tmp_path):
+    out_svg = tmp_path / "t.svg"
+    code, out, _ = run(capsys, "timeline", good, "-o", out_svg, "--start-ms", "0.02", "--end-ms", "0.045",
+                       "--no-host", "--no-arrows")
+    assert code == 0
+    assert b"<svg" in out_svg.read_bytes()[:500]
+    assert "2 lanes" in out and "3 events drawn" in out  # A, C, B clipped to [20, 45) µs
+
+
+def test_timeline_annotation(capsys, tmp_path):
+    out_png = tmp_path / "a.png"
+    code, out, _ = run(capsys, "timeline", FIX / "pt24_base_time.json", "-o", out_png, "--annotation", "backward",
+                       "--occurrence", "0")
+    assert code == 0 and out_png.exists()
+
+
+def test_truncated_file_warns_in_one_line_and_succeeds(capsys):
+    code, out, err = run(capsys, "summary", FIX / "truncated.json")
+    assert code == 0
+    lines = err.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("asynclab: warning: ") and "truncated.json" in lines[0]
+    assert "loaded the 9 complete events" in lines[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# bad input: exit 2, one line on stderr, naming the file and the problem
+# ---------------------------------------------------------------------------------------------
+def _write(tmp_path: Path, name: str, content) -> Path:
+    p = tmp_path / name
+    if isinstance(content, bytes):
+        p.write_bytes(content)
+    else:
+        p.write_text(content)
+    return p
+
+
+def _cases(tmp_path: Path, good: Path) -> list[tuple[list, str, str]]:
+    """(argv, the file the message must name, a phrase of the problem)."""
+    png = str(tmp_path / "o.png")
+    empty = _write(tmp_path, "empty.json", "")
+    notjson = _write(tmp_path, "notjson.json", "this is { not json")
+    garbage = _write(tmp_path, "garbage.json", json.dumps([1, 2, "three", None]))
+    notrace = _write(tmp_path, "notrace.json", json.dumps({"schemaVersion": 1, "events": []}))
+    wrong = _write(tmp_path, "wrongtypes.json", json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": "noon", "dur": 1},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 3, "dur": -2}]}))
+    badgz = _write(tmp_path, "bad.json.gz", b"\x1f\x8b\x08\x00garbage-not-deflate" * 3)
+    fakegz = _write(tmp_path, "fake.json.gz", json.dumps(simple_trace().to_dict()))
+    cut = _write(tmp_path, "cut.json", '{"traceEvents": [{"ph": "X", "cat": "kernel", "na')
+    binary = _write(tmp_path, "binary.json", bytes(range(256)) * 8)
+    evdict = _write(tmp_path, "evdict.json", json.dumps({"traceEvents": {"ph": "X"}}))
+    missing = tmp_path / "missing.json"
+    return [
+        (["summary", missing], str(missing), "no such file"),
+        (["summary", tmp_path], str(tmp_path), "is a directory"),
+        (["summary", empty], str(empty), "empty"),
+        (["summary", notjson], str(notjson), "not JSON"),
+        (["summary", garbage], str(garbage), "no event objects"),
+        (["summary", notrace], str(notrace), "no 'traceEvents'"),
+        (["summary", evdict], str(evdict), "not a list"),
+        (["summary", wrong], str(wrong), "no valid events"),
+        (["summary", badgz], str(badgz), "gzip"),
+        (["summary", fakegz], str(fakegz), "not gzip"),
+        (["summary", cut], str(cut), "no complete event"),
+        (["summary", binary], str(binary), "binary"),
+        (["timeline", missing, "-o", png], str(missing), "no such file"),
+        (["timeline", good, "-o", str(tmp_path / "nodir" / "o.png")], "nodir", "does not exist"),
+        (["timeline", good, "-o", str(tmp_path / "o.jpg")], "o.jpg", "unsupported output format '.jpg'"),
+        (["timeline", good, "-o", str(tmp_path / "o")], "o", "unsupported output format"),
+        (["timeline", good, "-o", png, "--annotation", "nope"], str(good), "no annotation named 'nope'"),
+        (["timeline", good, "-o", png, "--start-ms", "5", "--end-ms", "1"], str(good), "is after --end-ms"),
+        (["timeline", good, "-o", png, "--start-ms", "1", "--annotation", "x"], str(good), "not both"),
+        (["timeline", good, "-o", png, "--start-ms", "nan"], str(good), "finite"),
+        (["timeline", good, "-o", png, "--occurrence", "1"], str(good), "--occurrence needs --annotation"),
+        (["timeline", good], "asynclab timeline", "-o/--output"),
+        (["timeline", good, "-o", png, "--start-ms", "soon"], "asynclab timeline", "invalid float value"),
+        (["frobnicate"], "asynclab", "invalid choice"),
+        ([], "asynclab", "required"),
+    ]
+
+
+def test_bad_input_exits_2_with_one_line(capsys, tmp_path, good):
+    cases = _cases(tmp_path, good)
+    assert len(cases) >= 20
+    for argv, who, needle in cases:
+        code, out, err = run(capsys, *argv)
+        lines = err.strip().splitlines()
+        assert code == 2, (argv, code, err)
+        assert len(lines) == 1, (argv, err)
+        assert lines[0].startswith("asynclab: error: "), (argv, err)
+        assert who in lines[0], (argv, err)
+        assert needle.lower() in lines[0].lower(), (argv, err)
+        assert "Traceback" not in err and out == "", (argv, out)
+    assert not (tmp_path / "o.png").exists()
+
+
+def test_truncated_gzip_beyond_recovery(capsys, tmp_path):
+    raw = gzip.compress(json.dumps(simple_trace().to_dict()).encode())
+    p = tmp_path / "early.json.gz"
+    p.write_bytes(raw[:12])
+    code, _, err = run(capsys, "summary", p)
+    assert code == 2 and err.count("\n") == 1 and "early.json.gz" in err
+
+
+# ---------------------------------------------------------------------------------------------
+# the real entry point, in a fresh interpreter
+# ---------------------------------------------------------------------------------------------
+def test_module_entry_point_subprocess(tmp_path, good):
+    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    bad = subprocess.run([sys.executable, "-m", "asynclab.cli", "summary", str(tmp_path / "nope.json")],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == f"asynclab: error: {tmp_path / 'nope.json'}: no such file"
+    assert bad.stdout == ""
+    out_png = tmp_path / "sub.png"
+    ok = subprocess.run([sys.executable, "-m", "asynclab.cli", "timeline", str(good), "-o", str(out_png)],
+                        capture_output=True, text=True, env=env, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    assert out_png.read_bytes()[:4] == b"\x89PNG"

@@ -1,0 +1,229 @@
+"""Lesson 01 and 02 experiments on the CPU at tiny sizes: documented keys, JSON-ready values, relations that must hold."""
+import json
+import math
+
+import pytest
+import torch
+
+from asynclab import experiments
+from asynclab.experiments import async_dispatch as A
+from asynclab.experiments import timing_pitfalls as T
+
+CPU = "cpu"
+
+
+def is_json_ready(obj) -> bool:
+    """Plain JSON types only (no numpy, torch or tuples that would change on a round trip)."""
+    return json.loads(json.dumps(obj)) == obj
+
+
+def finite_positive(*values):
+    return all(isinstance(v, float) and math.isfinite(v) and v > 0 for v in values)
+
+
+# -- package helpers -----------------------------------------------------------------------------
+def test_for_lesson_and_helpers():
+    assert experiments.for_lesson(1) is A and experiments.for_lesson("02") is T
+    assert experiments.for_lesson("01_async_dispatch") is A
+    with pytest.raises(ValueError, match="no experiments module"):
+        experiments.for_lesson(7)
+    assert experiments.dtype_name(torch.float16) == "float16"
+    assert experiments.percentile([3.0, 1.0, 2.0], 50) == 2.0
+    assert experiments.percentile([0.0, 10.0], 95) == pytest.approx(9.5)
+    with pytest.raises(ValueError):
+        experiments.spin_cycles(torch.device("cpu"), 10)
+
+
+# -- lesson 01 -----------------------------------------------------------------------------------
+def test_d2l_benchmark_prints_like_d2l_and_returns_seconds(capsys):
+    pytest.importorskip("d2l")
+    r = A.d2l_benchmark(CPU, n=64, reps=2)
+    printed = capsys.readouterr().out
+    for desc in ("numpy", "torch", "torch, synchronized"):
+        assert f"{desc}: " in printed and " sec" in printed
+    assert {"numpy_s", "torch_unsynced_s", "torch_synced_s", "n", "reps", "device"} <= set(r)
+    assert finite_positive(r["numpy_s"]) and r["torch_unsynced_s"] >= 0 and r["torch_synced_s"] >= 0
+    assert (r["n"], r["reps"], r["device"]) == (64, 2, "cpu")
+    assert is_json_ready(r)
+    # the printed numbers are the returned ones (d2l prints 4 decimals)
+    assert f"numpy: {r['numpy_s']:.4f} sec" in printed
+
+
+def test_d2l_benchmark_quiet(capsys):
+    pytest.importorskip("d2l")
+    A.d2l_benchmark(CPU, n=32, reps=1, verbose=False)
+    assert capsys.readouterr().out == ""
+
+
+def test_host_runs_ahead_on_cpu_enqueue_is_the_work():
+    r, trace = A.host_runs_ahead(CPU, n=128, reps=4, dtype=torch.float32)
+    assert trace is None
+    assert {"enqueue_ms", "finish_ms", "tflops", "host_free_ms", "n", "reps", "dtype", "device"} <= set(r)
+    assert finite_positive(r["enqueue_ms"], r["finish_ms"], r["tflops"])
+    assert r["finish_ms"] >= r["enqueue_ms"]
+    # the CPU is synchronous: the synchronize after the loop adds (almost) nothing
+    assert r["host_free_ms"] < 0.5 * r["finish_ms"]
+    assert r["tflops"] == pytest.approx(2 * 128**3 * 4 / (r["finish_ms"] * 1e-3) / 1e12)
+    assert r["dtype"] == "float32" and is_json_ready(r)
+
+
+def test_host_runs_ahead_records_a_trace(tmp_path):
+    pytest.importorskip("asynclab.record")
+    path = tmp_path / "h.json.gz"
+    r, trace = A.host_runs_ahead(CPU, n=32, reps=3, dtype=torch.float32, path=path)
+    assert path.is_file() and path.read_bytes()[:2] == b"\x1f\x8b"
+    names = set(trace.events.loc[trace.events["kind"] == "annotation", "name"])
+    assert {"enqueue 3 x mm", "synchronize"} <= names
+    assert (trace.events["name"] == "aten::mm").sum() == 3  # one profiled step of the same loop
+
+
+def test_launch_overhead_cpu_has_no_graph():
+    r = A.launch_overhead(CPU, ops=100, repeats=2)
+    assert set(r) >= {"eager_us_per_op", "graph_us_per_op", "ops"}
+    assert finite_positive(r["eager_us_per_op"]) and r["eager_us_per_op"] < 1000
+    assert r["graph_us_per_op"] is None and r["speedup"] is None and r["ops"] == 100
+    assert is_json_ready(r)
+
+
+def test_launch_overhead_trace_cpu(tmp_path):
+    pytest.importorskip("asynclab.record")
+    t = A.launch_overhead_trace(CPU, tmp_path / "l.json.gz", ops=7)
+    ev = t.events
+    assert (ev["name"] == "aten::add_").sum() == 7
+    assert "eager: 7 x add_" in set(ev["name"]) and "graph replay: 7 x add_" not in set(ev["name"])
+
+
+def test_overhead_bound_shapes_and_flat_until():
+    sizes = (2**8, 2**10, 2**12)
+    r = A.overhead_bound(CPU, sizes=sizes, repeats=3, inner=3)
+    assert r["sizes"] == list(sizes) and len(r["us_per_op"]) == 3 and len(r["gb_per_s"]) == 3
+    assert finite_positive(*r["us_per_op"], *r["gb_per_s"])
+    # flat_until follows its definition on the returned times
+    i = r["sizes"].index(r["flat_until"])
+    assert all(t <= 1.5 * r["us_per_op"][0] for t in r["us_per_op"][: i + 1])
+    assert i == len(sizes) - 1 or r["us_per_op"][i + 1] > 1.5 * r["us_per_op"][0]
+    assert is_json_ready(r)
+
+
+def test_overhead_bound_default_sizes_and_bad_op():
+    assert A.DEFAULT_SIZES[0] == 2**10 and A.DEFAULT_SIZES[-1] == 2**26 and len(A.DEFAULT_SIZES) == 9
+    with pytest.raises(ValueError, match="unknown op"):
+        A.overhead_bound(CPU, sizes=(16,), op="tan")
+    r = A.overhead_bound(CPU, sizes=(64,), op="sin", repeats=2, inner=2)
+    assert r["op"] == "sin" and r["flat_until"] == 64
+
+
+def test_hidden_syncs_cpu_says_no_cuda():
+    r = A.hidden_syncs(CPU)
+    ops = [row["op"] for row in r["ops"]]
+    for op in (".item()", "print(t)", ".cpu()", "torch.nonzero(t)", "t.sum()", 't.to("cpu", non_blocking=True)'):
+        assert op in ops
+    assert all(row["syncs"] is None and "no CUDA device" in row["message"] for row in r["ops"])
+    assert is_json_ready(r)
+
+
+def test_sync_ops_run_on_cpu():
+    t = torch.tensor([1.0, -2.0, 3.0])
+    for name, fn, _ in A.SYNC_OPS:
+        fn(t)  # every op the GPU experiment runs is valid code
+
+
+def test_cpu_is_synchronous_ratio_near_one():
+    r = A.cpu_is_synchronous(n=128, reps=4, repeats=9)
+    assert {"naive_ms", "sync_ms", "ratio", "n", "reps"} <= set(r)
+    assert finite_positive(r["naive_ms"], r["sync_ms"])
+    assert r["ratio"] == pytest.approx(r["naive_ms"] / r["sync_ms"])
+    assert 0.33 < r["ratio"] < 3.0  # same work both ways; loose for a shared 2-core CI machine
+
+
+# -- lesson 02 -----------------------------------------------------------------------------------
+def test_timers_side_by_side_cpu():
+    r = T.timers_side_by_side(CPU, n=64, dtype=torch.float32, repeats=3, min_run_time=0.02)
+    for name in ("naive", "sync", "events", "benchmark"):
+        assert finite_positive(r[f"{name}_ms"]) and r[f"{name}_iqr_ms"] >= 0
+        assert isinstance(r["measured"][name], str)
+    assert "no CUDA" in r["measured"]["events"]  # the event timer says it fell back to the wall clock
+    assert r["tflops"] > 0 and is_json_ready(r)
+
+
+def test_timers_trace_cpu(tmp_path):
+    pytest.importorskip("asynclab.record")
+    t = T.timers_trace(CPU, tmp_path / "t.json.gz", n=32, dtype=torch.float32)
+    names = set(t.events.loc[t.events["kind"] == "annotation", "name"])
+    assert {"naive timer window", "sync timer window"} <= names
+
+
+def test_warmup_cost_cpu():
+    r = T.warmup_cost(CPU, n=64, dtype=torch.float32, repeats=3)
+    assert {"first_ms", "median_ms", "ratio"} <= set(r)
+    assert finite_positive(r["first_ms"], r["median_ms"])
+    assert r["ratio"] == pytest.approx(r["first_ms"] / r["median_ms"])
+    assert r["extra_ms"] == pytest.approx(r["first_ms"] - r["median_ms"])
+    assert "64x64 float32" in r["workload"] and is_json_ready(r)
+
+
+def test_spread_statistics_are_consistent():
+    r = T.spread(CPU, n=32, repeats=40, dtype=torch.float32)
+    xs = r["times_ms"]
+    assert len(xs) == 40 and finite_positive(*xs)
+    assert r["min_ms"] <= r["p05"] <= r["median_ms"] <= r["p95"] <= r["max_ms"]
+    assert r["median_ms"] == pytest.approx(sorted(xs)[19] / 2 + sorted(xs)[20] / 2)
+    assert r["mean_ms"] == pytest.approx(sum(xs) / 40)
+    assert r["iqr_ms"] >= 0 and is_json_ready(r)
+
+
+def test_sync_every_iteration_cpu():
+    r = T.sync_every_iteration(CPU, ops=50, size=256)
+    assert {"per_call_synced_us", "per_call_batched_us", "inflation"} <= set(r)
+    assert finite_positive(r["per_call_synced_us"], r["per_call_batched_us"])
+    assert r["inflation"] == pytest.approx(r["per_call_synced_us"] / r["per_call_batched_us"])
+    assert 0.2 < r["inflation"] < 5  # nothing to sync on the CPU: about 1
+
+
+def test_sync_every_iteration_trace_cpu(tmp_path):
+    pytest.importorskip("asynclab.record")
+    t = T.sync_every_iteration_trace(CPU, tmp_path / "s.json.gz", ops=4, size=16)
+    ev = t.events
+    assert (ev["name"] == "aten::add_").sum() == 8
+    assert {"sync every call", "one sync at the end"} <= set(ev["name"])
+
+
+def test_gpu_only_experiments_explain_themselves_on_cpu():
+    s = T.synchronize_scope(CPU)
+    assert s["parts"] == [] and s["device_sync_ms"] is None and "no CUDA" in s["note"]
+    e = T.event_pitfalls(CPU)
+    assert e["no_enable_timing_error"] is None and e["not_completed_error"] is None and "no CUDA" in e["note"]
+    assert is_json_ready(s) and is_json_ready(e)
+
+
+# -- run_all: the recording path, at CPU sizes -----------------------------------------------------
+@pytest.mark.parametrize("mod", [A, T], ids=["01", "02"])
+def test_run_all_on_cpu(mod, tmp_path):
+    if mod is A:
+        pytest.importorskip("d2l")
+    pytest.importorskip("asynclab.record")
+    results, traces = mod.run_all(CPU, trace_dir=tmp_path, verbose=False)
+    public = {name for name in mod.CPU_KWARGS if not name.endswith("_trace")}
+    assert set(results) == public
+    assert is_json_ready(results)
+    assert traces and all(p.is_file() and p.stat().st_size < 1_000_000 for p in traces.values())
+
+
+def test_cpu_kwargs_name_real_functions():
+    for mod in (A, T):
+        for name, kwargs in mod.CPU_KWARGS.items():
+            fn = getattr(mod, name)
+            assert callable(fn) and fn.__doc__ and "Example" in fn.__doc__
+            assert set(kwargs) <= set(fn.__code__.co_varnames[: fn.__code__.co_argcount])
+
+
+@pytest.mark.gpu
+def test_gpu_host_runs_ahead_and_hidden_syncs():
+    r, _ = A.host_runs_ahead("cuda", n=2048, reps=10)
+    assert r["enqueue_ms"] < r["finish_ms"]
+    rows = {row["op"]: row for row in A.hidden_syncs("cuda", spin_ms=10)["ops"]}
+    assert rows[".item()"]["syncs"] is True and rows["t.sum()"]["syncs"] is False
+    s = T.synchronize_scope("cuda", spin_ms=20)
+    assert s["current_stream_sync_ms"] < s["device_sync_ms"]
+    e = T.event_pitfalls("cuda", spin_ms=20)
+    assert "enable_timing" in e["no_enable_timing_error"]

@@ -1,0 +1,234 @@
+"""Tests for asynclab.metrics on hand-built traces whose answers are worked out by hand."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from asynclab.metrics import (
+    BubbleReport, bubble_fraction, busy_time, concurrency, hidden_fraction, idle_gaps, launch_latency, overlap,
+    summary, top_kernels, union_length,
+)
+from asynclab.trace import load_trace
+from tracegen import TraceBuilder, simple_trace
+
+FIX = Path(__file__).parent / "fixtures"
+
+# simple_trace():  stream 7:  H2D [3,13)  A [13,33)  B [43,53)
+#                  stream 13: C [23,38)   D2H [48,63)
+#                  host: launches [0,2) [5,7) [8,10) [12,14) [30,32)
+
+
+@pytest.fixture(scope="module")
+def simple():
+    return load_trace(simple_trace().to_dict(shuffle=5))
+
+
+def test_union_length():
+    assert union_length([0, 5, 20], [10, 12, 25]) == 17.0
+    assert union_length([], []) == 0.0
+    assert union_length([0, 0], [4, 4]) == 4.0
+    assert union_length([0, 4], [4, 8]) == 8.0
+
+
+def test_busy_time_by_lane(simple):
+    b = busy_time(simple, by="lane")
+    assert b.to_dict() == {"GPU 0 · stream 7 (default)": 40.0,  # [3,33) + [43,53)
+                           "GPU 0 · stream 13": 30.0,           # 15 + 15
+                           "CPU · main thread": 10.0}           # five 2-µs launches
+    assert b.attrs["span_us"] == 63.0
+
+
+def test_busy_time_by_device_counts_concurrent_streams_once(simple):
+    b = busy_time(simple, by="device")
+    assert b.to_dict() == {0: 55.0}  # [3,38) + [43,63)
+    assert b.attrs["span_us"] == 60.0
+
+
+def test_busy_time_overlapping_events_on_one_lane():
+    b = TraceBuilder()
+    b.kernel(0, 10, name="k1")
+    b.kernel(5, 10, name="k2")  # overlaps k1 on the same stream
+    b.kernel(30, 5, name="k3")
+    t = load_trace(b.to_dict())
+    assert busy_time(t).to_dict() == {"GPU 0 · stream 7 (default)": 20.0}
+    with pytest.raises(ValueError, match="by must be"):
+        busy_time(t, by="stream")
+
+
+def test_sync_waits_are_not_busy_time():
+    t = load_trace(FIX / "cuda_sync_offset.json")
+    b = busy_time(t, by="lane")
+    assert b["GPU 0 · stream 13"] == 5.0   # only the consumer kernel [13,18)
+    assert b["GPU 0 · stream 7 (default)"] == 10.0
+    assert "GPU 0 · device-wide sync" not in b.index
+
+
+def test_concurrency(simple):
+    c = concurrency(simple)
+    # [3,23) 1 stream, [23,33) 2, [33,38) 1, [38,43) 0, [43,48) 1, [48,53) 2, [53,63) 1
+    assert c.to_dict() == {0: 5.0, 1: 40.0, 2: 15.0}
+    assert c.sum() == 60.0
+    assert c.index.name == "streams_busy"
+    assert concurrency(simple, device=0).equals(c)
+    with pytest.raises(ValueError, match="no GPU 3"):
+        concurrency(simple, device=3)
+
+
+def test_concurrency_counts_streams_of_all_devices():
+    t = load_trace(FIX / "p2p_2gpu.json.gz")
+    # GPU 0 [3,21), GPU 1 [21,33): never together
+    assert concurrency(t).to_dict() == {0: 0.0, 1: 30.0}
+    b = TraceBuilder()
+    b.kernel(0, 10, device=0)
+    b.kernel(5, 10, device=1)
+    b.kernel(6, 2, device=1, stream=13)
+    t2 = load_trace(b.to_dict())
+    # [0,5) 1, [5,6) 2, [6,8) 3, [8,10) 2, [10,15) 1
+    assert concurrency(t2).to_dict() == {0: 0.0, 1: 10.0, 2: 3.0, 3: 2.0}
+
+
+def test_overlap(simple):
+    assert overlap(simple, ["h2d", "d2h"], "compute") == 5.0  # D2H [48,63) with B [43,53)
+    assert overlap(simple, "h2d", "compute") == 0.0           # H2D ends where A starts
+    # launches [12,14) and [30,32) overlap compute [13,38): 1 + 2 µs
+    assert overlap(simple, "launch", "compute") == 3.0
+    assert overlap(simple, "compute", "compute") == 35.0      # its own union: [13,38) + [43,53)
+    assert overlap(simple, "memset", "compute") == 0.0
+
+
+def test_hidden_fraction(simple):
+    assert hidden_fraction(simple) == pytest.approx(5.0 / 25.0)
+    assert hidden_fraction(simple, device=0) == pytest.approx(0.2)
+    assert hidden_fraction(simple, copy_kinds=("d2h",)) == pytest.approx(5.0 / 15.0)
+    b = TraceBuilder()
+    b.kernel(0, 10)
+    assert math.isnan(hidden_fraction(load_trace(b.to_dict())))
+
+
+def test_hidden_fraction_fully_hidden_copy():
+    b = TraceBuilder()
+    b.kernel(0, 100, stream=7)
+    b.memcpy(10, 20, direction="HtoD", stream=13)
+    b.memcpy(90, 20, direction="DtoH", stream=13)  # half hidden
+    t = load_trace(b.to_dict())
+    assert hidden_fraction(t) == pytest.approx((20 + 10) / 40)
+
+
+def test_hidden_fraction_is_per_device():
+    b = TraceBuilder()
+    b.kernel(0, 100, device=1)
+    b.memcpy(10, 20, direction="HtoD", device=0)  # concurrent with GPU 1's kernel, but not on GPU 0
+    assert hidden_fraction(load_trace(b.to_dict())) == 0.0
+
+
+def test_idle_gaps(simple):
+    g = idle_gaps(simple)
+    assert g.to_dict("records") == [{"device": 0, "start_us": 38.0, "end_us": 43.0, "dur_us": 5.0}]
+    assert len(idle_gaps(simple, min_gap_us=6)) == 0
+    assert list(idle_gaps(simple, min_gap_us=6).columns) == ["device", "start_us", "end_us", "dur_us"]
+
+
+def test_idle_gaps_two_devices():
+    t = load_trace(FIX / "p2p_2gpu.json.gz")
+    assert len(idle_gaps(t)) == 0
+    b = TraceBuilder()
+    for dev in (0, 1):
+        b.kernel(0 + dev, 5, device=dev)
+        b.kernel(20, 5, device=dev)
+    g = idle_gaps(load_trace(b.to_dict()))
+    assert g[["device", "start_us", "end_us"]].values.tolist() == [[0, 5.0, 20.0], [1, 6.0, 20.0]]
+
+
+def test_launch_latency(simple):
+    ll = launch_latency(simple)
+    assert ll["name"].tolist() == ["Memcpy HtoD (Pageable -> Device)", "A", "C", "B", "Memcpy DtoH (Device -> Pageable)"]
+    assert ll["latency_us"].tolist() == [3.0, 8.0, 11.0, 35.0, 18.0]
+    assert ll["launch_name"].tolist() == ["cudaMemcpyAsync", "cudaLaunchKernel", "cudaLaunchKernel",
+                                          "cudaLaunchKernel", "cudaMemcpyAsync"]
+    assert (ll.index == simple.events.index[simple.events["device"].notna()]).all()
+
+
+def test_launch_latency_cuda_graph():
+    t = load_trace(FIX / "cuda_graph.json")
+    ll = launch_latency(t)
+    assert ll["latency_us"].tolist() == [6.0, 9.0, 12.0, 15.0, 18.0]  # the orphan kernel has no launch
+    assert set(ll["launch_name"]) == {"cudaGraphLaunch"}
+
+
+def test_bubble_fraction(simple):
+    r = bubble_fraction(simple)
+    assert isinstance(r, BubbleReport)
+    assert (r.start_us, r.end_us, r.window_us) == (3.0, 63.0, 60.0)
+    assert r.per_device.to_dict() == {0: pytest.approx(5 / 60)}
+    assert r.mean == pytest.approx(5 / 60)
+    assert "8.3%" in str(r)
+
+
+def test_bubble_fraction_pipeline_two_gpus():
+    t = load_trace(FIX / "p2p_2gpu.json.gz")
+    r = bubble_fraction(t)
+    # window [3, 33): GPU 0 busy [3,21) = 18, GPU 1 busy [21,33) = 12
+    assert (r.start_us, r.end_us) == (3.0, 33.0)
+    assert r.busy_us.to_dict() == {0: 18.0, 1: 12.0}
+    assert r.per_device.to_dict() == {0: pytest.approx(0.4), 1: pytest.approx(0.6)}
+    assert r.mean == pytest.approx(0.5)
+    only1 = bubble_fraction(t, devices=[1])
+    assert (only1.start_us, only1.end_us, only1.mean) == (21.0, 33.0, 0.0)
+    fixed = bubble_fraction(t, devices=[0], start_us=0, end_us=40)
+    assert fixed.per_device[0] == pytest.approx(1 - 18 / 40)
+
+
+def test_bubble_fraction_errors():
+    b = TraceBuilder()
+    b.launch(0, 1, corr=1)
+    b.cpu_op(0, 5)
+    with pytest.raises(ValueError, match="no GPU work"):
+        bubble_fraction(load_trace(b.to_dict()))
+
+
+def test_metrics_on_a_window(simple):
+    w = simple.window(20, 45)
+    # clipped: A [20,33), C [23,38), B [43,45)
+    assert busy_time(w, by="device").to_dict() == {0: 20.0}
+    assert idle_gaps(w)[["start_us", "end_us"]].values.tolist() == [[38.0, 43.0]]
+
+
+def test_top_kernels(simple):
+    tk = top_kernels(simple)
+    assert tk.index.tolist() == ["A", "C", "B"]
+    assert tk["total_us"].tolist() == [20.0, 15.0, 10.0]
+    assert tk["share"].sum() == pytest.approx(1.0)
+    assert top_kernels(simple, n=1).index.tolist() == ["A"]
+
+
+def test_summary_text(simple):
+    s = summary(simple)
+    assert "Devices: GPU 0" in s
+    assert "GPU 0 · stream 7 (default)" in s and "busy     40.0 µs" in s
+    assert "busy 55.0 µs of 60.0 µs active span; idle 5.0 µs (8.3%) in 1 gap(s)" in s
+    assert "hidden fraction 20.0%" in s
+    assert "median 11.0 µs" in s
+    assert "Top kernels by total time:" in s
+    lines = s.splitlines()
+    top = lines[lines.index("Top kernels by total time:") + 1]
+    assert top.strip().startswith("1.") and top.endswith("A")
+
+
+def test_summary_cpu_only():
+    b = TraceBuilder()
+    b.cpu_op(0, 10, "aten::mm")
+    b.cpu_op(12, 3, "aten::add")
+    s = summary(load_trace(b.to_dict()))
+    assert "none (CPU-only trace)" in s
+    assert "aten::mm" in s
+
+
+def test_metrics_accept_anything_load_trace_takes():
+    d = simple_trace().to_dict()
+    assert busy_time(d, by="device").to_dict() == {0: 55.0}
+    assert isinstance(concurrency(d), pd.Series)
+    assert np.isclose(hidden_fraction(d), 0.2)

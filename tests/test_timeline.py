@@ -1,0 +1,201 @@
+"""Tests for asynclab.timeline: lanes, colours, sub-lanes, windows, arrows, aggregation, files."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from asynclab.timeline import KIND_COLORS, Timeline, draw_timeline  # noqa: E402
+from asynclab.trace import TraceError, load_trace  # noqa: E402
+from tracegen import TraceBuilder, big_trace_events, simple_trace  # noqa: E402
+
+FIX = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def n_bars(tl: Timeline, kind: str) -> int:
+    return len(tl.collections[kind].get_paths()) if kind in tl.collections else 0
+
+
+def bar_extents(tl: Timeline, kind: str) -> list[tuple[float, float]]:
+    out = []
+    for p in tl.collections[kind].get_paths():
+        xs = p.vertices[:, 0]
+        out.append((float(xs.min()), float(xs.max())))
+    return sorted(out)
+
+
+def test_small_trace_every_event_is_a_bar():
+    t = load_trace(simple_trace().to_dict())
+    tl = draw_timeline(t)
+    assert isinstance(tl, Timeline)
+    assert tl.lanes == ["GPU 0 · stream 7 (default)", "GPU 0 · stream 13", "CPU · main thread"]
+    assert [x.get_text() for x in tl.ax.get_yticklabels()] == tl.lanes
+    assert (n_bars(tl, "compute"), n_bars(tl, "h2d"), n_bars(tl, "d2h"), n_bars(tl, "launch")) == (3, 1, 1, 5)
+    assert tl.unit == "µs"
+    assert bar_extents(tl, "compute") == [(13.0, 33.0), (23.0, 38.0), (43.0, 53.0)]
+    assert tl.ax.get_xlim()[0] <= 0 < tl.ax.get_xlim()[0] + 1
+    legend = [t.get_text() for t in tl.ax.get_legend().get_texts()]
+    assert legend[:3] == ["compute kernel", "H2D copy (host → GPU)", "D2H copy (GPU → host)"]
+    assert "launch / runtime call (host)" in legend
+    face = tl.collections["h2d"].get_facecolor()[0]
+    assert np.allclose(face[:3], matplotlib.colors.to_rgb(KIND_COLORS["h2d"]))
+
+
+def test_draws_into_given_axes():
+    fig, (ax1, ax2) = plt.subplots(2, 1)
+    tl = draw_timeline(simple_trace().to_dict(), ax=ax2, title="mine")
+    assert tl.ax is ax2 and tl.fig is fig
+    assert ax2.get_title(loc="left") == "mine"
+    assert not ax1.collections
+
+
+def test_overlapping_events_go_to_sub_lanes_not_dropped():
+    b = TraceBuilder()
+    b.kernel(0, 10, name="k1")
+    b.kernel(5, 10, name="k2")
+    b.kernel(7, 2, name="k3")
+    b.kernel(20, 5, name="k4")
+    tl = draw_timeline(load_trace(b.to_dict()), host=False)
+    assert tl.sublanes == {"GPU 0 · stream 7 (default)": 3}
+    assert n_bars(tl, "compute") == 4
+    # k1 and k4 share the first sub-lane, k2 and k3 the next ones
+    tops = sorted({round(float(p.vertices[:, 1].min()), 3) for p in tl.collections["compute"].get_paths()})
+    assert len(tops) == 3
+    assert "[3 rows]" in tl.ax.get_yticklabels()[0].get_text()
+
+
+def test_rounding_overlaps_do_not_make_sub_lanes():
+    b = TraceBuilder()
+    b.kernel(0, 10.0005, name="k1")  # ends 0.5 ns after k2 starts: ns -> µs rounding noise
+    b.kernel(10, 5, name="k2")
+    tl = draw_timeline(load_trace(b.to_dict()))
+    assert tl.sublanes["GPU 0 · stream 7 (default)"] == 1
+
+
+def test_short_kernels_stay_visible():
+    b = TraceBuilder()
+    b.kernel(0, 10_000, name="long")
+    b.kernel(20_000, 0.01, name="tiny", stream=13)
+    tl = draw_timeline(load_trace(b.to_dict()), width_px=1000)
+    assert tl.unit == "ms"
+    px_ms = (20_000.01 / 1000) / 1000  # one pixel, in ms
+    (x0, x1), = [e for e in bar_extents(tl, "compute") if e[0] > 15]
+    assert x1 - x0 >= px_ms * 0.99
+
+
+def test_dense_trace_is_aggregated_and_keeps_rare_kinds():
+    d = big_trace_events(100_000, seed=1)
+    t = load_trace(d)
+    n_gpu = int(t.events["device"].notna().sum())
+    tl = draw_timeline(t, width_px=800)
+    bars = sum(n_bars(tl, k) for k in tl.collections)
+    assert bars < n_gpu / 10  # 20,000 GPU events, 800 pixels
+    assert n_bars(tl, "h2d") > 0 and n_bars(tl, "d2h") > 0  # copies among dense kernels still show
+    assert tl.n_events == int(t.events["kind"].isin(["compute", "h2d", "d2h", "launch", "cpu_op"]).sum())
+
+
+def test_time_units_follow_the_span():
+    for dur, unit in ((100, "µs"), (50_000, "ms"), (5_000_000, "s")):
+        b = TraceBuilder()
+        b.kernel(0, dur)
+        assert draw_timeline(load_trace(b.to_dict())).unit == unit
+
+
+def test_window_by_time_starts_at_zero():
+    t = load_trace(simple_trace().to_dict())
+    tl = draw_timeline(t, start_us=20, end_us=45)
+    assert tl.t0_us == 20.0
+    assert bar_extents(tl, "compute") == [(0.0, 13.0), (3.0, 18.0), (23.0, 25.0)]
+    assert "window" in tl.ax.get_title(loc="left")
+    with pytest.raises(TraceError, match="after its end"):
+        draw_timeline(t, start_us=50, end_us=10)
+
+
+def test_window_by_annotation():
+    tl = draw_timeline(FIX / "pt24_base_time.json", annotation="backward")
+    assert tl.t0_us == 41.0
+    assert bar_extents(tl, "compute")[0] == (2.0, 12.0)  # B [43,53)
+    with pytest.raises(TraceError, match="no annotation named"):
+        draw_timeline(FIX / "pt24_base_time.json", annotation="nope")
+
+
+def test_arrows_from_launch_to_gpu_start():
+    t = load_trace(simple_trace().to_dict())
+    tl = draw_timeline(t, arrows=True)
+    segs = tl.collections["arrows"].get_segments()
+    assert len(segs) == 5
+    starts = sorted((float(s[0][0]), float(s[1][0])) for s in segs)
+    assert starts == [(0.0, 3.0), (5.0, 13.0), (8.0, 43.0), (12.0, 23.0), (30.0, 48.0)]
+    host_y = tl.ax.get_yticks()[2]
+    assert all(abs(s[0][1] - host_y) < 1e-9 for s in segs)
+    capped = draw_timeline(t, arrows=True, max_arrows=2)
+    assert len(capped.collections["arrows"].get_segments()) == 2
+    assert "arrows" not in draw_timeline(t).collections
+
+
+def test_cuda_graph_arrows_fan_out():
+    tl = draw_timeline(FIX / "cuda_graph.json", arrows=True)
+    segs = tl.collections["arrows"].get_segments()
+    assert len(segs) == 5 and len({float(s[0][0]) for s in segs}) == 1
+
+
+def test_host_false_and_multi_gpu():
+    t = load_trace(FIX / "p2p_2gpu.json.gz")
+    tl = draw_timeline(t, host=False)
+    assert tl.lanes == ["GPU 0 · stream 7 (default)", "GPU 1 · stream 7 (default)"]
+    assert "launch" not in tl.collections
+    assert n_bars(tl, "p2p") + n_bars(tl, "d2d") == 2
+
+
+def test_sync_rows_and_host_sync_calls():
+    tl = draw_timeline(FIX / "cuda_sync_offset.json")
+    assert n_bars(tl, "sync") == 3
+    assert n_bars(tl, "host_sync") == 2  # cudaStreamSynchronize, cudaDeviceSynchronize
+    assert "GPU 0 · device-wide sync" in tl.lanes
+    # a sync wait overlapping a kernel goes to a thin strip under the lane, not to a sub-lane
+    assert tl.sublanes["GPU 0 · stream 13"] == 1
+    kernel_bottom = max(float(p.vertices[:, 1].max()) for p in tl.collections["compute"].get_paths()
+                        if p.vertices[:, 0].min() >= 13)
+    strip_tops = [float(p.vertices[:, 1].min()) for p in tl.collections["sync"].get_paths()
+                  if p.vertices[:, 0].max() < 20]
+    assert len(strip_tops) == 2 and min(strip_tops) > kernel_bottom
+
+
+def test_cpu_only_trace_draws_cpu_ops():
+    b = TraceBuilder()
+    b.cpu_op(0, 10, "aten::linear")
+    b.cpu_op(2, 5, "aten::mm")  # nested: merged on the host lane
+    tl = draw_timeline(load_trace(b.to_dict()))
+    assert tl.lanes == ["CPU · main thread"]
+    assert bar_extents(tl, "cpu_op") == [(0.0, 10.0)]
+
+
+def test_savefig_png_and_svg(tmp_path):
+    tl = draw_timeline(simple_trace().to_dict(), arrows=True)
+    png = Path(tl.savefig(tmp_path / "t.png"))
+    svg = Path(tl.savefig(tmp_path / "t.svg"))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5_000
+    assert b"<svg" in svg.read_bytes()[:500]
+    with pytest.raises(ValueError, match="unsupported output format '.jpg'"):
+        tl.savefig(tmp_path / "t.jpg")
+    with pytest.raises(ValueError, match="does not exist"):
+        tl.savefig(tmp_path / "nope" / "t.png")
+
+
+def test_empty_window_still_draws():
+    t = load_trace(simple_trace().to_dict())
+    tl = draw_timeline(t, start_us=33.5, end_us=37.5, host=False)
+    assert tl.n_events == 1  # C [23,38) overlaps
+    tl2 = draw_timeline(t, start_us=38.5, end_us=42.5, host=False)
+    assert tl2.n_events == 0
