@@ -21,12 +21,12 @@ $(STAMP): pyproject.toml constraints.txt
 # Execute every notebook headless into build/notebooks (the committed ones stay as they are)
 # and write the course figures into figures/.
 course: setup
-	$(BIN)/python -m asynclab.course --out build/notebooks --figures figures
+	$(BIN)/asynclab course --out build/notebooks --figures figures
 
 # Unit tests, then strict nbval over every notebook.
 test: setup unit nbval
 unit: setup
-	$(PYTEST) tests
+	$(PYTEST) tests --doctest-modules src/asynclab
 nbval: setup
 	MPLBACKEND=Agg $(PYTEST) $(NBVAL) notebooks
 

@@ -29,7 +29,7 @@ echo "== unit tests =="
 python3 -m pytest -p no:cacheprovider -q tests || status=1
 if [ ${#refresh[@]} -gt 0 ]; then
   echo "== refreshing stored outputs: ${refresh[*]} =="
-  python3 -m asynclab.course --in-place --figures figures "${refresh[@]}" || status=1
+  python3 -m asynclab.cli course --in-place --figures figures "${refresh[@]}" || status=1
 fi
 echo "== strict nbval, GPU live =="
 python3 -m pytest -p no:cacheprovider -q --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg \

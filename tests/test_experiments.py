@@ -37,11 +37,13 @@ def test_for_lesson_and_helpers():
 # -- lesson 01 -----------------------------------------------------------------------------------
 def test_d2l_benchmark_prints_like_d2l_and_returns_seconds(capsys):
     pytest.importorskip("d2l")
-    r = A.d2l_benchmark(CPU, n=64, reps=2)
+    r = A.d2l_benchmark(CPU, n=64, reps=2, rounds=1, big_n=96)
     printed = capsys.readouterr().out
     for desc in ("numpy", "torch", "torch, synchronized"):
         assert f"{desc}: " in printed and " sec" in printed
-    assert {"numpy_s", "torch_unsynced_s", "torch_synced_s", "n", "reps", "device"} <= set(r)
+    assert {"numpy_s", "torch_unsynced_s", "torch_synced_s", "big_unsynced_s", "big_synced_s", "n", "big_n", "reps",
+            "device"} <= set(r)
+    assert "torch 96, synchronized: " in printed
     assert finite_positive(r["numpy_s"]) and r["torch_unsynced_s"] >= 0 and r["torch_synced_s"] >= 0
     assert (r["n"], r["reps"], r["device"]) == (64, 2, "cpu")
     assert is_json_ready(r)
@@ -51,7 +53,7 @@ def test_d2l_benchmark_prints_like_d2l_and_returns_seconds(capsys):
 
 def test_d2l_benchmark_quiet(capsys):
     pytest.importorskip("d2l")
-    A.d2l_benchmark(CPU, n=32, reps=1, verbose=False)
+    A.d2l_benchmark(CPU, n=32, reps=1, rounds=1, big_n=48, verbose=False)
     assert capsys.readouterr().out == ""
 
 

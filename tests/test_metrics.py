@@ -10,7 +10,7 @@ import pytest
 
 from asynclab.metrics import (
     BubbleReport, bubble_fraction, busy_time, concurrency, hidden_fraction, idle_gaps, launch_latency, overlap,
-    summary, top_kernels, union_length,
+    host_lead, summary, top_kernels, union_length,
 )
 from asynclab.trace import load_trace
 from tracegen import TraceBuilder, simple_trace
@@ -232,3 +232,17 @@ def test_metrics_accept_anything_load_trace_takes():
     assert busy_time(d, by="device").to_dict() == {0: 55.0}
     assert isinstance(concurrency(d), pd.Series)
     assert np.isclose(hidden_fraction(d), 0.2)
+
+
+def test_host_lead(simple):
+    lead = host_lead(simple)
+    # last launch of work ends at 32; the D2H ends at 63; busy = [3,38) + [43,63) = 35 + 20
+    assert (lead.last_launch_end_us, lead.gpu_end_us, lead.lead_us, lead.gpu_busy_us) == (32.0, 63.0, 31.0, 55.0)
+    assert "ran 31.0 µs ahead" in str(lead)
+
+
+def test_host_lead_needs_gpu_work():
+    b = TraceBuilder()
+    b.launch(0, 2, corr=None, name="cudaDeviceSynchronize")
+    with pytest.raises(ValueError, match="no GPU work"):
+        host_lead(load_trace(b.to_dict()))

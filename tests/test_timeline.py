@@ -126,6 +126,9 @@ def test_window_by_annotation():
     tl = draw_timeline(FIX / "pt24_base_time.json", annotation="backward")
     assert tl.t0_us == 41.0
     assert bar_extents(tl, "compute")[0] == (2.0, 12.0)  # B [43,53)
+    rec = draw_timeline(FIX / "recorded" / "h100_overlap.json.gz", annotation="copy_and_compute", occurrence=1)
+    one = load_trace(FIX / "recorded" / "h100_overlap.json.gz").window(annotation="copy_and_compute", occurrence=1)
+    assert rec.t0_us == one.meta["window"][0] and rec.n_events > 5
     with pytest.raises(TraceError, match="no annotation named"):
         draw_timeline(FIX / "pt24_base_time.json", annotation="nope")
 

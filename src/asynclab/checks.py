@@ -86,11 +86,19 @@ def check(name: str, *answer, **kwargs) -> Verdict:
     """Check a learner's answer to exercise ``name``; returns a Verdict that prints as a sentence.
 
     Example:
-        >>> print(check("00.cpu_timers_agree", True))  # doctest: +ELLIPSIS
-        Right: ...
+        >>> print(check("00.live_lessons", -1))  # doctest: +ELLIPSIS
+        Not yet: ...
     """
     from asynclab import exercises  # noqa: F401 - registers the lessons' checkers
 
     if name not in _EXERCISES:
         raise KeyError(f"no exercise {name!r}; known: {', '.join(sorted(_EXERCISES))}")
-    return _EXERCISES[name](*answer, **kwargs)
+    import inspect
+
+    fn = _EXERCISES[name]
+    try:
+        inspect.signature(fn).bind(*answer, **kwargs)
+    except TypeError:
+        params = ", ".join(inspect.signature(fn).parameters)
+        return Verdict(False, f"this check takes ({params}); see the exercise text.")
+    return fn(*answer, **kwargs)

@@ -129,6 +129,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("trace", help="trace file (.json or .json.gz)")
     p.add_argument("--top", type=int, default=10, help="how many kernels to list (default 10)")
     p.set_defaults(func=_cmd_summary)
+
+    from asynclab import course
+
+    p = sub.add_parser("course", help="execute the course notebooks headless and write their figures",
+                       description=course.command.__doc__)
+    course.add_arguments(p)
+    p.set_defaults(func=course.command)
     return parser
 
 

@@ -30,6 +30,10 @@ def save_figure(fig, name: str) -> Path | None:
     return path
 
 
+class CourseError(RuntimeError):
+    """A notebook of the course failed to run to the end."""
+
+
 @dataclass(frozen=True)
 class Executed:
     """One notebook run by :func:`run_notebooks`."""
@@ -62,7 +66,10 @@ def run_notebooks(notebooks: list[Path], out_dir: Path | None, figures: Path | N
             t0 = time.perf_counter()
             client = nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3",
                                              resources={"metadata": {"path": str(path.parent.resolve())}})
-            client.execute()
+            try:
+                client.execute()
+            except nbclient.exceptions.CellExecutionError as err:
+                raise CourseError(f"{path}: a cell failed: {err.ename}: {err.evalue}") from None
             target = path if out_dir is None else Path(out_dir) / path.name
             target.parent.mkdir(parents=True, exist_ok=True)
             nbformat.write(nb, target)
@@ -75,28 +82,30 @@ def run_notebooks(notebooks: list[Path], out_dir: Path | None, figures: Path | N
     return results
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``asynclab course``: execute every notebook; figures go to --figures. Returns the exit status."""
-    import argparse
 
-    parser = argparse.ArgumentParser(prog="asynclab course", description=main.__doc__)
+def add_arguments(parser) -> None:
+    """The arguments of ``asynclab course``."""
     parser.add_argument("notebooks", nargs="*", type=Path, help="notebooks to run (default: notebooks/*.ipynb)")
     parser.add_argument("--out", type=Path, default=Path("build/notebooks"), help="where executed copies go")
     parser.add_argument("--in-place", action="store_true", help="overwrite the notebooks with fresh outputs")
     parser.add_argument("--figures", type=Path, default=Path("figures"), help="where course figures go")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per cell")
-    args = parser.parse_args(argv)
+
+
+def command(args) -> int:
+    """``asynclab course``: execute every notebook headless; figures go to --figures. Returns the exit status."""
+    from asynclab.cli import UsageError
+
     notebooks = args.notebooks or sorted(Path("notebooks").glob("[0-9][0-9]_*.ipynb"))
     missing = [str(p) for p in notebooks if not Path(p).is_file()]
     if not notebooks or missing:
-        print(f"asynclab course: error: no notebook at {', '.join(missing) or 'notebooks/'}", flush=True)
-        return 2
-    for item in run_notebooks(notebooks, None if args.in_place else args.out, args.figures, args.timeout):
+        raise UsageError(f"no notebook at {', '.join(missing) or 'notebooks/'} (run it from the course's root)")
+    try:
+        done = run_notebooks(notebooks, None if args.in_place else args.out, args.figures, args.timeout)
+    except CourseError as err:
+        raise UsageError(str(err)) from None
+    for item in done:
         print(f"ran {item.notebook} -> {item.output} (took {item.seconds:.1f} s)", flush=True)
     figures = sorted(args.figures.glob("*.png")) if args.figures.is_dir() else []
     print(f"{len(figures)} figures in {args.figures}/")
     return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

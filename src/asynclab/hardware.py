@@ -129,7 +129,7 @@ def p2p_table(hw: Hardware) -> str:
     Example:
         >>> g = GPU(0, "X", 1.0, 1, "9.0")
         >>> print(p2p_table(Hardware(gpus=(g, g), p2p=((True, True), (True, True)))))
-        from\\to  GPU0  GPU1
+        from\\to   GPU0  GPU1
         GPU0      self   yes
         GPU1       yes  self
     """

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
 
 from asynclab import hardware
 
@@ -24,8 +26,8 @@ class Lesson:
 
 LESSONS = (
     Lesson("00", "welcome", "Welcome: how the course works and how to read a timeline", 0, None, True),
-    Lesson("01", "async_dispatch", "Asynchronous dispatch: the host runs ahead", 1, "NVIDIA H100", False),
-    Lesson("02", "timing", "Timing GPU code: wrong and right timers", 1, "NVIDIA H100", False),
+    Lesson("01", "async_dispatch", "Asynchronous dispatch: the host runs ahead", 1, "NVIDIA H100", True),
+    Lesson("02", "timing", "Timing GPU code: wrong and right timers", 1, "NVIDIA H100", True),
     Lesson("03", "streams", "Streams: when kernels run side by side", 1, "NVIDIA H100", False),
     Lesson("04", "events", "Events: ordering work across streams and devices", 1, "NVIDIA H100", False),
     Lesson("05", "copy_overlap", "Copy overlap: pinned memory and copy engines", 1, "NVIDIA H100", False),
@@ -67,7 +69,7 @@ def lesson_map(hw: hardware.Hardware | None = None) -> str:
 
     Example:
         >>> print(lesson_map(hardware.Hardware(gpus=())).splitlines()[1])
-        00  Welcome: how the course works and how to read a timeline       0  runs here
+        00  Welcome: how the course works and how to read a timeline          0  runs here
     """
     hw = hw or hardware.inventory()
     rows = [f"{'#':<3} {'lesson':<62} {'GPUs':>4}  on this machine"]
@@ -90,6 +92,99 @@ class LessonRun:
 
     def __str__(self) -> str:
         return f"{hardware.report(self.hw)}\nlesson {self.lesson.number}: {how_it_runs(self.lesson, self.hw)}"
+
+    @property
+    def device(self) -> str:
+        """Where live experiments run: ``"cuda"`` when this lesson is live, else ``"cpu"``."""
+        return "cuda" if self.live else "cpu"
+
+    def _experiment(self, name: str) -> tuple[Callable[..., Any], dict[str, Any]]:
+        from asynclab import experiments
+
+        module = experiments.for_lesson(self.lesson.number)
+        if not hasattr(module, name):
+            raise ValueError(f"lesson {self.lesson.number} has no experiment {name!r}")
+        return getattr(module, name), dict(getattr(module, "CPU_KWARGS", {}).get(name, {}))
+
+    def measure(self, name: str, **kwargs: Any) -> Any:
+        """Run experiment ``name`` live on the GPU with the recorded sizes, or return None without one.
+
+        Example:
+            >>> LessonRun(lesson(1), hardware.Hardware()).measure("launch_overhead") is None
+            True
+        """
+        if not self.live:
+            return None
+        fn, _ = self._experiment(name)
+        return fn("cuda", **kwargs)
+
+    def measure_cpu(self, name: str, **kwargs: Any) -> Any:
+        """Run experiment ``name`` live on the CPU, at the small sizes that keep it to seconds.
+
+        Example:
+            >>> r = LessonRun(lesson(1), hardware.Hardware()).measure_cpu("cpu_is_synchronous", n=64, reps=2)
+            >>> r["device"]
+            'cpu'
+        """
+        import inspect
+
+        fn, small = self._experiment(name)
+        takes_device = next(iter(inspect.signature(fn).parameters), None) == "device"
+        return fn("cpu", **{**small, **kwargs}) if takes_device else fn(**{**small, **kwargs})
+
+    def reference(self, name: str) -> dict[str, Any]:
+        """The figures of experiment ``name`` recorded in this lesson's reference.
+
+        Example:
+            >>> LessonRun(lesson(2), hardware.Hardware()).reference("timers_side_by_side")["n"]
+            8192
+        """
+        from asynclab import reference
+
+        results = reference.results(self.lesson.number)
+        if name not in results:
+            raise KeyError(f"lesson {self.lesson.number}'s reference has no experiment {name!r}; "
+                           f"it has {', '.join(sorted(results))}")
+        return results[name]
+
+    def reference_trace(self, name: str):
+        """The profiler trace ``name`` recorded with this lesson's reference, loaded as a Trace."""
+        from asynclab import reference
+
+        return reference.trace(self.lesson.number, name)
+
+    @property
+    def reference_gpu(self) -> str:
+        """The GPU the reference was recorded on, e.g. ``"NVIDIA H100 80GB HBM3"``."""
+        from asynclab import reference
+
+        return reference.describe(self.lesson.number).removeprefix("reference recorded on ").split(",")[0]
+
+    def trace_path(self, name: str) -> Path:
+        """Where a live trace of this lesson goes: ``traces/<lesson>_<name>.json.gz`` beside the notebook."""
+        folder = Path("traces")
+        folder.mkdir(exist_ok=True)
+        return folder / f"{self.lesson.number}_{name}.json.gz"
+
+    def side_by_side(self, live: dict[str, Any] | None, ref: dict[str, Any],
+                     rows: dict[str, tuple[str, Callable[[float], str]]]) -> str:
+        """A table of figures: your GPU (when live) beside the reference.
+
+        ``rows`` maps a label to ``(key, formatter)``.
+
+        Example:
+            >>> run = LessonRun(lesson(1), hardware.Hardware())
+            >>> print(run.side_by_side(None, {"x_ms": 1.5}, {"x": ("x_ms", lambda v: f"{v} ms")}))
+            figure  reference (NVIDIA H100 80GB HBM3)
+            x       1.5 ms
+        """
+        head = ["figure"] + (["your GPU"] if live is not None else []) + [f"reference ({self.reference_gpu})"]
+        table = [head]
+        for label, (key, fmt) in rows.items():
+            cells = [label] + ([fmt(live[key])] if live is not None else []) + [fmt(ref[key])]
+            table.append(cells)
+        widths = [max(len(r[i]) for r in table) for i in range(len(head))]
+        return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table)
 
 
 def start(number: str | int) -> LessonRun:

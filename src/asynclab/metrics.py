@@ -11,7 +11,7 @@ from asynclab.trace import COPY_KINDS, WORK_KINDS, Trace, load_trace
 
 __all__ = [
     "busy_time", "concurrency", "overlap", "hidden_fraction", "idle_gaps", "launch_latency",
-    "bubble_fraction", "BubbleReport", "top_kernels", "summary", "union_length",
+    "bubble_fraction", "BubbleReport", "top_kernels", "summary", "union_length", "host_lead", "HostLead",
 ]
 
 #: Host kinds counted as "busy" for host lanes in :func:`busy_time`.
@@ -265,6 +265,47 @@ def launch_latency(trace: Any) -> pd.DataFrame:
     }, index=g.index)
     out["latency_us"] = out["gpu_start_us"] - out["launch_start_us"]
     return out
+
+
+@dataclass(frozen=True)
+class HostLead:
+    """How far the host ran ahead: from its last launch of GPU work to the end of that work (µs)."""
+
+    last_launch_end_us: float
+    gpu_end_us: float
+    gpu_busy_us: float
+
+    @property
+    def lead_us(self) -> float:
+        return self.gpu_end_us - self.last_launch_end_us
+
+    def __str__(self) -> str:
+        return (f"host issued its last launch at {_fmt(self.last_launch_end_us)}, the GPU finished at "
+                f"{_fmt(self.gpu_end_us)}: the host ran {_fmt(self.lead_us)} ahead "
+                f"(GPU busy {_fmt(self.gpu_busy_us)})")
+
+
+def host_lead(trace: Any, device: int | None = None) -> HostLead:
+    """The host's lead over the GPU: last launch of GPU work (end) to the end of the GPU's work.
+
+    Only launches that caused GPU work count (a sync call is not a launch of work).
+
+    Example:
+        >>> from asynclab import reference
+        >>> lead = host_lead(reference.trace(1, "host_runs_ahead"))  # 20 big matmuls on an H100
+        >>> lead.lead_us > 0.9 * lead.gpu_busy_us
+        True
+    """
+    tr = _trace(trace)
+    work = _work(tr, device)
+    if work.empty:
+        raise ValueError(f"{tr.source}: no GPU work in this trace, so the host has nothing to run ahead of")
+    launched = work["launch"].dropna().astype(int)
+    if launched.empty:
+        raise ValueError(f"{tr.source}: no GPU work is linked to a host launch (no correlation ids)")
+    launches = tr.events.loc[launched.unique()]
+    starts, ends = _u(work)
+    return HostLead(float(launches["end_us"].max()), float(work["end_us"].max()), float((ends - starts).sum()))
 
 
 @dataclass

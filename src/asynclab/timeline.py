@@ -50,6 +50,8 @@ _MAX_SUBLANES = 8
 _BAR = 0.8
 _OVERLAP_TOL_US = 0.01
 _STRIP = 0.4  # height of the sync-wait strip under a GPU lane  # bar height inside a sub-lane of height 1
+_ANN_STRIP = 0.55  # height of the annotation-bracket strip above a host lane
+_MAX_ANNOTATIONS = 2000  # brackets drawn at most (labels only where there is room)
 
 
 @dataclass
@@ -213,16 +215,19 @@ def _bars(slot: np.ndarray, kc: np.ndarray, s: np.ndarray, e: np.ndarray, px: fl
 
 
 def draw_timeline(trace: Any, ax: Any = None, *, start_us: float | None = None, end_us: float | None = None,
-                  annotation: str | None = None, arrows: bool = False, host: bool = True,
+                  annotation: str | None = None, occurrence: int | None = None, arrows: bool = False,
+                  host: bool = True, annotations: bool = True,
                   title: str | None = None, figsize: tuple[float, float] | None = None,
                   max_arrows: int = 300, width_px: int | None = None) -> Timeline:
     """Draw a trace: one lane per (GPU, stream) and per host thread that launched work, coloured by
     kind, overlapping events in sub-lanes, with optional launch → kernel arrows.
 
     ``trace`` is a :class:`~asynclab.trace.Trace` or anything :func:`load_trace` takes. Zoom with
-    ``start_us``/``end_us`` (µs from the trace start) or ``annotation`` (a ``record_function`` name);
+    ``start_us``/``end_us`` (µs from the trace start) or ``annotation`` (a ``record_function`` name;
+    all its occurrences, or only the ``occurrence``-th);
     the x axis starts at 0 at the window's start, in µs, ms or s depending on the span. ``ax=`` draws
-    into existing axes. Drawing is vectorised (one collection per kind); events closer than a pixel
+    into existing axes. With ``annotations`` (the default), the host's ``record_function`` ranges are drawn as
+    labelled brackets above their thread's lane (profiler step markers are left out). Drawing is vectorised (one collection per kind); events closer than a pixel
     are merged and every bar is at least one pixel wide, so short kernels stay visible.
 
     Example:
@@ -237,7 +242,7 @@ def draw_timeline(trace: Any, ax: Any = None, *, start_us: float | None = None, 
 
     tr = trace if isinstance(trace, Trace) else load_trace(trace)
     if annotation is not None or start_us is not None or end_us is not None:
-        tr = tr.window(start_us, end_us, annotation=annotation)
+        tr = tr.window(start_us, end_us, annotation=annotation, occurrence=occurrence)
     ev = tr.events
     if "window" in tr.meta:
         w0, w1 = tr.meta["window"]
@@ -308,11 +313,21 @@ def draw_timeline(trace: Any, ax: Any = None, *, start_us: float | None = None, 
         if len(m) and (on & is_sync).any():
             strip[li] = _STRIP
     in_strip = is_sync & (strip[L] > 0) if len(L) else np.zeros(0, dtype=bool)
+    # host annotations (record_function ranges): a bracket strip above their lane
+    ann_pos = np.zeros(0, dtype=np.int64)
+    ann = np.zeros(len(lanes))
+    if annotations and len(lanes):
+        names_all = ev["name"].astype(str)
+        a_m = ok & ~on_gpu & (kind == "annotation")
+        a_m &= ~(names_all.str.startswith("ProfilerStep") | (names_all == "asynclab.step")).to_numpy(dtype=bool)
+        ann_pos = np.flatnonzero(a_m)[:_MAX_ANNOTATIONS]
+        ann[np.unique(lane_codes[ann_pos])] = _ANN_STRIP
     # y layout, top to bottom
     gap = 0.5
     y0 = np.zeros(len(lanes))
     y = 0.0
     for i in range(len(lanes)):
+        y += ann[i]
         y0[i] = y
         y += nsub[i] + strip[i] + gap
     total_h = y - gap if len(lanes) else 1.0
@@ -388,15 +403,35 @@ def draw_timeline(trace: Any, ax: Any = None, *, start_us: float | None = None, 
                 collections["arrows"] = lc
                 n_arrows = len(g)
 
+    # ---- annotation brackets ----------------------------------------------------------------------------
+    if len(ann_pos):
+        a_s = np.clip(ev["start_us"].to_numpy(np.float64)[ann_pos], w0, w1)
+        a_e = np.clip(ev["end_us"].to_numpy(np.float64)[ann_pos], w0, w1)
+        ax0, ax1 = (a_s - w0) / scale, (a_e - w0) / scale
+        yy = y0[lane_codes[ann_pos]] - 0.12
+        tick = 0.2
+        segs = np.concatenate([
+            np.stack([np.column_stack([ax0, yy]), np.column_stack([ax1, yy])], axis=1),
+            np.stack([np.column_stack([ax0, yy]), np.column_stack([ax0, yy + tick])], axis=1),
+            np.stack([np.column_stack([ax1, yy]), np.column_stack([ax1, yy + tick])], axis=1)])
+        ax.add_collection(LineCollection(segs, colors="#6a3d9a", linewidths=1.0, zorder=4))
+        collections["annotations"] = segs
+        names_a = ev["name"].to_numpy(dtype=object)[ann_pos]
+        for x_a, x_b, y_a, name in zip(ax0, ax1, yy, names_a):
+            if (x_b - x_a) * scale >= 0.04 * span or len(ann_pos) <= 6:
+                ax.text(x_a, y_a - 0.05, str(name), fontsize=7, color="#6a3d9a", va="bottom", ha="left",
+                        clip_on=True, zorder=6)
+
     # ---- axes ---------------------------------------------------------------------------------------
     centers = y0 + (nsub + strip) / 2.0
     ax.set_yticks(centers)
     ax.set_yticklabels([f"{lane}" + (f"  [{nsub[i]} rows]" if nsub[i] > 1 else "") for i, lane in enumerate(lanes)])
     for i in range(1, len(lanes)):
-        ax.axhline(y0[i] - gap / 2, color="#999999", lw=0.5, zorder=1)
+        sep = y0[i] - ann[i] - gap / 2
+        ax.axhline(sep, color="#999999", lw=0.5, zorder=1)
         if is_gpu_lane[i - 1] and not is_gpu_lane[i]:
-            ax.axhline(y0[i] - gap / 2, color="#333333", lw=1.0, zorder=1)
-    ax.set_ylim(total_h + 0.2, -0.2)
+            ax.axhline(sep, color="#333333", lw=1.0, zorder=1)
+    ax.set_ylim(total_h + 0.2, -0.2 - (ann[0] if len(ann) else 0.0))
     ax.set_xlim(-0.01 * span / scale, span * 1.01 / scale)
     ax.set_xlabel(f"time ({unit}) from " + ("the window start" if "window" in tr.meta else "the trace start"))
     ax.grid(axis="x", color="#e6e6e6", lw=0.6, zorder=0)

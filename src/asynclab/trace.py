@@ -633,26 +633,29 @@ def _kind_of_cat(cat: Any) -> str:
 
 def _split(raw: list) -> tuple[list, list]:
     """Complete events ("X"; an event without "ph" counts as one) and metadata events ("M")."""
+    try:  # fast path: every entry is an object
+        return [e for e in raw if e.get("ph", "X") == "X"], [e for e in raw if e.get("ph") == "M"]
+    except AttributeError:
+        pass
     X: list = []
     M: list = []
-    xa, ma = X.append, M.append
     for e in raw:
         if type(e) is dict:
             ph = e.get("ph", "X")
             if ph == "X":
-                xa(e)
+                X.append(e)
             elif ph == "M":
-                ma(e)
+                M.append(e)
     return X, M
 
 
 _FIELDS = itemgetter("ts", "dur", "cat", "name", "pid", "tid")
 
 
-def _columns(X: list) -> tuple[list, ...]:
-    """(ts, dur, cat, name, pid, tid, args) as lists; one pass when every event has the six fields."""
+def _columns(X: list) -> tuple[Any, ...]:
+    """(ts, dur, cat, name, pid, tid, args) as sequences; one pass when every event has the six fields."""
     try:
-        ts, dur, cat, names, pid, tid = (list(c) for c in zip(*[_FIELDS(e) for e in X]))
+        ts, dur, cat, names, pid, tid = zip(*[_FIELDS(e) for e in X])
     except (KeyError, ValueError):
         ts = [e.get("ts") for e in X]
         dur = [e.get("dur") for e in X]
@@ -725,17 +728,23 @@ def _build(raw: list, name: str, meta: dict[str, Any]) -> tuple[pd.DataFrame, di
     g_args = [args[i] for i in gpu_idx]
     g_args = [a if type(a) is dict else {} for a in g_args]
 
-    def garg(key: str, alt: str | None = None) -> np.ndarray:
-        if alt is None:
-            return _num([a.get(key) for a in g_args])
-        return _num([a.get(key, a.get(alt)) for a in g_args])
+    dev_arg = _num([a.get("device") for a in g_args])
+    corr_g = _num([a.get("correlation") for a in g_args])
+    # copy endpoints and sizes: only copies and memsets carry them
+    mem_pos = np.flatnonzero(np.isin(kind[gpu_idx], ("copy", "memset")))
+    m_args = [g_args[i] for i in mem_pos]
 
-    dev_arg = garg("device")
-    corr_g = garg("correlation")
-    from_dev = garg("fromDevice")
-    to_dev = garg("toDevice")
-    in_dev = garg("inDevice")
-    bytes_g = garg("bytes", "Bytes")
+    def marg(key: str, alt: str | None = None) -> np.ndarray:
+        out = np.full(len(gpu_idx), np.nan)
+        if len(mem_pos):
+            vals = [a.get(key) for a in m_args] if alt is None else [a.get(key, a.get(alt)) for a in m_args]
+            out[mem_pos] = _num(vals)
+        return out
+
+    from_dev = marg("fromDevice")
+    to_dev = marg("toDevice")
+    in_dev = marg("inDevice")
+    bytes_g = marg("bytes", "Bytes")
 
     pid_num = _num_by_unique(pid[gpu_idx])
     device_g = np.where(np.isfinite(dev_arg), dev_arg, pid_num)
