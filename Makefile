@@ -26,7 +26,8 @@ course: setup
 # Unit tests, then strict nbval over every notebook.
 test: setup unit nbval
 unit: setup
-	$(PYTEST) tests --doctest-modules src/asynclab
+	$(PYTEST) tests
+	$(PYTEST) --doctest-modules src/asynclab
 nbval: setup
 	MPLBACKEND=Agg $(PYTEST) $(NBVAL) notebooks
 

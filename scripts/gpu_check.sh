@@ -27,6 +27,7 @@ python3 -m asynclab.cli hardware || exit 1
 status=0
 echo "== unit tests =="
 python3 -m pytest -p no:cacheprovider -q tests || status=1
+python3 -m pytest -p no:cacheprovider -q --doctest-modules src/asynclab || status=1
 if [ ${#refresh[@]} -gt 0 ]; then
   echo "== refreshing stored outputs: ${refresh[*]} =="
   python3 -m asynclab.cli course --in-place --figures figures "${refresh[@]}" || status=1
