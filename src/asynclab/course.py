@@ -9,15 +9,15 @@ from pathlib import Path
 FIGURES_ENV = "ASYNCLAB_FIGURES"
 
 
-def save_figure(fig, name: str) -> Path | None:
+def save_figure(fig, name: str) -> None:
     """Save a course figure as PNG into the folder the course command names; a no-op elsewhere.
 
     Notebooks call this for every figure worth keeping; ``make course`` sets the folder (figures/).
+    It returns nothing, so the cell's output is the same whether or not the figure was written.
 
     Example:
         >>> import matplotlib.figure
-        >>> save_figure(matplotlib.figure.Figure(), "demo.png") is None  # not run by the course command
-        True
+        >>> save_figure(matplotlib.figure.Figure(), "demo.png")  # not run by the course command: nothing written
     """
     folder = os.environ.get(FIGURES_ENV)
     if not folder:
@@ -27,7 +27,6 @@ def save_figure(fig, name: str) -> Path | None:
     path = Path(folder) / name
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120, bbox_inches="tight")
-    return path
 
 
 class CourseError(RuntimeError):

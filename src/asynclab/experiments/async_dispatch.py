@@ -24,7 +24,7 @@ CPU_KWARGS: dict[str, dict[str, Any]] = {
     "launch_overhead_trace": {"ops": 20},
     "overhead_bound": {"sizes": (2**10, 2**12, 2**14, 2**16, 2**18), "repeats": 5, "inner": 5},
     "hidden_syncs": {},
-    "cpu_is_synchronous": {"n": 256, "reps": 5, "repeats": 5},
+    "cpu_is_synchronous": {"n": 384, "reps": 5, "repeats": 15},
 }
 
 #: ``overhead_bound``'s default sizes: 2**10 ... 2**26 elements, x4 each step.
