@@ -29,7 +29,7 @@ unit: setup
 	$(PYTEST) tests
 	$(PYTEST) --doctest-modules src/asynclab
 nbval: setup
-	MPLBACKEND=Agg $(PYTEST) $(NBVAL) notebooks
+	$(PYTEST) $(NBVAL) notebooks
 
 lab: setup
 	$(BIN)/jupyter lab notebooks

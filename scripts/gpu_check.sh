@@ -22,7 +22,8 @@ site=${TMPDIR:-/tmp}/asynclab-site
 if ls "$wheels"/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "$wheels"/*.whl || exit 1
 fi
-export PYTHONPATH="$site:$PWD/src${PYTHONPATH:+:$PYTHONPATH}" MPLBACKEND=Agg
+export PYTHONPATH="$site:$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+unset MPLBACKEND  # notebooks use the inline backend, so their stored outputs keep the figures
 python3 -m asynclab.cli hardware || exit 1
 status=0
 echo "== unit tests =="

@@ -133,6 +133,7 @@ def _cases(tmp_path: Path, good: Path) -> list[tuple[list, str, str]]:
         (["timeline", good, "-o", png, "--annotation", "nope"], str(good), "no annotation named 'nope'"),
         (["timeline", good, "-o", png, "--start-ms", "5", "--end-ms", "1"], str(good), "is after --end-ms"),
         (["timeline", good, "-o", png, "--start-ms", "1", "--annotation", "x"], str(good), "not both"),
+        (["timeline", good, "-o", png, "--start-ms", "5000", "--end-ms", "6000"], str(good), "no events in the window"),
         (["timeline", good, "-o", png, "--start-ms", "nan"], str(good), "finite"),
         (["timeline", good, "-o", png, "--occurrence", "1"], str(good), "--occurrence needs --annotation"),
         (["timeline", good], "asynclab timeline", "-o/--output"),

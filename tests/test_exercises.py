@@ -15,11 +15,19 @@ def test_unknown_exercise_and_wrong_arity():
     assert not al.check("00.cpu_timers_agree", 1).right  # takes two answers
 
 
-def test_host_lead_answers():
-    lead_ms = metrics.host_lead(reference.trace(1, "host_runs_ahead")).lead_us / 1e3
-    assert al.check("01.host_lead", lead_ms).right
-    assert "µs" in al.check("01.host_lead", lead_ms * 1e3).message
-    assert not al.check("01.host_lead", None).right
+def test_enqueue_span_answers():
+    from asynclab.exercises import enqueue_span_ms
+
+    trace = reference.trace(1, "host_runs_ahead")
+    span = enqueue_span_ms(trace)
+    ev = trace.events
+    kernels = ev[ev["kind"] == "compute"]
+    assert len(kernels) == 20 and kernels["launch"].notna().all()
+    assert 0 < span < metrics.host_lead(trace).gpu_busy_us / 1e3 / 10  # the host issues far faster than the GPU runs
+    assert al.check("01.enqueue_span", span).right
+    assert "µs" in al.check("01.enqueue_span", span * 1e3).message
+    assert not al.check("01.enqueue_span", metrics.host_lead(trace).gpu_busy_us / 1e3).right  # GPU busy time
+    assert not al.check("01.enqueue_span", None).right
 
 
 def test_sync_ops_answers():
@@ -27,6 +35,7 @@ def test_sync_ops_answers():
     assert al.check("01.sync_ops", right).right
     assert not al.check("01.sync_ops", right | {"t.sum()"}).right
     assert "not ops of the table" in al.check("01.sync_ops", {"x.foo()"}).message
+    assert "set of op names" in al.check("01.sync_ops", ".item()").message
 
 
 def test_no_sync_loop():
@@ -39,13 +48,19 @@ def test_no_sync_loop():
     assert al.check("01.no_sync_loop", fast).right
     assert not al.check("01.no_sync_loop", lambda losses: sum(x.item() for x in losses)).right
     assert not al.check("01.no_sync_loop", lambda losses: 0.0).right
+    assert not al.check("01.no_sync_loop", lambda losses: sum(float(x) for x in losses)).right
+    assert not al.check("01.no_sync_loop", lambda losses: sum(x.cpu().tolist() for x in losses)).right
+    assert "raised ZeroDivisionError" in al.check("01.no_sync_loop", lambda losses: 1 / 0).message
 
 
-def test_median_iqr():
+def test_tail_share():
     times = reference.results(2)["spread"]["times_ms"]
-    q1, _, q3 = statistics.quantiles(times, n=4, method="inclusive")
-    assert al.check("02.median_iqr", statistics.median(times), q3 - q1).right
-    assert not al.check("02.median_iqr", statistics.mean(times), q3 - q1).right
+    med = statistics.median(times)
+    share = sum(t > 1.1 * med for t in times) / len(times)
+    assert 0 < share < 0.5
+    assert al.check("02.tail_share", share).right
+    assert "percentage" in al.check("02.tail_share", share * 100).message
+    assert not al.check("02.tail_share", share + 0.05).right
 
 
 def naive_ms(fn):
@@ -71,12 +86,22 @@ def test_event_timer_exercise():
     assert al.check("02.event_timer", events_ms).right
     assert not al.check("02.event_timer", naive_ms).right  # on a CPU by reading the code, on a GPU by timing
     assert not al.check("02.event_timer", lambda fn: 0.0).right
+    assert "seconds" in al.check("02.event_timer", lambda fn: events_ms(fn) / 1e3).message
+    assert "raised" in al.check("02.event_timer", lambda fn: 1 / 0).message
+
+
+def test_words_in_comments_do_not_count():
+    from asynclab.exercises import _names_in_code
+
+    code = "def f(fn):\n    # torch.cuda.Event(enable_timing=True) .record( elapsed_time(\n    return 1\n"
+    assert _names_in_code(code) == {"def", "f", "fn", "return"}
 
 
 def test_live_lessons_and_cpu_timers():
     hw = al.inventory()
-    n = sum(1 for x in al.lessons.LESSONS if x.gpus and hw.live(x.gpus))
-    assert al.check("00.live_lessons", n).right and not al.check("00.live_lessons", n + 1).right
+    n = sum(1 for x in al.lessons.LESSONS if x.ready and x.gpus and not hw.live(x.gpus))
+    assert al.check("00.replayed_lessons", n).right and not al.check("00.replayed_lessons", n + 1).right
+    assert not al.check("00.replayed_lessons", False).right
     x = torch.randn(128, 128)
     naive = al.naive_timer(lambda: x @ x, repeats=20, device="cpu")
     assert not al.check("00.cpu_timers_agree", naive, naive).right  # two naive timings

@@ -22,7 +22,7 @@ def test_record_on_cpu_saves_gzip_and_returns_a_trace(tmp_path):
     x = torch.randn(48, 48)
     out = tmp_path / "sub" / "run.json.gz"  # a missing folder is created
     t = record(step, x, x, path=out, warmup=2, steps=3, scale=0.5)
-    assert calls == [0.5] * 5  # warmup + steps, keywords reach fn
+    assert calls == [0.5] * 6  # warmup + the profiler's discarded warm-up step + steps; keywords reach fn
     assert isinstance(t, Trace)
     assert t.source == str(out)
     raw = out.read_bytes()

@@ -331,6 +331,28 @@ def test_recorded_h200x2_p2p():
                          "GPU 1 · device-wide sync", "CPU · main thread"]
 
 
+def test_recorded_h200x2_microbatch_forward_backward():
+    from asynclab.metrics import bubble_fraction, busy_time
+
+    t = load_quiet(RECORDED / "h200x2_microbatch.json.gz")
+    assert t.devices == [0, 1]
+    p = t.events[t.events["kind"] == "p2p"]
+    # 4 micro-batches: activations go 0 -> 1 in the forward, their gradients 1 -> 0 in the backward
+    pairs = sorted(zip(p["src_device"].astype(int), p["dst_device"].astype(int)))
+    assert pairs == [(0, 1)] * 4 + [(1, 0)] * 4
+    assert set(p["bytes"]) == {1024 * 2048 * 4}
+    assert (p["device"] == p["src_device"]).all()
+    assert [x for x in t.lanes() if "autograd" in x] == ["CPU · thread 630 (pt_autograd_1)",
+                                                         "CPU · thread 629 (pt_autograd_0)"]
+    names = t.events.loc[t.events["kind"] == "annotation", "name"].tolist()
+    assert [n for n in names if n.startswith("forward")] == [f"forward mb{i}" for i in range(4)]
+    report = bubble_fraction(t)
+    busy = busy_time(t, by="device")
+    for dev in (0, 1):  # idle = window - busy, by construction of the report
+        assert report.idle_us[dev] == pytest.approx(report.window_us - busy[dev], abs=1e-6)
+    assert 0.2 < report.per_device[0] < 0.6 and 0.2 < report.per_device[1] < 0.6
+
+
 # ---------------------------------------------------------------------------------------------
 # damaged files
 # ---------------------------------------------------------------------------------------------

@@ -86,7 +86,7 @@ def check(name: str, *answer, **kwargs) -> Verdict:
     """Check a learner's answer to exercise ``name``; returns a Verdict that prints as a sentence.
 
     Example:
-        >>> print(check("00.live_lessons", -1))  # doctest: +ELLIPSIS
+        >>> print(check("00.replayed_lessons", -1))  # doctest: +ELLIPSIS
         Not yet: ...
     """
     from asynclab import exercises  # noqa: F401 - registers the lessons' checkers

@@ -69,6 +69,9 @@ def _cmd_timeline(args: argparse.Namespace) -> int:
             trace = trace.window(s, e)
     except TraceError as err:
         raise UsageError(str(err)) from None
+    if len(trace) == 0:
+        raise UsageError(f"{args.trace}: no events in the window {args.start_ms} to {args.end_ms} ms "
+                         f"(asynclab summary shows the trace's span)")
 
     import matplotlib
 

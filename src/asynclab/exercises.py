@@ -6,21 +6,24 @@ from asynclab.checks import Verdict, exercise
 from asynclab.timing import Timing
 
 
-@exercise("00.live_lessons")
-def live_lessons(answer: int) -> Verdict:
-    """How many lessons run their GPU experiments live on this machine?
+@exercise("00.replayed_lessons")
+def replayed_lessons(answer: int) -> Verdict:
+    """How many of the lessons written so far replay a reference on this machine instead of running live?
 
     Example:
-        >>> live_lessons(-1).right
+        >>> replayed_lessons(-1).right
         False
     """
     hw = hardware.inventory()
-    right = sum(1 for item in lessons.LESSONS if item.gpus > 0 and hw.live(item.gpus))
+    written = [item for item in lessons.LESSONS if item.ready and item.gpus > 0]
+    right = sum(1 for item in written if not hw.live(item.gpus))
+    if isinstance(answer, bool) or not isinstance(answer, int):
+        return Verdict(False, "give a whole number.")
     if answer == right:
-        return Verdict(True, f"{right} of {sum(1 for x in lessons.LESSONS if x.gpus)} GPU lessons run live here "
-                             f"(mode: {hw.mode}); the rest replay their references.")
-    return Verdict(False, "count the lessons whose 'GPUs' column is at most the number of GPUs in the hardware "
-                          "report (lesson 00 needs none and is not a GPU lesson).")
+        return Verdict(True, f"{right} of the {len(written)} GPU lessons written so far replay their reference here "
+                             f"(mode: {hw.mode}); the others run live.")
+    return Verdict(False, "look at the lesson map: count the written lessons (no 'not written yet') whose last "
+                          "column says 'replays'.")
 
 
 @exercise("00.cpu_timers_agree")
@@ -45,24 +48,41 @@ def cpu_timers_agree(naive: Timing, synced: Timing) -> Verdict:
     return Verdict(False, f"naive/sync = {ratio:.2f}; a busy CPU adds noise: use more repeats and compare medians.")
 
 
-@exercise("01.host_lead")
-def host_lead_answer(lead_ms: float) -> Verdict:
-    """How long was the GPU still busy after the host's last launch, in the reference trace of lesson 01?
+def enqueue_span_ms(trace) -> float:
+    """From the start of the first launch of a compute kernel to the end of the last one, in ms.
 
     Example:
-        >>> host_lead_answer(None).right
+        >>> from asynclab import reference
+        >>> enqueue_span_ms(reference.trace(1, "host_runs_ahead")) < 5
+        True
+    """
+    ev = trace.events
+    kernels = ev[ev["kind"] == "compute"]
+    launches = ev.loc[kernels["launch"].dropna().astype(int)]
+    return float(launches["end_us"].max() - launches["start_us"].min()) / 1e3
+
+
+@exercise("01.enqueue_span")
+def enqueue_span_answer(span_ms: float) -> Verdict:
+    """How long did the host take to issue the kernels of lesson 01's reference trace (first launch to last)?
+
+    Example:
+        >>> enqueue_span_answer(None).right
         False
     """
     from asynclab import metrics, reference
 
-    right = metrics.host_lead(reference.trace(1, "host_runs_ahead")).lead_us / 1e3
-    if not isinstance(lead_ms, (int, float)):
-        return Verdict(False, "give a number of milliseconds: the last kernel's end minus the last launch's end.")
-    if abs(lead_ms - right) <= 0.05 * right:
-        return Verdict(True, f"{lead_ms:.2f} ms (the trace says {right:.2f} ms): the host was done long before the GPU.")
-    if abs(lead_ms / 1e3 - right) <= 0.05 * right:
+    trace = reference.trace(1, "host_runs_ahead")
+    right = enqueue_span_ms(trace)
+    if isinstance(span_ms, bool) or not isinstance(span_ms, (int, float)):
+        return Verdict(False, "give a number of milliseconds.")
+    if abs(span_ms - right) <= 0.02 * right:
+        return Verdict(True, f"{span_ms:.3f} ms to issue what took the GPU "
+                             f"{metrics.host_lead(trace).gpu_busy_us / 1e3:.1f} ms to run.")
+    if abs(span_ms / 1e3 - right) <= 0.02 * right:
         return Verdict(False, "that looks like µs: trace times are in µs, divide by 1000.")
-    return Verdict(False, f"{lead_ms:.2f} ms is off; use the END of the last launch and the END of the last compute kernel.")
+    return Verdict(False, f"{span_ms:.3f} ms is off: take the launches of the compute kernels (the `launch` column "
+                          "of the kernel rows), from the first one's start to the last one's end.")
 
 
 @exercise("01.sync_ops")
@@ -77,6 +97,8 @@ def sync_ops_answer(ops: set) -> Verdict:
 
     rows = reference.results(1)["hidden_syncs"]["ops"]
     right = {r["op"] for r in rows if r["syncs"]}
+    if isinstance(ops, str) or not all(isinstance(op, str) for op in (ops or ())):
+        return Verdict(False, 'give a set of op names, e.g. {".item()", "print(t)"}.')
     ops = set(ops or ())
     unknown = ops - {r["op"] for r in rows}
     if unknown:
@@ -104,23 +126,61 @@ def no_sync_loop(fast_loop) -> Verdict:
     losses = [torch.rand((), device=device) for _ in range(50)]
     expected = float(torch.stack(losses).sum())
     reads = 0
-    item = torch.Tensor.item
+    originals = {name: getattr(torch.Tensor, name) for name in ("item", "tolist", "cpu", "__float__", "numpy")}
 
-    def counting_item(self):
-        nonlocal reads
-        reads += 1
-        return item(self)
+    def counting(name):
+        def wrapper(self, *args, **kwargs):
+            nonlocal reads
+            reads += 1
+            return originals[name](self, *args, **kwargs)
+        return wrapper
 
-    torch.Tensor.item = counting_item
+    for name in originals:
+        setattr(torch.Tensor, name, counting(name))
+    syncs = []
     try:
-        result = fast_loop(losses)
+        if device == "cuda":
+            import warnings
+
+            old_mode = torch.cuda.get_sync_debug_mode()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                torch.cuda.set_sync_debug_mode("warn")
+                try:
+                    result = fast_loop(losses)
+                finally:
+                    torch.cuda.set_sync_debug_mode(old_mode)
+            syncs = [w for w in caught if "synchroniz" in str(w.message) and "prototype" not in str(w.message)]
+        else:
+            result = fast_loop(losses)
+    except Exception as err:  # noqa: BLE001 - the learner's code
+        return Verdict(False, f"your function raised {type(err).__name__}: {err}")
     finally:
-        torch.Tensor.item = item
+        for name, fn in originals.items():
+            setattr(torch.Tensor, name, fn)
+    reads = max(reads, len(syncs))
     if not isinstance(result, (int, float)) or abs(result - expected) > 1e-3 * max(1.0, abs(expected)):
         return Verdict(False, f"the total should be {expected:.4f}, got {result!r}; return a Python number.")
     if reads > 1:
-        return Verdict(False, f"{reads} host reads (.item() calls): keep the running sum on the device, read once.")
+        return Verdict(False, f"{reads} host reads (.item(), float(), .cpu(), ...): keep the running sum on the "
+                              "device, read it once.")
     return Verdict(True, "one read at the end: the host can run ahead for the whole loop.")
+
+
+def _names_in_code(source: str) -> set[str]:
+    """The names a piece of Python source uses, comments and strings left out (words in a comment don't count).
+
+    Example:
+        >>> sorted(_names_in_code("x.record()  # elapsed_time"))
+        ['record', 'x']
+    """
+    import io
+    import tokenize
+
+    try:
+        return {t.string for t in tokenize.generate_tokens(io.StringIO(source).readline) if t.type == tokenize.NAME}
+    except (tokenize.TokenError, IndentationError):
+        return set()
 
 
 @exercise("02.event_timer")
@@ -148,18 +208,24 @@ def event_timer_answer(my_time_ms) -> Verdict:
         torch.cuda.synchronize()
     else:
         fn, target = (lambda: time.sleep(0.02)), 20.0
-    got = my_time_ms(fn)
-    if not isinstance(got, (int, float)):
+    try:
+        got = my_time_ms(fn)
+    except Exception as err:  # noqa: BLE001 - the learner's code
+        hint = " (CUDA events need a GPU: fall back to the wall clock without one)" if not torch.cuda.is_available() else ""
+        return Verdict(False, f"your function raised {type(err).__name__}: {err}{hint}")
+    if isinstance(got, bool) or not isinstance(got, (int, float)):
         return Verdict(False, "return the time in milliseconds as a number.")
+    if 0.8 * target <= got * 1e3 <= 1.3 * target:
+        return Verdict(False, f"{got} looks like seconds: return milliseconds.")
     if not torch.cuda.is_available():
         import inspect
 
         try:
-            source = inspect.getsource(my_time_ms)
+            names = _names_in_code(inspect.getsource(my_time_ms))
         except (OSError, TypeError):
-            source = ""
-        missing = [word for word in ("enable_timing=True", ".record(", "synchronize(", "elapsed_time(")
-                   if source and word not in source]  # without the source there is nothing to read
+            names = set()
+        missing = [word for word in ("Event", "enable_timing", "record", "synchronize", "elapsed_time")
+                   if names and word not in names]  # without the source there is nothing to read
         if missing:
             return Verdict(False, f"{got:.2f} ms for a {target:.0f} ms CPU workload, but only because the CPU is "
                                   "synchronous: on a GPU this would time the launch. Use CUDA events when a GPU is "
@@ -171,12 +237,12 @@ def event_timer_answer(my_time_ms) -> Verdict:
     return Verdict(False, f"{got:.2f} ms for a {target:.0f} ms workload; check the units (ms).")
 
 
-@exercise("02.median_iqr")
-def median_iqr_answer(median_ms: float, iqr_ms: float) -> Verdict:
-    """The median and IQR of lesson 02's 200 reference timings.
+@exercise("02.tail_share")
+def tail_share_answer(share: float) -> Verdict:
+    """The share (0 to 1) of lesson 02's 200 reference timings that lie more than 10% above their median.
 
     Example:
-        >>> median_iqr_answer(0.0, 0.0).right
+        >>> tail_share_answer(2.0).right
         False
     """
     import statistics
@@ -184,12 +250,12 @@ def median_iqr_answer(median_ms: float, iqr_ms: float) -> Verdict:
     from asynclab import reference
 
     times = reference.results(2)["spread"]["times_ms"]
-    q1, _, q3 = statistics.quantiles(times, n=4, method="inclusive")
-    med, iqr = statistics.median(times), q3 - q1
-    if not all(isinstance(v, (int, float)) for v in (median_ms, iqr_ms)):
-        return Verdict(False, "give two numbers, in milliseconds.")
-    ok_med, ok_iqr = abs(median_ms - med) <= 0.01 * med, abs(iqr_ms - iqr) <= 0.05 * iqr
-    if ok_med and ok_iqr:
-        return Verdict(True, f"median {med * 1e3:.2f} µs, IQR {iqr * 1e3:.2f} µs: the middle half lies within that band.")
-    return Verdict(False, ("median right" if ok_med else "median off (sort, take the middle)") + ", "
-                          + ("IQR right" if ok_iqr else "IQR off (third quartile minus first)") + ".")
+    med = statistics.median(times)
+    right = sum(1 for t in times if t > 1.1 * med) / len(times)
+    if isinstance(share, bool) or not isinstance(share, (int, float)):
+        return Verdict(False, "give a number between 0 and 1.")
+    if abs(share - right) < 1e-9 + 0.5 / len(times):
+        return Verdict(True, f"{right:.1%} of the timings sit in the slow tail: one timing alone could be one of them.")
+    if abs(share / 100 - right) < 0.5 / len(times):
+        return Verdict(False, "that looks like a percentage: give a fraction (0 to 1).")
+    return Verdict(False, "compute the median first, then count the timings above 1.1 x median, and divide by 200.")

@@ -21,8 +21,8 @@ STEP_ANNOTATION = "asynclab.step"
 def record(fn: Callable[..., Any], *args: Any, path: str | os.PathLike | None = None, warmup: int = 1,
            steps: int = 1, record_shapes: bool = False, with_stack: bool = False, cuda_sync_events: bool = False,
            **kwargs: Any) -> Trace:
-    """Run ``fn(*args, **kwargs)`` ``warmup`` times, then ``steps`` times under torch.profiler, and
-    return the trace as a :class:`~asynclab.trace.Trace`.
+    """Run ``fn(*args, **kwargs)`` ``warmup`` times, then once more under a profiler warm-up step that is
+    discarded, then ``steps`` times under torch.profiler, and return the trace as a :class:`~asynclab.trace.Trace`.
 
     The profiler records CPU activity, plus CUDA activity when ``torch.cuda.is_available()``; CUDA is
     synchronised before the profiler stops so that every kernel lands in the trace. Each profiled call
@@ -41,7 +41,7 @@ def record(fn: Callable[..., Any], *args: Any, path: str | os.PathLike | None = 
         True
     """
     import torch
-    from torch.profiler import ProfilerActivity, profile, record_function
+    from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
     if not callable(fn):
         raise TypeError(f"record() needs a callable, not {type(fn).__name__}")
@@ -70,19 +70,23 @@ def record(fn: Callable[..., Any], *args: Any, path: str | os.PathLike | None = 
             extra["experimental_config"] = _ExperimentalConfig(enable_cuda_sync_events=True)
         except (ImportError, TypeError):  # pragma: no cover - older PyTorch
             warnings.warn("this PyTorch cannot record cuda_sync events; recording without them", stacklevel=2)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
-        with profile(activities=activities, record_shapes=record_shapes, with_stack=with_stack, **extra) as prof:
-            for _ in range(int(steps)):
-                with record_function(STEP_ANNOTATION):
-                    fn(*args, **kwargs)
-            if cuda:
-                torch.cuda.synchronize()
-
     fd, tmp = tempfile.mkstemp(prefix="asynclab_record_", suffix=".json")
     os.close(fd)
+    # One profiled warm-up step first, then discarded: the profiler's own start-up (CUPTI buffers,
+    # "Activity Buffer Request") lands there instead of inflating the first recorded operation.
+    sched = schedule(wait=0, warmup=1, active=int(steps), repeat=1)
+    os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # no "gpuGetDeviceCount failed" noise on CPU-only machines
     try:
-        prof.export_chrome_trace(tmp)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
+            with profile(activities=activities, record_shapes=record_shapes, with_stack=with_stack, schedule=sched,
+                         on_trace_ready=lambda p: p.export_chrome_trace(tmp), **extra) as prof:
+                for i in range(int(steps) + 1):
+                    with record_function(STEP_ANNOTATION):
+                        fn(*args, **kwargs)
+                    if cuda and i == int(steps):
+                        torch.cuda.synchronize()  # every kernel of the last step lands in the trace
+                    prof.step()
         trace = load_trace(tmp)
         if out is not None:
             if out.name.lower().endswith(".gz"):

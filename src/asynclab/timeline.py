@@ -418,7 +418,7 @@ def draw_timeline(trace: Any, ax: Any = None, *, start_us: float | None = None, 
         collections["annotations"] = segs
         names_a = ev["name"].to_numpy(dtype=object)[ann_pos]
         for x_a, x_b, y_a, name in zip(ax0, ax1, yy, names_a):
-            if (x_b - x_a) * scale >= 0.04 * span or len(ann_pos) <= 6:
+            if (x_b - x_a) * scale / px >= 5.0 * len(str(name)) + 4:  # only where the label fits its bracket
                 ax.text(x_a, y_a - 0.05, str(name), fontsize=7, color="#6a3d9a", va="bottom", ha="left",
                         clip_on=True, zorder=6)
 

@@ -190,12 +190,21 @@ def benchmark_timer(fn: Callable[[], object], *, min_run_time: float = 0.2, warm
         >>> benchmark_timer(lambda: sum(range(1000)), min_run_time=0.01).method
         'benchmark'
     """
-    from torch.utils import benchmark
+    import logging
+
+    cpp_log = logging.getLogger("torch.utils.cpp_extension")
+    level = cpp_log.level
+    cpp_log.setLevel(logging.ERROR)  # importing benchmark warns "No CUDA runtime is found" on CPU-only machines
+    try:
+        from torch.utils import benchmark
+    finally:
+        cpp_log.setLevel(level)
 
     _check_args(fn, 1, warmup, 1)
     device = _device(device)
     first = _first_call(fn, device, warmup)
-    m = benchmark.Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(min_run_time=min_run_time)
+    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+    m = timer.blocked_autorange(min_run_time=min_run_time)
     times = tuple(t * 1e3 for t in m.times)
     what = (f"torch.utils.benchmark: blocks of {m.number_per_run} calls, synchronized for you"
             if device.type == "cuda" else f"torch.utils.benchmark on the CPU, blocks of {m.number_per_run} calls")

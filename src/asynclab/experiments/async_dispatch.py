@@ -87,6 +87,8 @@ def d2l_benchmark(device: Any = None, n: int = 1000, reps: int = 10, rounds: int
                     a = np.random.normal(size=(n, n))
                     b = np.dot(a, a)  # noqa: F841
             times["numpy"].append(float(bench.timer.times[-1]))
+            torch_loop()  # untimed: both torch blocks start from the same warm state, not from numpy's
+            sync(dev)
             with d2l.Benchmark("torch") as bench:
                 torch_loop()
             times["torch"].append(float(bench.timer.times[-1]))

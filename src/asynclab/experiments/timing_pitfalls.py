@@ -202,10 +202,12 @@ def spread(device: Any = None, n: int = 2048, repeats: int = 200, dtype: torch.d
     }
 
 
-def sync_every_iteration(device: Any = None, ops: int = 1000, size: int = 2**20) -> dict[str, Any]:
-    """A microsecond-scale kernel timed with a synchronize around every call vs one event pair around a loop.
+def sync_every_iteration(device: Any = None, ops: int = 1000, size: int = 2**23) -> dict[str, Any]:
+    """A short kernel timed with a synchronize around every call vs one event pair around a loop.
 
-    The kernel is ``x.add_(1.0)`` on ``size`` float32 elements. (a) :func:`asynclab.timing.sync_timer`
+    The kernel is ``x.add_(1.0)`` on ``size`` float32 elements: by default 32 MB, tens of microseconds
+    on a recent GPU, longer than one launch, so the back-to-back loop keeps the GPU busy and measures
+    the kernel (a smaller tensor would measure the host's launch rate instead: lesson 01). (a) :func:`asynclab.timing.sync_timer`
     with ``repeats=ops``: each call pays launch, kernel, and the round trip of a synchronize; median per
     call. (b) :func:`asynclab.timing.event_timer` with ``inner=ops``: one event pair around ``ops``
     back-to-back calls, so launches overlap with the GPU's work; median of 5 such loops, per call.
@@ -239,7 +241,7 @@ def sync_every_iteration(device: Any = None, ops: int = 1000, size: int = 2**20)
     }
 
 
-def sync_every_iteration_trace(device: Any, path: str | Path, ops: int = 30, size: int = 2**20) -> Any:
+def sync_every_iteration_trace(device: Any, path: str | Path, ops: int = 30, size: int = 2**23) -> Any:
     """A profiler trace of ``ops`` calls of ``x.add_(1.0)`` synchronized one by one, then ``ops`` calls with one sync.
 
     Annotated ``"sync every call"`` and ``"one sync at the end"``: on the timeline the first part's
