@@ -160,7 +160,7 @@ def event_timer(fn: Callable[[], object], *, repeats: int = 10, warmup: int = 1,
     falls back to the wall clock and says so.
 
     Example:
-        >>> event_timer(lambda: sum(range(1000)), repeats=3).measured.startswith("no CUDA")
+        >>> event_timer(lambda: sum(range(1000)), repeats=3, device="cpu").measured.startswith("no CUDA")
         True
     """
     _check_args(fn, repeats, warmup, inner)
