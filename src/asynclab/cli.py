@@ -35,14 +35,12 @@ def _load(path: str):
 
 
 def _check_output(out: str) -> None:
-    ext = os.path.splitext(out)[1].lower()
-    if ext not in (".png", ".svg"):
-        raise UsageError(f"{out}: unsupported output format {ext or '(no extension)'!r}; use .png or .svg")
-    folder = os.path.dirname(os.path.abspath(out))
-    if not os.path.isdir(folder):
-        raise UsageError(f"{out}: the folder {os.path.dirname(out) or folder} does not exist")
-    if os.path.isdir(out):
-        raise UsageError(f"{out}: is a directory")
+    from asynclab.timeline import check_image_path
+
+    try:
+        check_image_path(out)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
 
 
 def _cmd_timeline(args: argparse.Namespace) -> int:

@@ -81,16 +81,29 @@ class Timeline:
         Example:
             >>> draw_timeline(_EXAMPLE).savefig("/tmp/asynclab_doctest.svg")  # doctest: +SKIP
         """
-        p = os.fspath(path)
-        ext = os.path.splitext(p)[1].lower()
-        if ext not in (".png", ".svg"):
-            raise ValueError(f"{p}: unsupported output format {ext or '(none)'!r}; use .png or .svg")
-        d = os.path.dirname(os.path.abspath(p))
-        if not os.path.isdir(d):
-            raise ValueError(f"{p}: the folder {d} does not exist")
+        p = check_image_path(path)
         kwargs.setdefault("bbox_inches", "tight")
         self.fig.savefig(p, dpi=dpi, **kwargs)
         return p
+
+
+def check_image_path(path: str | os.PathLike) -> str:
+    """Validate where a timeline image goes: a .png or .svg name in an existing folder; ValueError otherwise.
+
+    Example:
+        >>> check_image_path("/tmp/out.png")
+        '/tmp/out.png'
+    """
+    p = os.fspath(path)
+    ext = os.path.splitext(p)[1].lower()
+    if ext not in (".png", ".svg"):
+        raise ValueError(f"{p}: unsupported output format {ext or '(no extension)'!r}; use .png or .svg")
+    folder = os.path.dirname(os.path.abspath(p))
+    if not os.path.isdir(folder):
+        raise ValueError(f"{p}: the folder {os.path.dirname(p) or folder} does not exist")
+    if os.path.isdir(p):
+        raise ValueError(f"{p}: is a directory")
+    return p
 
 
 def _unit(span_us: float) -> tuple[str, float]:
