@@ -84,17 +84,53 @@ def events_ms(fn):
 
 def test_event_timer_exercise():
     assert al.check("02.event_timer", events_ms).right
-    assert not al.check("02.event_timer", naive_ms).right  # on a CPU by reading the code, on a GPU by timing
+    assert not al.check("02.event_timer", naive_ms).right  # on a real or a simulated GPU
     assert not al.check("02.event_timer", lambda fn: 0.0).right
     assert "seconds" in al.check("02.event_timer", lambda fn: events_ms(fn) / 1e3).message
     assert "raised" in al.check("02.event_timer", lambda fn: 1 / 0).message
 
 
-def test_words_in_comments_do_not_count():
-    from asynclab.exercises import _names_in_code
+def sync_before_only_ms(fn):
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    return start.elapsed_time(end)
 
-    code = "def f(fn):\n    # torch.cuda.Event(enable_timing=True) .record( elapsed_time(\n    return 1\n"
-    assert _names_in_code(code) == {"def", "f", "fn", "return"}
+
+def no_timing_events_ms(fn):
+    start, end = torch.cuda.Event(), torch.cuda.Event()
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+
+def sync_wall_clock_ms(fn):
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) * 1e3
+
+
+def test_event_timer_checks_behaviour_not_words():
+    assert "Both events must be completed" in al.check("02.event_timer", sync_before_only_ms).message
+    assert "enable_timing" in al.check("02.event_timer", no_timing_events_ms).message
+    assert al.check("02.event_timer", sync_wall_clock_ms).right  # synchronize around the call is right too
+    assert "timed the launch" in al.check("02.event_timer", naive_ms).message
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the simulated GPU stands in only without a real one")
+def test_simulated_gpu_restores_torch_cuda():
+    from asynclab.exercises import _SimulatedGPU
+
+    with _SimulatedGPU() as gpu:
+        assert torch.cuda.is_available()
+        gpu.kernel(1.0)
+    assert not torch.cuda.is_available()
 
 
 def test_live_lessons_and_cpu_timers():

@@ -18,7 +18,7 @@ LESSON = "01"
 
 #: Sizes that keep every experiment to a few seconds on a 2-core CPU (the notebooks' and tests' CPU runs).
 CPU_KWARGS: dict[str, dict[str, Any]] = {
-    "d2l_benchmark": {"n": 200, "reps": 3, "rounds": 3, "big_n": 400},
+    "d2l_benchmark": {"n": 400, "reps": 10, "rounds": 5, "big_n": 600},
     "host_runs_ahead": {"n": 256, "reps": 5, "dtype": torch.float32},
     "launch_overhead": {"ops": 300, "repeats": 3},
     "launch_overhead_trace": {"ops": 20},
@@ -220,7 +220,7 @@ def _capture_graph(dev: torch.device, body: Callable[[], None]) -> torch.cuda.CU
     return graph
 
 
-def launch_overhead(device: Any = None, ops: int = 1000, size: int = 1, repeats: int = 5) -> dict[str, Any]:
+def launch_overhead(device: Any = None, ops: int = 1000, size: int = 1, repeats: int = 15) -> dict[str, Any]:
     """Per-op time of a tiny op launched eagerly vs replayed from a CUDA graph.
 
     The op is ``x.add_(1.0)`` on a tensor of ``size`` elements: the GPU work is negligible, so the
@@ -243,25 +243,25 @@ def launch_overhead(device: Any = None, ops: int = 1000, size: int = 1, repeats:
         for _ in range(ops):
             x.add_(1.0)
 
-    def per_op_us(run: Callable[[], None]) -> float:
-        times = []
-        for _ in range(repeats):
-            sync(dev)
-            t0 = time.perf_counter()
-            run()
-            sync(dev)
-            times.append(wall_ms(t0) * 1e3 / ops)
-        return statistics.median(times)
+    def once_us(run: Callable[[], None]) -> float:
+        sync(dev)
+        t0 = time.perf_counter()
+        run()
+        sync(dev)
+        return wall_ms(t0) * 1e3 / ops
 
     body()  # warm-up
     sync(dev)
-    eager = per_op_us(body)
-    graph_us = None
-    if dev.type == "cuda":
-        graph = _capture_graph(dev, body)
-        with torch.cuda.device(dev):
-            graph_us = per_op_us(graph.replay)
-        del graph
+    graph = _capture_graph(dev, body) if dev.type == "cuda" else None
+    eager_t, graph_t = [], []
+    with torch.cuda.device(dev) if graph is not None else contextlib.nullcontext():
+        for _ in range(repeats):  # interleaved, so that a noisy moment of the host hits both alike
+            eager_t.append(once_us(body))
+            if graph is not None:
+                graph_t.append(once_us(graph.replay))
+    eager = statistics.median(eager_t)
+    graph_us = statistics.median(graph_t) if graph_t else None
+    del graph
     return {
         "eager_us_per_op": eager,
         "graph_us_per_op": graph_us,
@@ -334,10 +334,11 @@ def overhead_bound(device: Any = None, sizes: tuple[int, ...] = DEFAULT_SIZES, o
     For each size, ``op`` (``"add"``, ``"mul"``, ``"sin"`` or ``"relu"``, written into a preallocated
     output) is timed with :func:`asynclab.timing.event_timer`: ``repeats`` event pairs, each around
     ``inner`` back-to-back calls (CUDA events on a GPU, wall clock on the CPU); the median per call is
-    kept. ``flat_until`` is the largest size up to which every time stays within 1.5x of the
-    smallest size's time: below it, the op costs what launching it costs.
+    kept. ``flat_level_us`` is the median time of the three smallest sizes, and ``flat_until`` the
+    largest size up to which every time stays within 1.25x of it: below it, the op costs what
+    launching it costs.
 
-    Returns ``{"sizes", "us_per_op", "gb_per_s", "flat_until", "op", "dtype", "device", "timer"}``
+    Returns ``{"sizes", "us_per_op", "gb_per_s", "flat_level_us", "flat_until", "op", "dtype", "device", "timer"}``
     (``gb_per_s``: bytes read and written per second, the memory-bound end's figure).
 
     Example:
@@ -360,15 +361,17 @@ def overhead_bound(device: Any = None, sizes: tuple[int, ...] = DEFAULT_SIZES, o
             timer_text = t.measured
             us.append(t.median_ms * 1e3)
             gbs.append(touched * int(size) * itemsize / (t.median_ms * 1e-3) / 1e9)
+    level = statistics.median(us[:3])
     flat_until = int(sizes[0])
     for size, t_us in zip(sizes, us):
-        if t_us > 1.5 * us[0]:
+        if t_us > 1.25 * level:
             break
         flat_until = int(size)
     return {
         "sizes": [int(s) for s in sizes],
         "us_per_op": us,
         "gb_per_s": gbs,
+        "flat_level_us": level,
         "flat_until": flat_until,
         "op": op,
         "dtype": dtype_name(dtype),
