@@ -104,4 +104,23 @@ def wall_ms(t0: float) -> float:
     return (time.perf_counter() - t0) * 1e3
 
 
-__all__ = ["MODULES", "for_lesson", "resolve_device", "sync", "dtype_name", "spin_cycles", "percentile", "wall_ms"]
+def run_setup(device: Any, trace_dir: Any, cpu_kwargs: dict[str, dict[str, Any]]
+              ) -> tuple[torch.device, dict[str, dict[str, Any]], Any]:
+    """What every lesson's ``run_all`` starts with: the device, the sizes for it, and the trace folder (created).
+
+    Example:
+        >>> dev, kw, out = run_setup("cpu", None, {"x": {"n": 2}})
+        >>> dev.type, kw, out
+        ('cpu', {'x': {'n': 2}}, None)
+    """
+    from pathlib import Path
+
+    dev = resolve_device(device)
+    out = Path(trace_dir) if trace_dir is not None else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    return dev, (cpu_kwargs if dev.type == "cpu" else {}), out
+
+
+__all__ = ["MODULES", "for_lesson", "resolve_device", "sync", "dtype_name", "spin_cycles", "percentile", "wall_ms",
+           "run_setup"]

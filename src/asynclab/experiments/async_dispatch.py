@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import torch
 
-from asynclab.experiments import dtype_name, resolve_device, spin_cycles, sync, wall_ms
+from asynclab.experiments import dtype_name, resolve_device, run_setup, spin_cycles, sync, wall_ms
 from asynclab.timing import event_timer, naive_timer, sync_timer
 
 LESSON = "01"
@@ -520,11 +520,7 @@ def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bo
         >>> sorted(traces)  # doctest: +SKIP
         ['host_runs_ahead', 'launch_overhead']
     """
-    dev = resolve_device(device)
-    kw = CPU_KWARGS if dev.type == "cpu" else {}
-    out = Path(trace_dir) if trace_dir is not None else None
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
+    dev, kw, out = run_setup(device, trace_dir, CPU_KWARGS)
     traces: dict[str, Path] = {}
     results: dict[str, Any] = {}
     results["d2l_benchmark"] = d2l_benchmark(dev, verbose=verbose, **kw.get("d2l_benchmark", {}))

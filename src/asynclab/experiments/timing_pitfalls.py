@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from asynclab.experiments import dtype_name, percentile, resolve_device, spin_cycles, sync, wall_ms
+from asynclab.experiments import dtype_name, percentile, resolve_device, run_setup, spin_cycles, sync, wall_ms
 from asynclab.timing import benchmark_timer, event_timer, naive_timer, sync_timer
 
 LESSON = "02"
@@ -414,11 +414,7 @@ def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bo
         >>> sorted(traces)  # doctest: +SKIP
         ['sync_every_iteration', 'timers']
     """
-    dev = resolve_device(device)
-    kw = CPU_KWARGS if dev.type == "cpu" else {}
-    out = Path(trace_dir) if trace_dir is not None else None
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
+    dev, kw, out = run_setup(device, trace_dir, CPU_KWARGS)
     results: dict[str, Any] = {}
     traces: dict[str, Path] = {}
     results["warmup_cost"] = warmup_cost(dev, **kw.get("warmup_cost", {}))
