@@ -5,7 +5,7 @@
 
 Each lesson runs its experiments module's ``run_all`` (the same functions the notebook runs live)
 in a fresh Python process, as a notebook kernel would, and writes
-``<out>/<NN_slug>/results.json``, ``meta.json`` and the traces (``*.json.gz``, each <= 1 MB).
+``asynclab/lessons/<name>/reference/`` (or ``<out>/<NN_name>/``): ``results.json``, ``meta.json`` and the traces (``*.json.gz``, each <= 1 MB).
 Record single-GPU lessons on an H100 and multi-GPU lessons on 2x H200 (COURSE_GUIDE section 7).
 """
 from __future__ import annotations
@@ -30,15 +30,15 @@ def _fail(msg: str, code: int = 2) -> None:
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    from asynclab.experiments import MODULES
-    from asynclab.reference import DATA_ROOT
+    from asynclab.experiments import with_experiments
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--lessons", nargs="+", default=sorted(MODULES), metavar="NN",
-                   help=f"lessons to record (default: all with experiments: {' '.join(sorted(MODULES))})")
-    p.add_argument("--out", type=Path, default=DATA_ROOT,
-                   help=f"reference root; each lesson goes to <out>/<NN_slug>/ (default: {DATA_ROOT})")
+    p.add_argument("--lessons", nargs="+", default=with_experiments(), metavar="NN",
+                   help=f"lessons to record (default: all with experiments: {' '.join(with_experiments())})")
+    p.add_argument("--out", type=Path, default=None,
+                   help="reference root; each lesson goes to <out>/<NN_name>/ (default: into the package, "
+                        "asynclab/lessons/<name>/reference/)")
     p.add_argument("--device", default="cuda:0", help="CUDA device the single-GPU experiments run on (default cuda:0)")
     p.add_argument("--in-process", action="store_true",
                    help="run every lesson in this process instead of a fresh one each (quicker, less faithful)")
@@ -47,13 +47,17 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _normalise(lessons_: list[str]) -> list[str]:
-    from asynclab.experiments import MODULES
+    from asynclab import lessons
+    from asynclab.experiments import with_experiments
 
     out = []
     for item in lessons_:
-        key = f"{int(item):02d}" if item.isdigit() else item[:2]
-        if key not in MODULES:
-            _fail(f"lesson {item!r} has no experiments to record; lessons with experiments: {', '.join(sorted(MODULES))}")
+        try:
+            key = lessons.lesson(item).number
+        except ValueError as err:
+            _fail(str(err))
+        if key not in with_experiments():
+            _fail(f"lesson {item!r} has no experiments to record; lessons with experiments: {', '.join(with_experiments())}")
         if key not in out:
             out.append(key)
     return out
@@ -126,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from asynclab import hardware, reference
+    from asynclab import hardware, lessons, reference
 
     hw = hardware.inventory()
     print(hardware.report(hw), flush=True)
@@ -134,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     if "H100" not in gpu_name:
         print(f"note: the course's single-GPU references come from an H100; this is {gpu_name}. "
               "The notebooks will say so (reference.describe).", flush=True)
-    out = args.out.resolve()
+    out = args.out.resolve() if args.out is not None else None
     failed = []
     for lesson in lessons_:
         if args.in_process:
@@ -147,8 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         env = dict(os.environ)
         env["PYTHONPATH"] = str(SRC) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env.setdefault("MPLBACKEND", "Agg")
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--child", lesson, "--out", str(out),
-               "--device", args.device]
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--child", lesson, "--device", args.device]
+        cmd += ["--out", str(out)] if out is not None else []
         if subprocess.run(cmd, env=env, check=False).returncode != 0:
             print(f"lesson {lesson} FAILED (see the error above); its previous reference, if any, is unchanged",
                   file=sys.stderr, flush=True)
@@ -164,8 +168,9 @@ def main(argv: list[str] | None = None) -> int:
         size, files = _sizes(folder)
         total += size
         print("files: " + ", ".join(f"{n} {s / 1e3:.0f} kB" for n, s in files) + "\n")
-    everything = sum(_sizes(d)[0] for d in out.iterdir() if d.is_dir()) if out.is_dir() else 0
-    print(f"this run: {total / 1e6:.2f} MB; the whole reference set in {out}: {everything / 1e6:.2f} MB "
+    folders = [reference.lesson_dir(x.number, out) for x in lessons.LESSONS]
+    everything = sum(_sizes(d)[0] for d in folders if d.is_dir())
+    print(f"this run: {total / 1e6:.2f} MB; the whole reference set: {everything / 1e6:.2f} MB "
           f"(limit {reference.MAX_TOTAL_BYTES / 1e6:g} MB)")
     if everything > reference.MAX_TOTAL_BYTES:
         print("record_references: the reference set is over its size limit; profile fewer iterations",

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from asynclab import hardware, reference
-from asynclab.experiments import timing_pitfalls
+from asynclab.lessons.timing import experiments as timing_pitfalls
 
 
 def main() -> int:

@@ -16,7 +16,7 @@ def test_unknown_exercise_and_wrong_arity():
 
 
 def test_enqueue_span_answers():
-    from asynclab.exercises import enqueue_span_ms
+    from asynclab.lessons.async_dispatch.exercises import enqueue_span_ms
 
     trace = reference.trace(1, "host_runs_ahead")
     span = enqueue_span_ms(trace)
@@ -125,7 +125,7 @@ def test_event_timer_checks_behaviour_not_words():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the simulated GPU stands in only without a real one")
 def test_simulated_gpu_restores_torch_cuda():
-    from asynclab.exercises import _SimulatedGPU
+    from asynclab.simgpu import SimulatedGPU as _SimulatedGPU
 
     with _SimulatedGPU() as gpu:
         assert torch.cuda.is_available()
@@ -141,3 +141,67 @@ def test_live_lessons_and_cpu_timers():
     x = torch.randn(128, 128)
     naive = al.naive_timer(lambda: x @ x, repeats=20, device="cpu")
     assert not al.check("00.cpu_timers_agree", naive, naive).right  # two naive timings
+
+
+# -- lesson 03 ------------------------------------------------------------------------------------------------
+def _no_waits(work, x):
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        return work(x)
+
+
+def _input_wait_only(work, x):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        return work(x)
+
+
+def _both_waits(work, x):
+    caller, side = torch.cuda.current_stream(), torch.cuda.Stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+
+def _both_waits_with_events(work, x):
+    caller, side = torch.cuda.current_stream(), torch.cuda.Stream()
+    ready = torch.cuda.Event()
+    ready.record(caller)
+    side.wait_event(ready)
+    with torch.cuda.stream(side):
+        y = work(x)
+    done = torch.cuda.Event()
+    done.record(side)
+    done.wait(caller)
+    return y
+
+
+@pytest.mark.parametrize("fn, right, says", [
+    (_no_waits, False, "read x before its producer"),
+    (_input_wait_only, False, "caller read the result before"),
+    (_both_waits, True, "both races are closed"),
+    (_both_waits_with_events, True, "both races are closed"),
+    (lambda work, x: work(x), False, "ran on the caller's stream"),
+    (lambda work, x: 3, False, "not a int"),
+    (lambda work, x: 1 / 0, False, "ZeroDivisionError"),
+])
+def test_wait_stream_fix_checks_what_the_code_does(fn, right, says):
+    verdict = al.check("03.wait_stream_fix", fn)
+    assert verdict.right is right and says in verdict.message
+
+
+def test_which_gain_is_read_from_the_reference():
+    from asynclab.lessons.streams.exercises import GAIN, GAIN_FIGURES
+
+    head = reference.results(3)["headline"]
+    truth = {name for name, figure in GAIN_FIGURES.items() if figure(head) >= GAIN}
+    assert truth and truth != set(GAIN_FIGURES)  # the exercise has both kinds of answer
+    assert al.check("03.which_gain", truth).right
+    assert not al.check("03.which_gain", set(GAIN_FIGURES)).right
+    assert not al.check("03.which_gain", truth - {next(iter(truth))}).right
+    assert "copy the names" in al.check("03.which_gain", {"nope"}).message
+    assert not al.check("03.which_gain", "four spin kernels").right

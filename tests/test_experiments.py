@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from asynclab import experiments
-from asynclab.experiments import async_dispatch as A
-from asynclab.experiments import timing_pitfalls as T
+from asynclab.lessons.async_dispatch import experiments as A
+from asynclab.lessons.timing import experiments as T
 
 CPU = "cpu"
 
@@ -25,7 +25,7 @@ def finite_positive(*values):
 def test_for_lesson_and_helpers():
     assert experiments.for_lesson(1) is A and experiments.for_lesson("02") is T
     assert experiments.for_lesson("01_async_dispatch") is A
-    with pytest.raises(ValueError, match="no experiments module"):
+    with pytest.raises(ValueError, match="has no experiments module"):
         experiments.for_lesson(7)
     assert experiments.dtype_name(torch.float16) == "float16"
     assert experiments.percentile([3.0, 1.0, 2.0], 50) == 2.0
@@ -199,20 +199,21 @@ def test_gpu_only_experiments_explain_themselves_on_cpu():
 
 
 # -- run_all: the recording path, at CPU sizes -----------------------------------------------------
-@pytest.mark.parametrize("mod", [A, T], ids=["01", "02"])
+@pytest.mark.parametrize("mod", ["01", "02", "03"])
 def test_run_all_on_cpu(mod, tmp_path):
+    mod = experiments.for_lesson(mod)
     if mod is A:
         pytest.importorskip("d2l")
     pytest.importorskip("asynclab.record")
     results, traces = mod.run_all(CPU, trace_dir=tmp_path, verbose=False)
     public = {name for name in mod.CPU_KWARGS if not name.endswith("_trace")}
-    assert set(results) == public
+    assert set(results) - {"headline"} == public
     assert is_json_ready(results)
     assert traces and all(p.is_file() and p.stat().st_size < 1_000_000 for p in traces.values())
 
 
 def test_cpu_kwargs_name_real_functions():
-    for mod in (A, T):
+    for mod in (A, T, experiments.for_lesson(3)):
         for name, kwargs in mod.CPU_KWARGS.items():
             fn = getattr(mod, name)
             assert callable(fn) and fn.__doc__ and "Example" in fn.__doc__
@@ -229,3 +230,46 @@ def test_gpu_host_runs_ahead_and_hidden_syncs():
     assert s["current_stream_sync_ms"] < s["device_sync_ms"]
     e = T.event_pitfalls("cuda", spin_ms=20)
     assert "enable_timing" in e["no_enable_timing_error"]
+
+
+# -- lesson 03 (streams) on the CPU: what runs there, and clear notes for what needs a GPU -----------------
+from asynclab.lessons.streams import experiments as S  # noqa: E402
+
+
+def test_streams_cpu_runs_what_a_cpu_can():
+    b = S.branches(CPU, repeats=2)
+    assert finite_positive(b["one_stream_ms"]) and b["two_streams_ms"] is None and b["spec"]["branches"] == 2
+    p = S.parallel_module(CPU, repeats=2)
+    assert p["small"]["same_outputs"] and p["big"]["same_outputs"]
+    assert finite_positive(p["small"]["sequential_ms"], p["small"]["parallel_ms"])
+    assert is_json_ready(b) and is_json_ready(p)
+
+
+@pytest.mark.parametrize("name", ["missing_wait", "spin_kernels", "tail_effect", "stream_pool"])
+def test_streams_gpu_only_experiments_say_so_on_cpu(name):
+    r = getattr(S, name)(CPU)
+    assert "no CUDA GPU" in r["note"] and is_json_ready(r)
+
+
+def test_streams_headline_names_and_missing_figures():
+    h = S.headline({"spin_kernels": {"speedup": 3.9}, "parallel_module": {"small": {"speedup": 2.5}}})
+    assert set(h) == {"four_spin_kernels_speedup", "tiny_mm_streams_slowdown", "big_mm_streams_speedup",
+                      "tail_fill_speedup", "parallel_module_speedup_small", "parallel_module_speedup_big",
+                      "distinct_pool_streams"}
+    assert h["four_spin_kernels_speedup"] == 3.9 and h["parallel_module_speedup_small"] == 2.5
+    assert h["tail_fill_speedup"] is None
+
+
+def test_streams_workloads_are_described():
+    assert S.describe_workload(S.WORKLOADS["small"]).startswith("4 branches of 2 x Softmax")
+    mods, x = S.workload_modules(S.CPU_WORKLOADS["big"], torch.device("cpu"))
+    assert len(mods) == 2 and tuple(x.shape) == (256, 256)
+
+
+@pytest.mark.gpu
+def test_gpu_streams_claims_hold_at_small_sizes():
+    m = S.missing_wait("cuda", spin_ms=10, size=1 << 16)
+    assert m["input_wrong_unfixed"] == m["output_wrong_unfixed"] == 1 << 16
+    assert m["input_wrong_fixed"] == m["output_wrong_fixed"] == 0
+    assert S.spin_kernels("cuda", spin_ms=2, repeats=2)["speedup"] > 3
+    assert S.stream_pool("cuda", big_waves=5)["distinct_streams"] == 32

@@ -24,7 +24,7 @@ def test_how_it_runs_per_mode():
 
 
 def test_lesson_lookup():
-    assert lessons.lesson("02").slug == "timing"
+    assert lessons.lesson("02").name == "timing"
     with pytest.raises(ValueError, match="no lesson '9'"):
         lessons.lesson("9")
 
@@ -39,3 +39,38 @@ def test_start_prints_report_and_plan(capsys):
     out = capsys.readouterr().out
     assert out.startswith("asynclab hardware report") and "lesson 00: runs here" in out
     assert run.live is False
+
+
+def test_every_ready_lesson_has_the_same_anatomy():
+    """notebook, experiments, exercises and reference, all found under the lesson's one short name."""
+    import json
+
+    from asynclab import checks, reference
+
+    for item in lessons.LESSONS:
+        if not item.ready:
+            continue
+        assert (ROOT / "notebooks" / item.notebook).is_file()
+        assert item.has("exercises"), item.name
+        assert reference.available(item.number), item.name
+        assert reference.lesson_dir(item.number) == ROOT / "src" / "asynclab" / "lessons" / item.name / "reference"
+        if item.gpus:
+            assert item.has("experiments"), item.name
+            gpu = reference.meta(item.number)["gpus"][0]["name"]
+            assert item.reference_gpu.split()[-1] in gpu, (item.name, gpu)  # the lesson map tells the truth
+        if int(item.number) >= 3:
+            head = json.loads((item.reference_dir / "results.json").read_text())["headline"]
+            assert head and all(v is not None for v in head.values()), item.name
+        module = item.module("exercises")
+        names = [n for n, fn in checks._EXERCISES.items() if fn.__module__ == module.__name__]
+        assert names and all(n.startswith(item.number + ".") for n in names), item.name
+
+
+def test_lesson_lookup_by_any_of_its_names():
+    item = lessons.lesson(3)
+    assert lessons.lesson("03") is lessons.lesson("streams") is lessons.lesson("03_streams") is item
+    assert item.module("experiments").__name__ == "asynclab.lessons.streams.experiments"
+    with pytest.raises(ValueError, match="has no experiments module yet"):
+        lessons.lesson(7).module("experiments")
+    with pytest.raises(ValueError, match="parts are"):
+        item.module_name("data")

@@ -26,7 +26,8 @@ TRACE = {"traceEvents": [
 def root(tmp_path, monkeypatch):
     """An empty reference root standing in for the package's data folder."""
     d = tmp_path / "reference"
-    monkeypatch.setattr(reference, "DATA_ROOT", d)
+    real = reference.lesson_dir
+    monkeypatch.setattr(reference, "lesson_dir", lambda lesson, root=None: real(lesson, d if root is None else root))
     return d
 
 

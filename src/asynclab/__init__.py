@@ -4,8 +4,9 @@ from asynclab.checks import check, claim
 from asynclab.course import save_figure
 from asynclab.hardware import inventory, report
 from asynclab.lessons import lesson_map, start
+from asynclab.parallel import Parallel
 from asynclab.metrics import (
-    bubble_fraction, busy_time, concurrency, hidden_fraction, host_lead, idle_gaps, launch_latency, overlap,
+    bubble_fraction, busy_time, concurrency, concurrent_time, hidden_fraction, host_lead, idle_gaps, launch_latency, overlap,
     summary, top_kernels,
 )
 from asynclab.record import record

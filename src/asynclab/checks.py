@@ -65,7 +65,7 @@ _EXERCISES: dict[str, Callable[..., Verdict]] = {}
 
 
 def exercise(name: str):
-    """Register an exercise checker under ``name`` (``"<lesson>.<slug>"``).
+    """Register an exercise checker under ``name`` (``"<lesson number>.<exercise>"``).
 
     Example:
         >>> @exercise("99.demo")
@@ -89,7 +89,11 @@ def check(name: str, *answer, **kwargs) -> Verdict:
         >>> print(check("00.replayed_lessons", -1))  # doctest: +ELLIPSIS
         Not yet: ...
     """
-    from asynclab import exercises  # noqa: F401 - registers the lessons' checkers
+    from asynclab import lessons
+
+    for item in lessons.LESSONS:  # importing a lesson's exercises module registers its checkers
+        if item.has("exercises"):
+            item.module("exercises")
 
     if name not in _EXERCISES:
         raise KeyError(f"no exercise {name!r}; known: {', '.join(sorted(_EXERCISES))}")

@@ -10,7 +10,7 @@ import pandas as pd
 from asynclab.trace import COPY_KINDS, WORK_KINDS, Trace, load_trace
 
 __all__ = [
-    "busy_time", "concurrency", "overlap", "hidden_fraction", "idle_gaps", "launch_latency",
+    "busy_time", "concurrency", "concurrent_time", "overlap", "hidden_fraction", "idle_gaps", "launch_latency",
     "bubble_fraction", "BubbleReport", "top_kernels", "summary", "union_length", "host_lead", "HostLead",
 ]
 
@@ -170,6 +170,18 @@ def concurrency(trace: Any, device: int | None = None) -> pd.Series:
     while len(s) > 2 and s.iloc[-1] == 0.0:
         s = s.iloc[:-1]
     return s
+
+
+def concurrent_time(trace: Any, at_least: int = 2, device: int | None = None) -> float:
+    """µs during which at least ``at_least`` GPU streams were busy at once (from :func:`concurrency`).
+
+    Example:
+        >>> from asynclab.trace import _EXAMPLE
+        >>> concurrent_time(load_trace(_EXAMPLE)), concurrent_time(load_trace(_EXAMPLE), at_least=1)
+        (0.0, 5.0)
+    """
+    c = concurrency(trace, device)
+    return float(c[c.index >= at_least].sum())
 
 
 def overlap(trace: Any, a_kinds: str | Iterable[str], b_kinds: str | Iterable[str],

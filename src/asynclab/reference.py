@@ -10,9 +10,6 @@ from typing import Any, Mapping
 
 from asynclab import lessons
 
-#: Where the packaged references live: one folder per lesson, ``<number>_<slug>`` (``01_async_dispatch``).
-DATA_ROOT = Path(__file__).resolve().parent / "data" / "reference"
-
 #: Largest trace a reference may ship (compressed), and the whole reference set (section 7 of the guide).
 MAX_TRACE_BYTES = 1_000_000
 MAX_TOTAL_BYTES = 10_000_000
@@ -25,31 +22,27 @@ class ReferenceNotFound(FileNotFoundError):
 
 
 def folder_name(lesson: str | int) -> str:
-    """The reference folder of a lesson: ``1``, ``"01"``, ``"async_dispatch"`` or ``"01_async_dispatch"``.
+    """A lesson's ``NN_name``, from ``1``, ``"01"``, ``"async_dispatch"`` or ``"01_async_dispatch"``.
 
     Example:
         >>> folder_name(1), folder_name("timing"), folder_name("02_timing")
         ('01_async_dispatch', '02_timing', '02_timing')
     """
-    key = str(lesson).strip()
-    if key.isdigit():
-        item = lessons.lesson(key)
-        return f"{item.number}_{item.slug}"
-    for item in lessons.LESSONS:
-        if key in (item.slug, f"{item.number}_{item.slug}"):
-            return f"{item.number}_{item.slug}"
-    known = ", ".join(f"{x.number}_{x.slug}" for x in lessons.LESSONS)
-    raise ValueError(f"no lesson {lesson!r}; the lessons are {known}")
+    return lessons.lesson(lesson).folder
 
 
 def lesson_dir(lesson: str | int, root: str | os.PathLike | None = None) -> Path:
-    """The folder that holds (or will hold) a lesson's reference.
+    """The folder that holds (or will hold) a lesson's reference: the lesson's own ``reference/`` in the
+    package, or ``<root>/NN_name`` when a root is given (a recording into another folder).
 
     Example:
+        >>> lesson_dir(1).relative_to(lessons.lesson(1).package_dir).as_posix()
+        'reference'
         >>> lesson_dir(1, root="/tmp/refs").as_posix()
         '/tmp/refs/01_async_dispatch'
     """
-    return Path(DATA_ROOT if root is None else root) / folder_name(lesson)
+    item = lessons.lesson(lesson)
+    return item.reference_dir if root is None else Path(root) / item.folder
 
 
 def _need(path: Path, lesson: str | int, what: str) -> Path:
@@ -350,7 +343,7 @@ def write(lesson: str | int, results: Mapping[str, Any], traces: Mapping[str, st
 
 
 __all__ = [
-    "DATA_ROOT", "MAX_TRACE_BYTES", "MAX_TOTAL_BYTES", "ReferenceNotFound", "folder_name", "lesson_dir", "available",
+    "MAX_TRACE_BYTES", "MAX_TOTAL_BYTES", "ReferenceNotFound", "folder_name", "lesson_dir", "available",
     "results", "meta", "trace_names", "trace_path", "trace", "describe", "figures", "table", "meta_from_hardware",
     "write",
 ]

@@ -1,7 +1,7 @@
-"""The lessons' live experiments: plain functions returning JSON-ready dicts, shared by the notebooks and the recording script."""
+"""What every lesson's experiments share: the device, spin kernels, percentiles, and finding a lesson's experiments module."""
 from __future__ import annotations
 
-import importlib
+import contextlib
 import math
 import time
 from types import ModuleType
@@ -11,24 +11,38 @@ import torch
 
 from asynclab.timing import _device
 
-#: Lesson number -> module that holds its experiments (each module has ``LESSON``, ``CPU_KWARGS`` and ``run_all``).
-MODULES = {
-    "01": "asynclab.experiments.async_dispatch",
-    "02": "asynclab.experiments.timing_pitfalls",
-}
-
-
 def for_lesson(lesson: str | int) -> ModuleType:
-    """The experiments module of a lesson.
+    """The experiments module of a lesson (``asynclab/lessons/<name>/experiments.py``), from the lesson registry.
 
     Example:
         >>> for_lesson(1).__name__
-        'asynclab.experiments.async_dispatch'
+        'asynclab.lessons.async_dispatch.experiments'
     """
-    key = f"{int(lesson):02d}" if str(lesson).isdigit() else str(lesson)[:2]
-    if key not in MODULES:
-        raise ValueError(f"lesson {lesson!r} has no experiments module yet; lessons with one: {', '.join(MODULES)}")
-    return importlib.import_module(MODULES[key])
+    from asynclab import lessons
+
+    return lessons.lesson(lesson).module("experiments")
+
+
+def with_experiments() -> list[str]:
+    """Numbers of the lessons that have experiments (what the recording script can record).
+
+    Example:
+        >>> with_experiments()[:3]
+        ['01', '02', '03']
+    """
+    from asynclab import lessons
+
+    return [item.number for item in lessons.LESSONS if item.has("experiments")]
+
+
+def on_device(dev: torch.device):
+    """``torch.cuda.device(dev)`` on a GPU (so "current device" means ``dev``), nothing on the CPU.
+
+    Example:
+        >>> with on_device(torch.device("cpu")):
+        ...     pass
+    """
+    return torch.cuda.device(dev) if dev.type == "cuda" else contextlib.nullcontext()
 
 
 def resolve_device(device: Any = None) -> torch.device:
@@ -122,5 +136,5 @@ def run_setup(device: Any, trace_dir: Any, cpu_kwargs: dict[str, dict[str, Any]]
     return dev, (cpu_kwargs if dev.type == "cpu" else {}), out
 
 
-__all__ = ["MODULES", "for_lesson", "resolve_device", "sync", "dtype_name", "spin_cycles", "percentile", "wall_ms",
+__all__ = ["for_lesson", "with_experiments", "on_device", "resolve_device", "sync", "dtype_name", "spin_cycles", "percentile", "wall_ms",
            "run_setup"]

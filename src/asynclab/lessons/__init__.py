@@ -1,34 +1,95 @@
-"""The lesson map and each notebook's first cell: what runs live on this machine and what replays a reference."""
+"""The one registry of lessons (number, name, title, GPUs, where each part lives), the lesson map, and each notebook's first cell.
+
+Every lesson has the same anatomy, found under its short name (``streams``):
+
+- ``notebooks/NN_<name>.ipynb``, the notebook;
+- ``asynclab/lessons/<name>/experiments.py``, its experiments (plain functions returning JSON-ready dicts, and ``run_all``);
+- ``asynclab/lessons/<name>/exercises.py``, its exercise checkers (registered as ``"NN.<exercise>"``);
+- ``asynclab/lessons/<name>/reference/``, its reference: traces, ``results.json`` and ``meta.json``.
+"""
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Callable
 
 from asynclab import hardware
 
+_HERE = Path(__file__).resolve().parent
+
 
 @dataclass(frozen=True)
 class Lesson:
-    """One notebook of the course."""
+    """One lesson of the course, and where each of its parts lives.
+
+    Example:
+        >>> item = lesson(3)
+        >>> item.notebook, item.folder, item.module_name("experiments")
+        ('03_streams.ipynb', '03_streams', 'asynclab.lessons.streams.experiments')
+    """
 
     number: str
-    slug: str
+    name: str  # the one short name: notebook, package, reference folder
     title: str
     gpus: int  # GPUs its live experiments need (0: runs anywhere)
-    reference_gpu: str | None  # where its reference was recorded
+    reference_gpu: str | None  # where its reference is recorded (the lesson map says it before it exists)
     ready: bool  # False while the notebook is still being written
 
     @property
     def notebook(self) -> str:
-        return f"{self.number}_{self.slug}.ipynb"
+        """The notebook's file name in ``notebooks/``."""
+        return f"{self.number}_{self.name}.ipynb"
+
+    @property
+    def folder(self) -> str:
+        """``NN_name``: how the lesson is named in file names (notebook, figures, reference folder)."""
+        return f"{self.number}_{self.name}"
+
+    @property
+    def package_dir(self) -> Path:
+        """The lesson's folder in the package: ``asynclab/lessons/<name>/``."""
+        return _HERE / self.name
+
+    @property
+    def reference_dir(self) -> Path:
+        """Where the lesson's packaged reference lives: ``asynclab/lessons/<name>/reference/``."""
+        return self.package_dir / "reference"
+
+    def module_name(self, part: str) -> str:
+        """The dotted name of one part (``"experiments"`` or ``"exercises"``) of this lesson."""
+        if part not in ("experiments", "exercises"):
+            raise ValueError(f"a lesson's parts are 'experiments' and 'exercises', not {part!r}")
+        return f"{__name__}.{self.name}.{part}"
+
+    def has(self, part: str) -> bool:
+        """True when this lesson has that part (lessons still being written may not).
+
+        Example:
+            >>> lesson(0).has("exercises"), lesson(7).has("experiments")
+            (True, False)
+        """
+        return (self.package_dir / f"{part}.py").is_file()
+
+    def module(self, part: str) -> ModuleType:
+        """Import one part of this lesson; a clear error when the lesson does not have it yet.
+
+        Example:
+            >>> lesson(1).module("experiments").__name__
+            'asynclab.lessons.async_dispatch.experiments'
+        """
+        if not self.has(part):
+            have = ", ".join(x.number for x in LESSONS if x.has(part))
+            raise ValueError(f"lesson {self.number} ({self.name}) has no {part} module yet; lessons with one: {have}")
+        return importlib.import_module(self.module_name(part))
 
 
 LESSONS = (
     Lesson("00", "welcome", "Welcome: how the course works and how to read a timeline", 0, None, True),
     Lesson("01", "async_dispatch", "Asynchronous dispatch: the host runs ahead", 1, "NVIDIA H100", True),
     Lesson("02", "timing", "Timing GPU code: wrong and right timers", 1, "NVIDIA H100", True),
-    Lesson("03", "streams", "Streams: when kernels run side by side", 1, "NVIDIA H100", False),
+    Lesson("03", "streams", "Streams: when kernels run side by side", 1, "NVIDIA H200", True),
     Lesson("04", "events", "Events: ordering work across streams and devices", 1, "NVIDIA H100", False),
     Lesson("05", "copy_overlap", "Copy overlap: pinned memory and copy engines", 1, "NVIDIA H100", False),
     Lesson("06", "multi_gpu_p2p", "Multi-GPU: peer-to-peer copies over NVLink", 2, "2x NVIDIA H200", False),
@@ -37,17 +98,18 @@ LESSONS = (
 
 
 def lesson(number: str | int) -> Lesson:
-    """Look a lesson up by number.
+    """Look a lesson up by number, short name or folder name.
 
     Example:
-        >>> lesson(1).slug
-        'async_dispatch'
+        >>> lesson(1).name, lesson("timing").number, lesson("03_streams").gpus
+        ('async_dispatch', '02', 1)
     """
-    key = f"{int(number):02d}" if str(number).isdigit() else str(number)
+    key = str(number).strip()
+    key = f"{int(key):02d}" if key.isdigit() else key
     for item in LESSONS:
-        if item.number == key:
+        if key in (item.number, item.name, item.folder):
             return item
-    raise ValueError(f"no lesson {number!r}; the lessons are {', '.join(x.number for x in LESSONS)}")
+    raise ValueError(f"no lesson {number!r}; the lessons are {', '.join(x.folder for x in LESSONS)}")
 
 
 def how_it_runs(item: Lesson, hw: hardware.Hardware) -> str:
@@ -99,9 +161,7 @@ class LessonRun:
         return "cuda" if self.live else "cpu"
 
     def _experiment(self, name: str) -> tuple[Callable[..., Any], dict[str, Any]]:
-        from asynclab import experiments
-
-        module = experiments.for_lesson(self.lesson.number)
+        module = self.lesson.module("experiments")
         if not hasattr(module, name):
             raise ValueError(f"lesson {self.lesson.number} has no experiment {name!r}")
         return getattr(module, name), dict(getattr(module, "CPU_KWARGS", {}).get(name, {}))
@@ -194,7 +254,7 @@ def start(number: str | int) -> LessonRun:
         >>> run = start(0)  # doctest: +ELLIPSIS
         asynclab hardware report
         ...
-        >>> run.lesson.slug
+        >>> run.lesson.name
         'welcome'
     """
     run = LessonRun(lesson(number), hardware.inventory())

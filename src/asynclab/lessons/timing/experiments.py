@@ -1,7 +1,6 @@
 """Lesson 02 experiments: wrong vs right timers, warm-up, spread, per-iteration syncs, synchronize's scope, event pitfalls."""
 from __future__ import annotations
 
-import contextlib
 import statistics
 import time
 from pathlib import Path
@@ -9,7 +8,7 @@ from typing import Any
 
 import torch
 
-from asynclab.experiments import dtype_name, percentile, resolve_device, run_setup, spin_cycles, sync, wall_ms
+from asynclab.experiments import dtype_name, on_device, percentile, resolve_device, run_setup, spin_cycles, sync, wall_ms
 from asynclab.timing import benchmark_timer, event_timer, naive_timer, sync_timer
 
 LESSON = "02"
@@ -25,11 +24,6 @@ CPU_KWARGS: dict[str, dict[str, Any]] = {
     "synchronize_scope": {},
     "event_pitfalls": {},
 }
-
-
-def _on(dev: torch.device):
-    """``torch.cuda.device(dev)`` on a GPU (so "current device" means ``dev``), nothing on the CPU."""
-    return torch.cuda.device(dev) if dev.type == "cuda" else contextlib.nullcontext()
 
 
 def _first_line(err: BaseException) -> str:
@@ -64,7 +58,7 @@ def timers_side_by_side(device: Any = None, n: int = 8192, dtype: torch.dtype = 
 
     out: dict[str, Any] = {}
     measured: dict[str, str] = {}
-    with _on(dev):
+    with on_device(dev):
         timings = {"naive": naive_timer(mm, repeats=repeats, warmup=1, device=dev)}
         sync(dev)  # the naive timer left its work queued; drain it before the next timer
         timings["sync"] = sync_timer(mm, repeats=repeats, warmup=1, device=dev)
@@ -114,7 +108,7 @@ def timers_trace(device: Any, path: str | Path, n: int = 8192, dtype: torch.dtyp
             torch.mm(a, b)
             sync(dev)
 
-    with _on(dev):
+    with on_device(dev):
         return record(windows, path=path, warmup=1, steps=1)
 
 
@@ -140,7 +134,7 @@ def warmup_cost(device: Any = None, n: int = 4096, dtype: torch.dtype = torch.fl
         True
     """
     dev = resolve_device(device)
-    with _on(dev):
+    with on_device(dev):
         a = torch.randn(n, n, device=dev, dtype=dtype)
         b = torch.randn(n, n, device=dev, dtype=dtype)
         sync(dev)
@@ -182,7 +176,7 @@ def spread(device: Any = None, n: int = 2048, repeats: int = 200, dtype: torch.d
     dev = resolve_device(device)
     a = torch.randn(n, n, device=dev, dtype=dtype)
     b = torch.randn(n, n, device=dev, dtype=dtype)
-    with _on(dev):
+    with on_device(dev):
         t = event_timer(lambda: torch.mm(a, b), repeats=repeats, warmup=3, device=dev)
     xs = [float(v) for v in t.times_ms]
     return {
@@ -226,7 +220,7 @@ def sync_every_iteration(device: Any = None, ops: int = 1000, size: int = 2**23)
     def op() -> None:
         x.add_(1.0)
 
-    with _on(dev):
+    with on_device(dev):
         synced = sync_timer(op, repeats=ops, warmup=3, device=dev)
         batched = event_timer(op, repeats=5, warmup=3, inner=ops, device=dev)
     a_us, b_us = synced.median_ms * 1e3, batched.median_ms * 1e3
@@ -268,7 +262,7 @@ def sync_every_iteration_trace(device: Any, path: str | Path, ops: int = 30, siz
                 x.add_(1.0)
             sync(dev)
 
-    with _on(dev):
+    with on_device(dev):
         return record(both, path=path, warmup=1, steps=1)
 
 

@@ -1,0 +1,1 @@
+"""Lesson 01 (async dispatch): experiments, exercises and reference."""

@@ -1,0 +1,142 @@
+"""Lesson 01 exercise checkers: the enqueue span, which ops sync, a loop without per-step syncs."""
+from __future__ import annotations
+
+from asynclab.checks import Verdict, exercise
+
+
+def enqueue_span_ms(trace) -> float:
+    """From the start of the first launch of a compute kernel to the end of the last one, in ms.
+
+    Example:
+        >>> from asynclab import reference
+        >>> enqueue_span_ms(reference.trace(1, "host_runs_ahead")) < 5
+        True
+    """
+    ev = trace.events
+    kernels = ev[ev["kind"] == "compute"]
+    launches = ev.loc[kernels["launch"].dropna().astype(int)]
+    return float(launches["end_us"].max() - launches["start_us"].min()) / 1e3
+
+
+@exercise("01.enqueue_span")
+def enqueue_span_answer(span_ms: float) -> Verdict:
+    """How long did the host take to issue the kernels of lesson 01's reference trace (first launch to last)?
+
+    Example:
+        >>> enqueue_span_answer(None).right
+        False
+    """
+    from asynclab import metrics, reference
+
+    trace = reference.trace(1, "host_runs_ahead")
+    right = enqueue_span_ms(trace)
+    if isinstance(span_ms, bool) or not isinstance(span_ms, (int, float)):
+        return Verdict(False, "give a number of milliseconds.")
+    if abs(span_ms - right) <= 0.005 * right:
+        return Verdict(True, f"{span_ms:.3f} ms to issue what took the GPU "
+                             f"{metrics.host_lead(trace).gpu_busy_us / 1e3:.1f} ms to run. It is longer than the "
+                             "enqueue figure of section 2, which was timed without the profiler: recording every "
+                             "call costs the host time too.")
+    if abs(span_ms / 1e3 - right) <= 0.005 * right:
+        return Verdict(False, "that looks like µs: trace times are in µs, divide by 1000.")
+    return Verdict(False, f"{span_ms:.3f} ms is off: take the launches of the compute kernels (the `launch` column "
+                          "of the kernel rows), from the first one's start to the last one's end.")
+
+
+@exercise("01.sync_ops")
+def sync_ops_answer(ops: set) -> Verdict:
+    """Which ops of lesson 01's table make the host wait? Checked against the reference.
+
+    Example:
+        >>> sync_ops_answer({".item()"}).right
+        False
+    """
+    from asynclab import reference
+
+    rows = reference.results(1)["hidden_syncs"]["ops"]
+    right = {r["op"] for r in rows if r["syncs"]}
+    if isinstance(ops, str) or not all(isinstance(op, str) for op in (ops or ())):
+        return Verdict(False, 'give a set of op names, e.g. {".item()", "print(t)"}.')
+    ops = set(ops or ())
+    unknown = ops - {r["op"] for r in rows}
+    if unknown:
+        return Verdict(False, f"not ops of the table: {sorted(unknown)}; copy the names exactly.")
+    if ops == right:
+        return Verdict(True, "each of them needs a value or a size on the host.")
+    return Verdict(False, f"{len(ops & right)} of {len(right)} right"
+                          + (f"; these do not wait: {sorted(ops - right)}" if ops - right else "")
+                          + (f"; {len(right - ops)} missing" if right - ops else "") + ".")
+
+
+@exercise("01.no_sync_loop")
+def no_sync_loop(fast_loop) -> Verdict:
+    """Sum per-step losses without a sync per step: right total, at most one host read.
+
+    Example:
+        >>> no_sync_loop(lambda losses: sum(x.item() for x in losses)).right
+        False
+    """
+    import torch
+
+    if not callable(fast_loop):
+        return Verdict(False, "pass your function fast_loop itself (no parentheses).")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    losses = [torch.rand((), device=device) for _ in range(50)]
+    expected = float(torch.stack(losses).sum())
+    reads = 0
+    # item(), float(), int(), bool() and f-strings reach _local_scalar_dense (counted below); these do not
+    originals = {name: getattr(torch.Tensor, name) for name in ("tolist", "cpu", "numpy")}
+
+    def counting(name):
+        def wrapper(self, *args, **kwargs):
+            nonlocal reads
+            reads += 1
+            return originals[name](self, *args, **kwargs)
+        return wrapper
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class HostReads(TorchDispatchMode):
+        """Counts the ATen ops that need a value or a data-dependent size on the host."""
+
+        ops = ("_local_scalar_dense", "nonzero", "masked_select", "unique", "_unique2")
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            nonlocal reads
+            if func.__name__.split(".")[0] in self.ops:
+                reads += 1
+            return func(*args, **(kwargs or {}))
+
+    for name in originals:
+        setattr(torch.Tensor, name, counting(name))
+    syncs = []
+    mode = HostReads()
+    mode.__enter__()
+    try:
+        if device == "cuda":
+            import warnings
+
+            old_mode = torch.cuda.get_sync_debug_mode()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                torch.cuda.set_sync_debug_mode("warn")
+                try:
+                    result = fast_loop(losses)
+                finally:
+                    torch.cuda.set_sync_debug_mode(old_mode)
+            syncs = [w for w in caught if "synchroniz" in str(w.message) and "prototype" not in str(w.message)]
+        else:
+            result = fast_loop(losses)
+    except Exception as err:  # noqa: BLE001 - the learner's code
+        return Verdict(False, f"your function raised {type(err).__name__}: {err}")
+    finally:
+        mode.__exit__(None, None, None)
+        for name, fn in originals.items():
+            setattr(torch.Tensor, name, fn)
+    reads = max(reads, len(syncs))
+    if not isinstance(result, (int, float)) or abs(result - expected) > 1e-3 * max(1.0, abs(expected)):
+        return Verdict(False, f"the total should be {expected:.4f}, got {result!r}; return a Python number.")
+    if reads > 1:
+        return Verdict(False, f"{reads} host reads (.item(), float(), .cpu(), ...): keep the running sum on the "
+                              "device, read it once.")
+    return Verdict(True, "one read at the end: the host can run ahead for the whole loop.")

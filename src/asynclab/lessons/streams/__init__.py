@@ -1,0 +1,1 @@
+"""Lesson 03 (streams): experiments, exercises and reference."""

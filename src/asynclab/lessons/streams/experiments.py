@@ -1,0 +1,656 @@
+"""Lesson 03 experiments: one stream serializes, side streams overlap, when they help and when not, the tail, Parallel, the pool."""
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from asynclab.experiments import dtype_name, on_device, resolve_device, run_setup, spin_cycles, sync
+from asynclab.parallel import Parallel
+from asynclab.timing import event_timer, sync_timer
+
+LESSON = "03"
+
+#: Sizes that keep every experiment to a few seconds on a 2-core CPU (the notebooks' and tests' CPU runs).
+CPU_KWARGS: dict[str, dict[str, Any]] = {
+    "branches": {"repeats": 5},
+    "branches_trace": {},
+    "missing_wait": {},
+    "spin_kernels": {},
+    "matmuls": {"big_n": 256, "repeats": 5, "tiny_repeats": 20},
+    "tail_effect": {},
+    "parallel_module": {"repeats": 3},
+    "stream_pool": {},
+}
+
+#: What each GPU-only experiment returns on a machine without a GPU.
+NO_GPU = "no CUDA GPU: streams exist only on a GPU (the CPU runs every op to the end, in order)"
+
+
+def _no_gpu(dev: torch.device, **fields: Any) -> dict[str, Any]:
+    return {"device": str(dev), "note": NO_GPU, **fields}
+
+
+def _fork_join(streams: list[torch.cuda.Stream], work: list[Callable[[], Any]]) -> list[Any]:
+    """Run ``work[i]`` on ``streams[i]``: each stream first waits for the caller's stream, and the caller's
+    stream waits for all of them at the end (the pattern of :class:`asynclab.Parallel`)."""
+    caller = torch.cuda.current_stream()
+    out = []
+    for stream, fn in zip(streams, work):
+        stream.wait_stream(caller)
+        with torch.cuda.stream(stream):
+            out.append(fn())
+    for stream in streams:
+        caller.wait_stream(stream)
+    return out
+
+
+def _ms(fn: Callable[[], Any], dev: torch.device, repeats: int, warmup: int = 2) -> float:
+    """Median time of ``fn`` in ms: CUDA events on a GPU, the wall clock on the CPU."""
+    return event_timer(fn, repeats=repeats, warmup=warmup, device=dev).median_ms
+
+
+# -- 1 and 2: two independent branches, one stream vs two ----------------------------------------------
+def _on_two_streams(block1: Callable, block2: Callable, x: torch.Tensor) -> Callable[[], tuple]:
+    """``block1(x)`` on the current stream and ``block2(x)`` on a side stream, ordered correctly."""
+    side = torch.cuda.Stream()
+
+    def run() -> tuple:
+        default = torch.cuda.current_stream()
+        side.wait_stream(default)  # x was made on the default stream: wait for it before reading it
+        y1 = block1(x)  # queued on the default stream
+        with torch.cuda.stream(side):
+            y2 = block2(x)  # queued on the side stream: free to run beside block1
+        default.wait_stream(side)  # whatever the default stream does next sees y2 finished
+        y2.record_stream(default)  # y2's memory belongs to the side stream; it is used on the default one
+        return y1, y2
+
+    return run
+
+
+def branches(device: Any = None, workload: str = "small", repeats: int = 20) -> dict[str, Any]:
+    """``block1(x)`` and ``block2(x)``: two independent branches of a workload of :data:`WORKLOADS`, on one
+    stream and on two.
+
+    On one stream the branches run one after the other. On two, ``block2`` runs on a side stream that
+    first waits for the default stream (where ``x`` was made), and the default stream waits for it at the
+    end: the pattern every correct use of a side stream follows. On the CPU there is one order only.
+
+    Returns ``{"one_stream_ms", "two_streams_ms" (None on the CPU), "speedup", "workload", "spec", "device"}``.
+
+    Example:
+        >>> r = branches("cpu", repeats=2)
+        >>> r["one_stream_ms"] > 0 and r["two_streams_ms"] is None
+        True
+    """
+    dev = resolve_device(device)
+    spec = {**_specs(dev)[workload], "branches": 2}
+    (block1, block2), x = workload_modules(spec, dev)
+    out: dict[str, Any] = {"workload": workload, "spec": spec, "device": str(dev)}
+    with on_device(dev), torch.no_grad():
+        out["one_stream_ms"] = _ms(lambda: (block1(x), block2(x)), dev, repeats)
+        if dev.type == "cuda":
+            out["two_streams_ms"] = _ms(_on_two_streams(block1, block2, x), dev, repeats)
+        else:
+            out["two_streams_ms"] = None
+    out["speedup"] = out["one_stream_ms"] / out["two_streams_ms"] if out["two_streams_ms"] else None
+    return out
+
+
+def branches_trace(device: Any, path: str | Path, workload: str = "small") -> Any:
+    """A profiler trace of :func:`branches`: ``"one stream"`` then ``"two streams"`` (GPU only), each ending
+    with a synchronize. Saved at ``path`` (.json.gz); returns the Trace.
+
+    Example:
+        >>> t = branches_trace("cuda", "branches.json.gz")  # doctest: +SKIP
+    """
+    dev = resolve_device(device)
+    (block1, block2), x = workload_modules({**_specs(dev)[workload], "branches": 2}, dev)
+    parts = {"one stream": lambda: (block1(x), block2(x))}
+    with on_device(dev), torch.no_grad():
+        if dev.type == "cuda":
+            parts["two streams"] = _on_two_streams(block1, block2, x)
+        return _trace_parts(path, parts, dev)
+
+
+# -- 2: the missing wait, made deterministic --------------------------------------------------------------
+def missing_wait(device: Any = None, spin_ms: float = 20.0, size: int = 1 << 20,
+                 path: str | Path | None = None) -> dict[str, Any]:
+    """The race a forgotten ``wait_stream`` causes, on purpose and every time, in both directions.
+
+    *Input side.* The default stream spins for ``spin_ms`` (``torch.cuda._sleep``), then fills ``x``
+    with 1. A side stream computes ``y = x * 2`` at once. Without ``side.wait_stream(default)`` the
+    multiply runs during the spin and reads the old ``x`` (zeros): every element of ``y`` is wrong. PyTorch
+    creates side streams non-blocking (``cudaStreamNonBlocking``), so nothing orders them against the
+    default stream implicitly. With the wait, ``y`` is 2 everywhere.
+
+    *Output side.* The side stream spins, then writes ``z``; the default stream reads ``z`` right after.
+    Without ``default.wait_stream(side)`` the read comes first.
+
+    With ``path``, a trace of the input side (``"no wait"`` then ``"wait_stream"``) is saved there.
+
+    Returns ``{"input_wrong_unfixed", "input_wrong_fixed", "output_wrong_unfixed", "output_wrong_fixed",
+    "elements", "spin_ms", "side_stream_flags", "device"}`` (counts of wrong elements; None on the CPU).
+
+    Example:
+        >>> missing_wait("cpu")["input_wrong_unfixed"] is None
+        True
+    """
+    dev = resolve_device(device)
+    if dev.type != "cuda":
+        return _no_gpu(dev, input_wrong_unfixed=None, input_wrong_fixed=None, output_wrong_unfixed=None,
+                       output_wrong_fixed=None, elements=size, spin_ms=spin_ms, side_stream_flags=None)
+    with torch.cuda.device(dev):
+        cycles = spin_cycles(dev, spin_ms)
+        side = torch.cuda.Stream()
+        default = torch.cuda.current_stream()
+
+        # outputs allocated up front: a first allocation (cudaMalloc) inside the race could order it by accident
+        x, y, z, seen = (torch.zeros(size, device=dev) for _ in range(4))
+
+        def input_side(wait: bool) -> int:
+            x.zero_(), y.zero_()
+            torch.cuda.synchronize()
+            torch.cuda._sleep(cycles)  # the producer is late...
+            x.fill_(1.0)  # ...and writes x after the spin
+            if wait:
+                side.wait_stream(default)
+            with torch.cuda.stream(side):
+                torch.mul(x, 2, out=y)  # the consumer, on a side stream: y = x * 2
+            default.wait_stream(side)
+            torch.cuda.synchronize()
+            return int((y != 2).sum())
+
+        def output_side(wait: bool) -> int:
+            z.zero_(), seen.zero_()
+            torch.cuda.synchronize()
+            side.wait_stream(default)
+            with torch.cuda.stream(side):
+                torch.cuda._sleep(cycles)
+                z.fill_(1.0)
+            if wait:
+                default.wait_stream(side)
+            torch.mul(z, 2, out=seen)  # the default stream reads z
+            torch.cuda.synchronize()
+            return int((seen != 2).sum())
+
+        input_side(True), output_side(True)  # load the kernels first: a kernel's first launch can wait (lazy loading)
+        out = {"input_wrong_unfixed": input_side(False), "input_wrong_fixed": input_side(True),
+               "output_wrong_unfixed": output_side(False), "output_wrong_fixed": output_side(True)}
+        if path is not None:
+            from asynclab.record import record
+
+            def step() -> None:
+                with torch.profiler.record_function("no wait"):
+                    input_side(False)
+                with torch.profiler.record_function("wait_stream"):
+                    input_side(True)
+
+            record(step, path=path, warmup=0, steps=1)
+    out.update({"elements": size, "spin_ms": spin_ms, "side_stream_flags": _stream_flags(side), "device": str(dev)})
+    return out
+
+
+def _stream_flags(stream: torch.cuda.Stream) -> str | None:
+    """``"cudaStreamNonBlocking"`` or ``"cudaStreamDefault"``, read from the CUDA runtime (None if unreadable)."""
+    try:
+        from cuda.bindings import runtime
+    except ImportError:
+        return None
+    err, flags = runtime.cudaStreamGetFlags(runtime.cudaStream_t(stream.cuda_stream))
+    if err != runtime.cudaError_t.cudaSuccess:
+        return None
+    return "cudaStreamNonBlocking" if int(flags) & 1 else "cudaStreamDefault"
+
+
+# -- 3: when streams help: spin kernels ---------------------------------------------------------------------
+def spin_kernels(device: Any = None, kernels: int = 4, spin_ms: float = 5.0, repeats: int = 5,
+                 path: str | Path | None = None) -> dict[str, Any]:
+    """``kernels`` spin kernels (``torch.cuda._sleep``, one thread each) on one stream, then one per stream.
+
+    A spin kernel occupies one thread of one SM for ``spin_ms`` and nothing else, so the GPU can run
+    as many side by side as there are streams to hold them. With ``path`` a trace of one run of each
+    (``"1 stream"``, ``"<kernels> streams"``) is saved there.
+
+    Returns ``{"one_stream_ms", "many_streams_ms", "speedup", "kernels", "spin_ms" (one kernel, measured),
+    "device"}`` (None values on the CPU).
+
+    Example:
+        >>> spin_kernels("cpu")["speedup"] is None
+        True
+    """
+    dev = resolve_device(device)
+    if dev.type != "cuda":
+        return _no_gpu(dev, one_stream_ms=None, many_streams_ms=None, speedup=None, kernels=kernels, spin_ms=None)
+    with torch.cuda.device(dev):
+        cycles = spin_cycles(dev, spin_ms)
+        streams = [torch.cuda.Stream() for _ in range(kernels)]
+
+        def one() -> None:
+            for _ in range(kernels):
+                torch.cuda._sleep(cycles)
+
+        def many() -> None:
+            _fork_join(streams, [lambda: torch.cuda._sleep(cycles)] * kernels)
+
+        single = _ms(lambda: torch.cuda._sleep(cycles), dev, repeats, warmup=1)
+        one_ms, many_ms = _ms(one, dev, repeats, warmup=1), _ms(many, dev, repeats, warmup=1)
+        if path is not None:
+            _trace_parts(path, {"1 stream": one, f"{kernels} streams": many}, dev)
+    return {"one_stream_ms": one_ms, "many_streams_ms": many_ms, "speedup": one_ms / many_ms, "kernels": kernels,
+            "spin_ms": single, "device": str(dev)}
+
+
+def _trace_parts(path: str | Path, parts: dict[str, Callable[[], Any]], dev: torch.device) -> Any:
+    """Record one trace of several annotated parts, each ending with a synchronize."""
+    from asynclab.record import record
+
+    def step() -> None:
+        for name, fn in parts.items():
+            with torch.profiler.record_function(name):
+                fn()
+                sync(dev)
+
+    return record(step, path=path, warmup=1, steps=1)
+
+
+# -- 4: when they don't: big and tiny matrix products --------------------------------------------------------
+def matmuls(device: Any = None, big_n: int = 8192, big_count: int = 2, tiny_n: int = 256, tiny_count: int = 8,
+            dtype: torch.dtype = torch.bfloat16, repeats: int = 10, tiny_repeats: int = 300,
+            path: str | Path | None = None) -> dict[str, Any]:
+    """Matrix products that fill the GPU (``big_count`` of ``big_n²``) and tiny ones (``tiny_count`` of ``tiny_n²``),
+    on one stream and on one stream each.
+
+    Big products are timed with CUDA events (GPU time). Tiny products are timed per round on the wall
+    clock, launch and synchronize included, because what they cost is the host's time: each side stream
+    needs its own ``wait_stream`` pair and stream switch, and the GPU has little work to overlap.
+    With ``path`` a trace of one round of each set-up is saved there (``"big, 1 stream"``, ...).
+
+    Returns ``{"big_one_ms", "big_many_ms", "big_speedup", "tiny_one_ms", "tiny_many_ms", "tiny_slowdown",
+    "big_n", "big_count", "tiny_n", "tiny_count", "dtype", "device"}`` (stream figures None on the CPU).
+
+    Example:
+        >>> r = matmuls("cpu", big_n=64, repeats=2, tiny_repeats=5)
+        >>> r["big_one_ms"] > 0 and r["big_many_ms"] is None
+        True
+    """
+    dev = resolve_device(device)
+    dtype = dtype if dev.type == "cuda" else torch.float32
+    big = [torch.randn(big_n, big_n, device=dev, dtype=dtype) for _ in range(big_count + 1)]
+    tiny = [torch.randn(tiny_n, tiny_n, device=dev, dtype=dtype) for _ in range(tiny_count + 1)]
+    out: dict[str, Any] = {"big_n": big_n, "big_count": big_count, "tiny_n": tiny_n, "tiny_count": tiny_count,
+                           "dtype": dtype_name(dtype), "device": str(dev)}
+
+    def big_one() -> None:
+        for x in big[1:]:
+            big[0] @ x
+
+    def tiny_one() -> None:
+        for x in tiny[1:]:
+            tiny[0] @ x
+
+    with on_device(dev):
+        out["big_one_ms"] = _ms(big_one, dev, repeats)
+        out["tiny_one_ms"] = sync_timer(tiny_one, repeats=tiny_repeats, warmup=10, device=dev).median_ms
+        if dev.type != "cuda":
+            out.update(big_many_ms=None, big_speedup=None, tiny_many_ms=None, tiny_slowdown=None, note=NO_GPU)
+            return out
+        big_streams = [torch.cuda.Stream() for _ in range(big_count)]
+        tiny_streams = [torch.cuda.Stream() for _ in range(tiny_count)]
+
+        def big_many() -> None:
+            _fork_join(big_streams, [lambda x=x: big[0] @ x for x in big[1:]])
+
+        def tiny_many() -> None:
+            _fork_join(tiny_streams, [lambda x=x: tiny[0] @ x for x in tiny[1:]])
+
+        out["big_many_ms"] = _ms(big_many, dev, repeats)
+        out["tiny_many_ms"] = sync_timer(tiny_many, repeats=tiny_repeats, warmup=10, device=dev).median_ms
+        if path is not None:
+            _trace_parts(path, {"big, 1 stream": big_one, f"big, {big_count} streams": big_many,
+                                "tiny, 1 stream": tiny_one, f"tiny, {tiny_count} streams": tiny_many}, dev)
+    out["big_speedup"] = out["big_one_ms"] / out["big_many_ms"]
+    out["tiny_slowdown"] = out["tiny_many_ms"] / out["tiny_one_ms"]
+    return out
+
+
+# -- 5: the tail effect ----------------------------------------------------------------------------------------
+_SPIN_BLOCKS = None
+
+
+def _spin_blocks_kernel():
+    """A Triton kernel whose every block spins for ``ns`` nanoseconds of the GPU's global timer.
+
+    Each block takes the same time wherever and whenever it runs, so a grid's time is the number of
+    *waves* it needs times that: the block count is the only thing that changes.
+    """
+    global _SPIN_BLOCKS
+    if _SPIN_BLOCKS is None:
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def spin_blocks(out_ptr, ns):
+            start = tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64,
+                                              is_pure=False, pack=1)
+            now = start
+            while now - start < ns:
+                now = tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64,
+                                                is_pure=False, pack=1)
+            tl.store(out_ptr + tl.program_id(0), now - start)
+
+        _SPIN_BLOCKS = spin_blocks
+    return _SPIN_BLOCKS
+
+
+class SpinBlocks:
+    """Launch the spin-blocks kernel with a chosen grid on the current stream, and say how many blocks fit at once.
+
+    Example:
+        >>> k = SpinBlocks("cuda", block_us=200)  # doctest: +SKIP
+        >>> k(k.wave + 1)  # two waves: the second holds one block  # doctest: +SKIP
+    """
+
+    def __init__(self, device: Any, block_us: float = 200.0, warps: int = 32):
+        self.device = resolve_device(device)
+        if self.device.type != "cuda":
+            raise ValueError(f"the spin-blocks kernel needs a CUDA GPU, got {self.device}")
+        try:
+            self.kernel = _spin_blocks_kernel()
+        except ImportError:
+            raise RuntimeError("the tail-effect experiment needs Triton (pip install triton)") from None
+        self.ns, self.warps = int(block_us * 1e3), warps
+        self.out = torch.empty(1 << 20, dtype=torch.int64, device=self.device)
+        compiled = self.kernel[(1,)](self.out, self.ns, num_warps=warps)
+        torch.cuda.synchronize(self.device)
+        self.sms = torch.cuda.get_device_properties(self.device).multi_processor_count
+        self.blocks_per_sm, self.occupancy_source = _blocks_per_sm(compiled, warps * 32)
+        self.wave = self.sms * self.blocks_per_sm
+
+    def __call__(self, blocks: int) -> None:
+        if not 1 <= blocks <= self.out.numel():
+            raise ValueError(f"blocks must be 1..{self.out.numel()}, got {blocks}")
+        self.kernel[(blocks,)](self.out, self.ns, num_warps=self.warps)
+
+
+def _blocks_per_sm(compiled: Any, threads: int) -> tuple[int, str]:
+    """How many blocks of this compiled kernel one SM holds at once: the CUDA driver's occupancy calculator,
+    or (without ``cuda.bindings``) the same limits worked out from the kernel's registers and threads."""
+    try:
+        from cuda.bindings import driver
+
+        err, n = driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(driver.CUfunction(compiled.function), threads,
+                                                                   int(compiled.metadata.shared))
+        if err == driver.CUresult.CUDA_SUCCESS and n > 0:
+            return int(n), "cuOccupancyMaxActiveBlocksPerMultiprocessor"
+    except Exception:  # noqa: BLE001 - fall back to the arithmetic below
+        pass
+    regs = max(1, int(getattr(compiled, "n_regs", 32)))
+    by_threads = 2048 // threads
+    by_regs = 65536 // (((regs * 32 + 255) // 256) * 256 * (threads // 32))
+    return int(max(1, min(32, by_threads, by_regs))), "threads and registers per SM"
+
+
+def tail_effect(device: Any = None, block_us: float = 200.0, waves: int = 3, tail: float = 0.125,
+                repeats: int = 3, path: str | Path | None = None) -> dict[str, Any]:
+    """The kernel tail (wave quantization): time against block count, then a second stream filling the tail.
+
+    A *wave* is as many blocks as the GPU holds at once (SMs x blocks per SM). Each block of
+    :class:`SpinBlocks` spins for ``block_us``, so a grid of ``blocks`` takes about
+    ``ceil(blocks / wave) x block_us``: a staircase. Then kernel A with ``wave + k`` blocks
+    (``k = tail x wave``: its last wave nearly empty) and kernel B with ``wave - k`` blocks run on one
+    stream, then on two: on two, B's blocks fill the slots A's tail leaves idle. With ``path`` a trace
+    of both (``"tail: 1 stream"``, ``"tail: 2 streams"``) is saved there.
+
+    Returns ``{"blocks", "ms" (the staircase), "wave", "sms", "blocks_per_sm", "occupancy_source",
+    "block_us", "a_blocks", "b_blocks", "one_stream_ms", "two_streams_ms", "tail_fill_speedup", "device"}``.
+
+    Example:
+        >>> tail_effect("cpu")["wave"] is None
+        True
+    """
+    dev = resolve_device(device)
+    if dev.type != "cuda":
+        return _no_gpu(dev, blocks=[], ms=[], wave=None, sms=None, blocks_per_sm=None, tail_fill_speedup=None)
+    with torch.cuda.device(dev):
+        k = SpinBlocks(dev, block_us=block_us)
+        w = k.wave
+        counts = sorted({1, w // 4, w // 2, w - 1, w} | {m * w + d for m in range(1, waves)
+                                                       for d in (1, w // 8, w // 4, w // 2, w - 1, w)}
+                        | {waves * w + 1})
+        ms = [_ms(lambda c=c: k(c), dev, repeats, warmup=1) for c in counts]
+        extra = max(1, int(tail * w))
+        a_blocks, b_blocks = w + extra, w - extra
+        streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+
+        def one() -> None:
+            k(a_blocks)
+            k(b_blocks)
+
+        def two() -> None:
+            _fork_join(streams, [lambda: k(a_blocks), lambda: k(b_blocks)])
+
+        one_ms, two_ms = _ms(one, dev, repeats, warmup=1), _ms(two, dev, repeats, warmup=1)
+        if path is not None:
+            _trace_parts(path, {"tail: 1 stream": one, "tail: 2 streams": two}, dev)
+    return {"blocks": counts, "ms": ms, "wave": w, "sms": k.sms, "blocks_per_sm": k.blocks_per_sm,
+            "occupancy_source": k.occupancy_source, "block_us": block_us, "a_blocks": a_blocks,
+            "b_blocks": b_blocks, "one_stream_ms": one_ms, "two_streams_ms": two_ms,
+            "tail_fill_speedup": one_ms / two_ms, "device": str(dev)}
+
+
+# -- 6: asynclab.Parallel on two workloads ---------------------------------------------------------------------
+#: The workloads of sections 1, 2 and 6: branches whose kernels leave most of the GPU idle (softmax over a
+#: few long rows: one block per row, so 8 of the GPU's SMs work), and branches whose kernels fill it (big products).
+WORKLOADS: dict[str, dict[str, Any]] = {
+    "small": {"layer": "softmax", "branches": 4, "depth": 2, "features": 1 << 20, "batch": 8, "dtype": "float32"},
+    "big": {"layer": "linear", "branches": 2, "depth": 2, "features": 8192, "batch": 8192, "dtype": "bfloat16"},
+}
+
+#: The same workloads at sizes a 2-core CPU runs in well under a second.
+CPU_WORKLOADS: dict[str, dict[str, Any]] = {
+    "small": {**WORKLOADS["small"], "features": 1 << 14},
+    "big": {**WORKLOADS["big"], "features": 256, "batch": 256, "dtype": "float32"},
+}
+
+_LAYERS: dict[str, Callable[[int], nn.Module]] = {
+    "layernorm": lambda f: nn.LayerNorm(f),
+    "softmax": lambda f: nn.Softmax(dim=-1),
+    "linear": lambda f: nn.Linear(f, f),
+    "conv": lambda f: nn.Conv2d(f, f, 3, padding=1),
+}
+
+
+def _specs(dev: torch.device) -> dict[str, dict[str, Any]]:
+    return WORKLOADS if dev.type == "cuda" else CPU_WORKLOADS
+
+
+def describe_workload(spec: dict[str, Any]) -> str:
+    """A workload in words.
+
+    Example:
+        >>> describe_workload(WORKLOADS["big"])
+        '2 branches of 2 x Linear(8192), input 8192 x 8192 bfloat16'
+    """
+    layer = {"layernorm": f"LayerNorm({spec['features']})", "softmax": "Softmax(dim=-1)",
+             "linear": f"Linear({spec['features']})", "conv": f"Conv2d({spec['features']}, 3x3)"}[spec["layer"]]
+    shape = f"{spec['batch']} x {spec['features']}" + (f" x {spec['size']}²" if spec["layer"] == "conv" else "")
+    return f"{spec['branches']} branches of {spec['depth']} x {layer}, input {shape} {spec['dtype']}"
+
+
+def workload_modules(spec: dict[str, Any], dev: torch.device) -> tuple[list[nn.Module], torch.Tensor]:
+    """The branches and the input of one workload of :data:`WORKLOADS`, on ``dev``.
+
+    Example:
+        >>> mods, x = workload_modules(CPU_WORKLOADS["small"], torch.device("cpu"))
+        >>> len(mods), tuple(x.shape)
+        (4, (8, 16384))
+    """
+    dtype = getattr(torch, spec["dtype"])
+    torch.manual_seed(0)
+    make = _LAYERS[spec["layer"]]
+    mods = [nn.Sequential(*[make(spec["features"]) for _ in range(spec["depth"])]).to(dev, dtype)
+            for _ in range(spec["branches"])]
+    shape = (spec["batch"], spec["features"]) + ((spec["size"],) * 2 if spec["layer"] == "conv" else ())
+    return mods, torch.randn(*shape, device=dev, dtype=dtype)
+
+
+def parallel_module(device: Any = None, workloads: tuple[str, ...] = ("small", "big"), repeats: int = 20,
+                    path: str | Path | None = None) -> dict[str, Any]:
+    """:class:`asynclab.Parallel` against running the same branches one after another, on each workload.
+
+    Forward passes under ``torch.no_grad()``, timed with CUDA events (the wall clock on the CPU).
+    Also checks that both give the same outputs. With ``path`` a trace of one pass of each
+    (``"<workload>: sequential"``, ``"<workload>: Parallel"``) is saved there.
+
+    Returns ``{"<workload>": {"sequential_ms", "parallel_ms", "speedup", "same_outputs", "spec"}, "device"}``.
+
+    Example:
+        >>> r = parallel_module("cpu", workloads=("small",), repeats=2)
+        >>> r["small"]["same_outputs"]
+        True
+    """
+    dev = resolve_device(device)
+    specs = _specs(dev)
+    out: dict[str, Any] = {"device": str(dev)}
+    parts: dict[str, Callable[[], Any]] = {}
+    with on_device(dev), torch.no_grad():
+        for name in workloads:
+            mods, x = workload_modules(specs[name], dev)
+            par = Parallel(*mods)
+
+            def sequential(mods=mods, x=x) -> tuple[torch.Tensor, ...]:
+                return tuple(m(x) for m in mods)
+
+            def parallel(par=par, x=x) -> tuple[torch.Tensor, ...]:
+                return par(x)
+
+            same = all(torch.allclose(p, s, rtol=1e-3, atol=1e-3) for p, s in zip(parallel(), sequential()))
+            seq_ms, par_ms = _ms(sequential, dev, repeats), _ms(parallel, dev, repeats)
+            out[name] = {"sequential_ms": seq_ms, "parallel_ms": par_ms, "speedup": seq_ms / par_ms,
+                         "same_outputs": bool(same), "spec": dict(specs[name])}
+            parts[f"{name}: sequential"], parts[f"{name}: Parallel"] = sequential, parallel
+        if path is not None:
+            _trace_parts(path, parts, dev)
+    return out
+
+
+# -- 7: the stream pool and priorities -------------------------------------------------------------------------
+def stream_pool(device: Any = None, created: int = 40, block_us: float = 200.0, big_waves: int = 20,
+                path: str | Path | None = None) -> dict[str, Any]:
+    """How many distinct CUDA streams ``created`` calls of ``torch.cuda.Stream()`` give, and what priority does.
+
+    PyTorch does not create a CUDA stream per call: it hands out streams round-robin from a pool made
+    once per device and priority. Counting the distinct ``cuda_stream`` handles shows the pool's size.
+
+    Priority: a long kernel of ``big_waves`` waves (:class:`SpinBlocks`) runs on a normal stream; right
+    after it is launched, one short block is launched on another stream of normal priority, then (in a
+    second run) on a high-priority stream. The short kernel's wait is timed with events on its own stream.
+    With ``path`` a trace of both runs (``"normal priority"``, ``"high priority"``) is saved there.
+
+    Returns ``{"created", "distinct_streams", "priority_range", "normal_wait_ms", "high_wait_ms",
+    "big_kernel_ms", "device"}`` (None values on the CPU).
+
+    Example:
+        >>> stream_pool("cpu")["distinct_streams"] is None
+        True
+    """
+    dev = resolve_device(device)
+    if dev.type != "cuda":
+        return _no_gpu(dev, created=created, distinct_streams=None, priority_range=None, normal_wait_ms=None,
+                       high_wait_ms=None, big_kernel_ms=None)
+    with torch.cuda.device(dev):
+        handles = [torch.cuda.Stream().cuda_stream for _ in range(created)]
+        low, high = torch.cuda.Stream.priority_range()
+        k = SpinBlocks(dev, block_us=block_us)
+        big_stream = torch.cuda.Stream()
+        big_blocks = big_waves * k.wave
+
+        def run(priority: int) -> float:
+            small = torch.cuda.Stream(priority=priority)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            with torch.cuda.stream(big_stream):
+                k(big_blocks)
+            with torch.cuda.stream(small):
+                start.record()
+                k(1)
+                end.record()
+            torch.cuda.synchronize()
+            return start.elapsed_time(end)
+
+        run(low)  # warm-up
+        normal = statistics.median(run(low) for _ in range(3))
+        urgent = statistics.median(run(high) for _ in range(3))
+        big_ms = _ms(lambda: k(big_blocks), dev, 3, warmup=1)
+        if path is not None:
+            _trace_parts(path, {"normal priority": lambda: run(low), "high priority": lambda: run(high)}, dev)
+    return {"created": created, "distinct_streams": len(set(handles)), "priority_range": [low, high],
+            "normal_wait_ms": normal, "high_wait_ms": urgent, "big_kernel_ms": big_ms, "block_us": block_us,
+            "device": str(dev)}
+
+
+# -- everything, as the recording script runs it ------------------------------------------------------------------
+def headline(results: dict[str, Any]) -> dict[str, Any]:
+    """The figures lesson 03's claims rest on, under the names its issue gives (None where not measured).
+
+    Example:
+        >>> headline({"spin_kernels": {"speedup": 3.9}})["four_spin_kernels_speedup"]
+        3.9
+    """
+    def get(exp: str, *keys: str) -> Any:
+        value: Any = results.get(exp, {})
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        return value
+
+    return {
+        "four_spin_kernels_speedup": get("spin_kernels", "speedup"),
+        "tiny_mm_streams_slowdown": get("matmuls", "tiny_slowdown"),
+        "big_mm_streams_speedup": get("matmuls", "big_speedup"),
+        "tail_fill_speedup": get("tail_effect", "tail_fill_speedup"),
+        "parallel_module_speedup_small": get("parallel_module", "small", "speedup"),
+        "parallel_module_speedup_big": get("parallel_module", "big", "speedup"),
+        "distinct_pool_streams": get("stream_pool", "distinct_streams"),
+    }
+
+
+def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bool = True
+            ) -> tuple[dict[str, Any], dict[str, Path]]:
+    """Run every lesson 03 experiment once, as the recording script does; CPU devices use :data:`CPU_KWARGS`.
+
+    Returns ``(results, traces)``: results keyed by experiment function name, plus ``"headline"``;
+    traces ``{name: path}`` of the .json.gz files written into ``trace_dir`` (GPU-only ones only on a GPU).
+
+    Example:
+        >>> results, traces = run_all("cuda", "/tmp/ref03")  # doctest: +SKIP
+        >>> sorted(traces)  # doctest: +SKIP
+        ['branches', 'matmuls', 'missing_wait', 'parallel', 'priority', 'spin_kernels', 'tail_fill']
+    """
+    dev, kw, out = run_setup(device, trace_dir, CPU_KWARGS)
+    gpu = dev.type == "cuda"
+    traces: dict[str, Path] = {}
+
+    def trace(name: str) -> Path | None:
+        if out is None or not gpu:
+            return None
+        traces[name] = out / f"{name}.json.gz"
+        return traces[name]
+
+    results: dict[str, Any] = {"branches": branches(dev, **kw.get("branches", {}))}
+    if out is not None:
+        traces["branches"] = out / "branches.json.gz"
+        branches_trace(dev, traces["branches"], **kw.get("branches_trace", {}))
+    results["missing_wait"] = missing_wait(dev, path=trace("missing_wait"), **kw.get("missing_wait", {}))
+    results["spin_kernels"] = spin_kernels(dev, path=trace("spin_kernels"), **kw.get("spin_kernels", {}))
+    results["matmuls"] = matmuls(dev, path=trace("matmuls"), **kw.get("matmuls", {}))
+    results["tail_effect"] = tail_effect(dev, path=trace("tail_fill"), **kw.get("tail_effect", {}))
+    results["parallel_module"] = parallel_module(dev, path=trace("parallel"), **kw.get("parallel_module", {}))
+    results["stream_pool"] = stream_pool(dev, path=trace("priority"), **kw.get("stream_pool", {}))
+    results["headline"] = headline(results)
+    if verbose:
+        print(f"lesson {LESSON}: {len(results) - 1} experiments on {dev}, {len(traces)} traces")
+    return results, traces

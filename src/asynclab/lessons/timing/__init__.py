@@ -1,0 +1,1 @@
+"""Lesson 02 (timing): experiments, exercises and reference."""

@@ -1,0 +1,71 @@
+"""Lesson 02 exercise checkers: an event timer (on a real or simulated GPU) and the tail share of timings."""
+from __future__ import annotations
+
+from asynclab.checks import Verdict, exercise
+from asynclab.simgpu import SimulatedGPU
+
+
+@exercise("02.event_timer")
+def event_timer_answer(my_time_ms) -> Verdict:
+    """Time a 20 ms GPU workload with the learner's timer: a real spin kernel, or a simulated GPU without one.
+
+    Example:
+        >>> event_timer_answer(lambda fn: 0.0).right
+        False
+    """
+    import torch
+
+    if not callable(my_time_ms):
+        return Verdict(False, "pass your function my_time_ms itself.")
+    target = 20.0
+    simulated = not torch.cuda.is_available()
+    try:
+        if simulated:
+            with SimulatedGPU() as gpu:
+                got = my_time_ms(lambda: gpu.kernel(target))
+                gpu.synchronize()
+        else:
+            from asynclab.experiments import spin_cycles
+
+            cycles = spin_cycles(torch.device("cuda", torch.cuda.current_device()), target)
+            torch.cuda._sleep(cycles)
+            torch.cuda.synchronize()
+            got = my_time_ms(lambda: torch.cuda._sleep(cycles))
+            torch.cuda.synchronize()
+    except Exception as err:  # noqa: BLE001 - the learner's code
+        return Verdict(False, f"your function raised {type(err).__name__}: {err}")
+    where = " (on a simulated GPU: this machine has none)" if simulated else ""
+    if isinstance(got, bool) or not isinstance(got, (int, float)):
+        return Verdict(False, "return the time in milliseconds as a number.")
+    if 0.8 * target <= got * 1e3 <= 1.3 * target:
+        return Verdict(False, f"{got} looks like seconds: return milliseconds.")
+    if 0.8 * target <= got <= 1.3 * target:
+        return Verdict(True, f"{got:.2f} ms for a {target:.0f} ms GPU workload{where}.")
+    if got < 0.1 * target:
+        return Verdict(False, f"{got:.3f} ms for a {target:.0f} ms GPU workload{where}: you timed the launch. "
+                              "Wait for the GPU before you read the time.")
+    return Verdict(False, f"{got:.2f} ms for a {target:.0f} ms GPU workload{where}; check the units (ms).")
+
+
+@exercise("02.tail_share")
+def tail_share_answer(share: float) -> Verdict:
+    """The share (0 to 1) of lesson 02's 200 reference timings that lie more than 10% above their median.
+
+    Example:
+        >>> tail_share_answer(2.0).right
+        False
+    """
+    import statistics
+
+    from asynclab import reference
+
+    times = reference.results(2)["spread"]["times_ms"]
+    med = statistics.median(times)
+    right = sum(1 for t in times if t > 1.1 * med) / len(times)
+    if isinstance(share, bool) or not isinstance(share, (int, float)):
+        return Verdict(False, "give a number between 0 and 1.")
+    if abs(share - right) < 1e-9 + 0.5 / len(times):
+        return Verdict(True, f"{right:.1%} of the timings sit in the slow tail: one timing alone could be one of them.")
+    if abs(share / 100 - right) < 0.5 / len(times):
+        return Verdict(False, "that looks like a percentage: give a fraction (0 to 1).")
+    return Verdict(False, "compute the median first, then count the timings above 1.1 x median, and divide by 200.")

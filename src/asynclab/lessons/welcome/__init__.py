@@ -1,0 +1,1 @@
+"""Lesson 00 (welcome): its exercises and the reference trace it replays."""

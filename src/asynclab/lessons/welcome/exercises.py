@@ -1,0 +1,53 @@
+"""Lesson 00 exercise checkers: what runs live here, and CPU timers that agree."""
+from __future__ import annotations
+
+from asynclab import hardware, lessons
+from asynclab.checks import Verdict, exercise
+from asynclab.timing import Timing
+
+
+@exercise("00.replayed_lessons")
+def replayed_lessons(answer: int) -> Verdict:
+    """How many of the lessons written so far replay a reference on this machine instead of running live?
+
+    Example:
+        >>> replayed_lessons(-1).right
+        False
+    """
+    hw = hardware.inventory()
+    written = [item for item in lessons.LESSONS if item.ready and item.gpus > 0]
+    right = sum(1 for item in written if not hw.live(item.gpus))
+    import numbers
+
+    if isinstance(answer, bool) or not isinstance(answer, numbers.Integral):
+        return Verdict(False, "give a whole number.")
+    answer = int(answer)
+    if answer == right:
+        return Verdict(True, f"{right} of the {len(written)} GPU lessons written so far replay their reference here "
+                             f"(mode: {hw.mode}); the others run live.")
+    return Verdict(False, "look at the lesson map: count the written lessons (no 'not written yet') whose last "
+                          "column says 'replays'.")
+
+
+@exercise("00.cpu_timers_agree")
+def cpu_timers_agree(naive: Timing, synced: Timing) -> Verdict:
+    """Time the same CPU work with naive_timer and sync_timer; on the CPU they should agree.
+
+    Example:
+        >>> t = Timing("naive", "wall clock on the CPU", (2.0,), None, 0, 1)
+        >>> cpu_timers_agree(t, Timing("sync", "wall clock on the CPU", (2.1,), None, 0, 1)).right
+        True
+    """
+    if not (isinstance(naive, Timing) and isinstance(synced, Timing)):
+        return Verdict(False, "pass the two results of al.naive_timer(...) and al.sync_timer(...).")
+    if (naive.method, synced.method) != ("naive", "sync"):
+        return Verdict(False, f"got timers {naive.method!r} and {synced.method!r}; use naive first, then sync.")
+    if "CPU" not in naive.measured or "CPU" not in synced.measured:
+        return Verdict(False, "time CPU work: pass device='cpu' and build the tensors on the CPU.")
+    ratio = naive.median_ms / synced.median_ms
+    if not 0.2 <= ratio <= 5:
+        return Verdict(False, f"naive/sync = {ratio:.2f}: time the same function with both timers.")
+    if 0.7 <= ratio <= 1.4:
+        return Verdict(True, f"naive/sync = {ratio:.2f}: the CPU runs each op to the end before returning, "
+                             "so there is nothing left to wait for.")
+    return Verdict(False, f"naive/sync = {ratio:.2f}; a busy CPU adds noise: use more repeats and compare medians.")
