@@ -135,9 +135,12 @@ def main(argv: list[str] | None = None) -> int:
     hw = hardware.inventory()
     print(hardware.report(hw), flush=True)
     gpu_name = torch.cuda.get_device_name(torch.device(args.device))
-    if "H100" not in gpu_name:
-        print(f"note: the course's single-GPU references come from an H100; this is {gpu_name}. "
-              "The notebooks will say so (reference.describe).", flush=True)
+    for key in lessons_:
+        planned = lessons.lesson(key).reference_gpu or ""
+        if planned.split()[-1] not in gpu_name:
+            print(f"note: the lesson map says lesson {key}'s reference comes from an {planned}; this is {gpu_name}. "
+                  "Update its entry in asynclab/lessons/__init__.py (the notebooks name the GPU from meta.json).",
+                  flush=True)
     out = args.out.resolve() if args.out is not None else None
     failed = []
     for lesson in lessons_:

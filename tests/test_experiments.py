@@ -100,10 +100,12 @@ def test_overhead_bound_shapes_and_flat_until():
     r = A.overhead_bound(CPU, sizes=sizes, repeats=3, inner=3)
     assert r["sizes"] == list(sizes) and len(r["us_per_op"]) == 3 and len(r["gb_per_s"]) == 3
     assert finite_positive(*r["us_per_op"], *r["gb_per_s"])
-    # flat_until follows its definition on the returned times
+    # flat_level_us and flat_until follow their definitions on the returned times
+    us, level = r["us_per_op"], r["flat_level_us"]
+    assert level == sorted(us[:3])[1]
     i = r["sizes"].index(r["flat_until"])
-    assert all(t <= 1.5 * r["us_per_op"][0] for t in r["us_per_op"][: i + 1])
-    assert i == len(sizes) - 1 or r["us_per_op"][i + 1] > 1.5 * r["us_per_op"][0]
+    assert all(t <= 1.25 * level for t in us[: i + 1])
+    assert i == len(sizes) - 1 or us[i + 1] > 1.25 * level
     assert is_json_ready(r)
 
 

@@ -41,14 +41,17 @@ def _run_on_gpu(on_side_stream: Callable, late: str) -> tuple[bool, bool, bool]:
     default = torch.cuda.current_stream()
     streams_seen = []
 
+    # every tensor is allocated up front: a first allocation on a new stream (cudaMalloc) or a kernel's first
+    # launch (lazy loading) can wait for the GPU, and would order the race by accident
+    x, out, seen = (torch.zeros(1 << 20, device=dev) for _ in range(3))
+    torch.mul(x, 2, out=out), seen.copy_(out)
+
     def work(t: torch.Tensor) -> torch.Tensor:
         streams_seen.append(torch.cuda.current_stream())
         if late == "branch":
             torch.cuda._sleep(cycles)
-        return t * 2
+        return torch.mul(t, 2, out=out)
 
-    x = torch.zeros(1 << 20, device=dev)
-    (x * 2).clone()  # load the kernels first: a first launch can wait for the GPU (lazy loading)
     torch.cuda.synchronize()
     if late == "input":
         torch.cuda._sleep(cycles)
@@ -56,7 +59,7 @@ def _run_on_gpu(on_side_stream: Callable, late: str) -> tuple[bool, bool, bool]:
     result = on_side_stream(work, x)
     if not isinstance(result, torch.Tensor):
         raise _NotATensor(type(result).__name__)
-    seen = result.clone()  # the caller uses the result on its stream, at once
+    seen.copy_(result)  # the caller uses the result on its stream, at once
     torch.cuda.synchronize()
     side = bool(streams_seen) and all(s != default for s in streams_seen)
     return bool((result == 2).all()), bool((seen == 2).all()), side
