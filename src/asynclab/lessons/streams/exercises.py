@@ -41,8 +41,9 @@ def _run_on_gpu(on_side_stream: Callable, late: str) -> tuple[bool, bool, bool]:
     default = torch.cuda.current_stream()
     streams_seen = []
 
-    # every tensor is allocated up front: a first allocation on a new stream (cudaMalloc) or a kernel's first
-    # launch (lazy loading) can wait for the GPU, and would order the race by accident
+    # everything is made up front: building the stream pool and a kernel's first launch (lazy loading) each
+    # waited for the GPU on the reference machine, and would order the race by accident
+    torch.cuda.Stream()
     x, out, seen = (torch.zeros(1 << 20, device=dev) for _ in range(3))
     torch.mul(x, 2, out=out), seen.copy_(out)
 

@@ -148,7 +148,8 @@ def missing_wait(device: Any = None, spin_ms: float = 20.0, size: int = 1 << 20,
         side = torch.cuda.Stream()
         default = torch.cuda.current_stream()
 
-        # outputs allocated up front: a first allocation (cudaMalloc) inside the race could order it by accident
+        # streams and tensors made, kernels loaded, up front: building the stream pool and a kernel's first launch
+        # (lazy loading) each waited for the GPU on the reference machine, which hides the race
         x, y, z, seen = (torch.zeros(size, device=dev) for _ in range(4))
 
         def input_side(wait: bool) -> int:
