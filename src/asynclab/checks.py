@@ -61,6 +61,31 @@ class Verdict:
         p.text(str(self))
 
 
+def set_answer(answer, right: set, choices: set, *, noun: str, example: str, why: str, wrong: str,
+               shown_in: str = "the list") -> Verdict:
+    """Check an answer that picks names out of ``choices``: right when it is exactly ``right``.
+
+    ``noun`` names the choices ("op", "workload"), ``example`` shows one valid answer, ``why`` is said
+    when the answer is right, ``wrong`` describes a pick that is not in ``right``, and ``shown_in`` says
+    where the learner found the choices.
+
+    Example:
+        >>> print(set_answer({"a"}, {"a", "b"}, {"a", "b", "c"}, noun="letter", example='{"a"}', why="", wrong="not vowels"))
+        Not yet: 1 of 2 right; 1 missing.
+    """
+    if isinstance(answer, str) or not all(isinstance(x, str) for x in (answer or ())):
+        return Verdict(False, f"give a set of {noun} names, e.g. {example}.")
+    chosen = set(answer or ())
+    unknown = chosen - set(choices)
+    if unknown:
+        return Verdict(False, f"not {noun}s of {shown_in}: {sorted(unknown)}; copy the names exactly.")
+    if chosen == right:
+        return Verdict(True, why)
+    return Verdict(False, f"{len(chosen & right)} of {len(right)} right"
+                          + (f"; {wrong}: {sorted(chosen - right)}" if chosen - right else "")
+                          + (f"; {len(right - chosen)} missing" if right - chosen else "") + ".")
+
+
 _EXERCISES: dict[str, Callable[..., Verdict]] = {}
 
 

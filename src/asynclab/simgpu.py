@@ -2,7 +2,28 @@
 from __future__ import annotations
 
 
-class SimulatedGPU:
+class _StandsInForCuda:
+    """Puts fake ``torch.cuda`` functions in place on entry and the real ones back on exit."""
+
+    def __init__(self) -> None:
+        self._saved: dict[str, object] = {}
+
+    def _install(self, fakes: dict[str, object]) -> None:
+        import torch
+
+        for name, fake in fakes.items():
+            self._saved[name] = getattr(torch.cuda, name)
+            setattr(torch.cuda, name, fake)
+
+    def __exit__(self, *exc) -> None:
+        import torch
+
+        for name, original in self._saved.items():
+            setattr(torch.cuda, name, original)
+        self._saved.clear()
+
+
+class SimulatedGPU(_StandsInForCuda):
     """A stand-in for ``torch.cuda`` on machines without a GPU, so that timer exercises check what code *does*.
 
     ``kernel(ms)`` enqueues work that "runs" in real time after whatever is queued, and returns at once,
@@ -24,7 +45,7 @@ class SimulatedGPU:
 
         self._clock = time.perf_counter
         self.queue_end = 0.0
-        self._saved: dict[str, object] = {}
+        super().__init__()
 
     def _wait_until(self, t: float) -> None:
         import time
@@ -74,17 +95,8 @@ class SimulatedGPU:
 
         fakes = {"is_available": lambda: True, "Event": Event, "synchronize": gpu.synchronize,
                  "current_stream": lambda device=None: Stream(), "default_stream": lambda device=None: Stream()}
-        for name, fake in fakes.items():
-            self._saved[name] = getattr(torch.cuda, name)
-            setattr(torch.cuda, name, fake)
+        self._install(fakes)
         return self
-
-    def __exit__(self, *exc) -> None:
-        import torch
-
-        for name, original in self._saved.items():
-            setattr(torch.cuda, name, original)
-        self._saved.clear()
 
 
 class SimTensor:
@@ -137,7 +149,7 @@ class SimEvent:
         (stream or self.sim.current).wait_event(self)
 
 
-class StreamSim:
+class StreamSim(_StandsInForCuda):
     """A logical-time model of CUDA streams, standing in for ``torch.cuda`` in checkers on machines without a GPU.
 
     Work queued on a stream starts when everything before it on that stream is done (and after any
@@ -162,7 +174,7 @@ class StreamSim:
         self.current = self.default
         self.host = 0.0
         self.streams = [self.default]
-        self._saved: dict[str, object] = {}
+        super().__init__()
 
     def kernel(self, reads: list[SimTensor], ms: float = 1.0) -> SimTensor:
         """Queue a kernel of ``ms`` on the current stream that reads ``reads``; returns what it writes."""
@@ -199,14 +211,5 @@ class StreamSim:
         fakes = {"is_available": lambda: True, "Stream": new_stream, "stream": use,
                  "current_stream": lambda device=None: sim.current, "default_stream": lambda device=None: sim.default,
                  "Event": lambda *a, **k: SimEvent(sim, *a, **k), "synchronize": synchronize}
-        for name, fake in fakes.items():
-            self._saved[name] = getattr(torch.cuda, name)
-            setattr(torch.cuda, name, fake)
+        self._install(fakes)
         return self
-
-    def __exit__(self, *exc) -> None:
-        import torch
-
-        for name, original in self._saved.items():
-            setattr(torch.cuda, name, original)
-        self._saved.clear()

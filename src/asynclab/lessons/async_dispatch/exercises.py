@@ -1,7 +1,7 @@
 """Lesson 01 exercise checkers: the enqueue span, which ops sync, a loop without per-step syncs."""
 from __future__ import annotations
 
-from asynclab.checks import Verdict, exercise
+from asynclab.checks import Verdict, exercise, set_answer
 
 
 def enqueue_span_ms(trace) -> float:
@@ -54,18 +54,9 @@ def sync_ops_answer(ops: set) -> Verdict:
     from asynclab import reference
 
     rows = reference.results(1)["hidden_syncs"]["ops"]
-    right = {r["op"] for r in rows if r["syncs"]}
-    if isinstance(ops, str) or not all(isinstance(op, str) for op in (ops or ())):
-        return Verdict(False, 'give a set of op names, e.g. {".item()", "print(t)"}.')
-    ops = set(ops or ())
-    unknown = ops - {r["op"] for r in rows}
-    if unknown:
-        return Verdict(False, f"not ops of the table: {sorted(unknown)}; copy the names exactly.")
-    if ops == right:
-        return Verdict(True, "each of them needs a value or a size on the host.")
-    return Verdict(False, f"{len(ops & right)} of {len(right)} right"
-                          + (f"; these do not wait: {sorted(ops - right)}" if ops - right else "")
-                          + (f"; {len(right - ops)} missing" if right - ops else "") + ".")
+    return set_answer(ops, {r["op"] for r in rows if r["syncs"]}, {r["op"] for r in rows}, noun="op",
+                      example='{".item()", "print(t)"}', why="each of them needs a value or a size on the host.",
+                      wrong="these do not wait", shown_in="the table")
 
 
 @exercise("01.no_sync_loop")

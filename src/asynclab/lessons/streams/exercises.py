@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from asynclab.checks import Verdict, exercise
+from asynclab.checks import Verdict, exercise, set_answer
 from asynclab.simgpu import StreamSim
 
 #: The workloads of exercise 2, and the reference figure that says how much streams changed each
@@ -138,16 +138,7 @@ def which_gain(workloads: set) -> Verdict:
     head = reference.results(3)["headline"]
     gains = {name: figure(head) for name, figure in GAIN_FIGURES.items()}
     right = {name for name, g in gains.items() if g >= GAIN}
-    if isinstance(workloads, str) or not all(isinstance(w, str) for w in (workloads or ())):
-        return Verdict(False, 'give a set of workload names, e.g. {"four spin kernels"}.')
-    chosen = set(workloads or ())
-    unknown = chosen - set(GAIN_FIGURES)
-    if unknown:
-        return Verdict(False, f"not workloads of the list: {sorted(unknown)}; copy the names exactly.")
-    if chosen == right:
-        shown = ", ".join(f"{name} {gains[name]:.2f}x" for name in sorted(right))
-        return Verdict(True, f"{shown}: in each, one kernel leaves most of the GPU idle, and it runs long enough "
-                             "to hide the extra launches.")
-    return Verdict(False, f"{len(chosen & right)} of {len(right)} right"
-                          + (f"; these did not gain {GAIN}x: {sorted(chosen - right)}" if chosen - right else "")
-                          + (f"; {len(right - chosen)} missing" if right - chosen else "") + ".")
+    shown = ", ".join(f"{name} {gains[name]:.2f}x" for name in sorted(right))
+    return set_answer(workloads, right, set(GAIN_FIGURES), noun="workload", example='{"four spin kernels"}',
+                      why=f"{shown}: in each, one kernel leaves most of the GPU idle, and it runs long enough "
+                          "to hide the extra launches.", wrong=f"these did not gain {GAIN}x")
