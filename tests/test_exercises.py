@@ -205,3 +205,67 @@ def test_which_gain_is_read_from_the_reference():
     assert not al.check("03.which_gain", truth - {next(iter(truth))}).right
     assert "copy the names" in al.check("03.which_gain", {"nope"}).message
     assert not al.check("03.which_gain", "four spin kernels").right
+
+
+# -- lesson 04: the missing event wait, and who waited for whom ------------------------------------------------
+def _racy_handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+
+def _event_handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+        done = torch.cuda.Event()
+        done.record()
+    consumer.wait_event(done)
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+
+def _host_waits_handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+        done = torch.cuda.Event()
+        done.record()
+    done.synchronize()
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+
+def _wait_stream_handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+    consumer.wait_stream(producer)
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+
+@pytest.mark.parametrize("fn, right, says", [
+    (_racy_handoff, False, "read x before make() had written it"),
+    (_event_handoff, True, "waited for the producer's event"),
+    (_wait_stream_handoff, True, "waited for the producer's event"),
+    (_host_waits_handoff, False, "the host waited"),
+    (lambda p, c, make, use: use(make()), False, "inside `with torch.cuda.stream(producer):`"),
+    (lambda p, c, make, use: 3, False, "inside `with torch.cuda.stream(producer):`"),
+    (lambda p, c, make, use: 1 / 0, False, "ZeroDivisionError"),
+])
+def test_event_wait_fix_checks_what_the_code_does(fn, right, says):
+    verdict = al.check("04.event_wait_fix", fn)
+    assert verdict.right is right and says in verdict.message, verdict.message
+
+
+def test_who_waited_is_read_from_the_reference_trace():
+    from asynclab.lessons.events.exercises import true_waits
+
+    truth = true_waits(reference.trace(4, "who_waited"))
+    assert len(truth) == 2  # two streams waited, in the reference
+    assert al.check("04.who_waited", truth).right
+    assert al.check("04.who_waited", {int(a): int(b) for a, b in truth}).right  # a dict works too
+    flipped = {(b, a) for a, b in truth}
+    assert not al.check("04.who_waited", flipped).right
+    assert "1 missing" in al.check("04.who_waited", set(list(truth)[:1])).message
+    assert "no stream 999" in al.check("04.who_waited", {(999, 7)}).message
+    assert "pairs of stream numbers" in al.check("04.who_waited", "7 waited for 13").message

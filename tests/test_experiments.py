@@ -201,7 +201,7 @@ def test_gpu_only_experiments_explain_themselves_on_cpu():
 
 
 # -- run_all: the recording path, at CPU sizes -----------------------------------------------------
-@pytest.mark.parametrize("mod", ["01", "02", "03"])
+@pytest.mark.parametrize("mod", ["01", "02", "03", "04"])
 def test_run_all_on_cpu(mod, tmp_path):
     mod = experiments.for_lesson(mod)
     if mod is A:
@@ -211,11 +211,13 @@ def test_run_all_on_cpu(mod, tmp_path):
     public = {name for name in mod.CPU_KWARGS if not name.endswith("_trace")}
     assert set(results) - {"headline"} == public
     assert is_json_ready(results)
-    assert traces and all(p.is_file() and p.stat().st_size < 1_000_000 for p in traces.values())
+    assert all(p.is_file() and p.stat().st_size < 1_000_000 for p in traces.values())
+    gpu_only = [r for name, r in results.items() if name != "headline" and "no CUDA GPU" in str(r.get("note", ""))]
+    assert traces or len(gpu_only) == len(results) - 1  # no trace on the CPU only when every experiment needs a GPU
 
 
 def test_cpu_kwargs_name_real_functions():
-    for mod in (A, T, experiments.for_lesson(3)):
+    for mod in (A, T, experiments.for_lesson(3), experiments.for_lesson(4)):
         for name, kwargs in mod.CPU_KWARGS.items():
             fn = getattr(mod, name)
             assert callable(fn) and fn.__doc__ and "Example" in fn.__doc__
@@ -275,3 +277,46 @@ def test_gpu_streams_claims_hold_at_small_sizes():
     assert m["input_wrong_fixed"] == m["output_wrong_fixed"] == 0
     assert S.spin_kernels("cuda", spin_ms=2, repeats=2)["speedup"] > 3
     assert S.stream_pool("cuda", big_waves=5)["distinct_streams"] == 32
+
+
+# -- lesson 04 (events): GPU-only; on the CPU each experiment says so; on a GPU the races are certain ------------
+from asynclab.lessons.events import experiments as E  # noqa: E402
+
+
+def test_events_experiments_explain_themselves_on_cpu():
+    for name in E.CPU_KWARGS:
+        r = getattr(E, name)(CPU)
+        assert "no CUDA GPU" in r["note"] and is_json_ready(r), name
+    head = E.headline({})
+    assert set(head) >= {"race_wrong_values_unfixed", "race_wrong_values_fixed", "sanitizer_reported_race_unfixed",
+                         "sanitizer_clean_fixed", "allocator_reuse_corrupted_unfixed", "allocator_reuse_corrupted_fixed",
+                         "cross_device_wait_ok"}
+    assert all(v is None for k, v in head.items() if k != "race_elements")
+
+
+def test_events_sanitizer_entry_point_refuses_bad_arguments(capsys):
+    assert E._main(["--sanitized-race", "sometimes"]) == 2
+    assert "usage" in capsys.readouterr().err
+
+
+def test_trim_report_keeps_only_package_frames():
+    report = ("Access by stream 9 during kernel:\nWith stack trace:\n"
+              '  File "/opt/x/torch/_ops.py", line 1, in f\n    g()\n'
+              '  File "/home/u/src/asynclab/lessons/events/experiments.py", line 3, in run\n    h()\n'
+              "Previous access by stream 0 during kernel:")
+    out = E.trim_report(report, {"9": "consumer", "0": "default"})
+    assert "torch/_ops.py" not in out and "g()" not in out and "/home/u" not in out
+    assert 'File "asynclab/lessons/events/experiments.py", line 3' in out and "    h()" in out
+    assert "stream 9 (consumer)" in out and "stream 0 (default)" in out
+
+
+@pytest.mark.gpu
+def test_gpu_events_races_are_certain_and_fixed():
+    r = E.race("cuda", spin_ms=10)
+    assert r["no wait"]["wrong"] == r["elements"] and r["wait_event"]["wrong"] == 0 and r["synchronize"]["wrong"] == 0
+    assert r["wait_event"]["host_ms"] < 0.2 * r["synchronize"]["host_ms"]
+    a = E.allocator_reuse("cuda", spin_ms=10)
+    assert a["nothing"]["same_block"] and a["nothing"]["wrong"] == a["elements"]
+    assert a["record_stream"]["wrong"] == 0 and a["keep a reference"]["wrong"] == 0
+    s = E.sanitizer("cuda")
+    assert s["unfixed"]["reported"] and not s["fixed"]["reported"]

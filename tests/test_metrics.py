@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from asynclab.metrics import (
+    stream_waits,
     BubbleReport, bubble_fraction, busy_time, concurrency, hidden_fraction, idle_gaps, launch_latency, overlap,
     host_lead, summary, top_kernels, union_length,
 )
@@ -64,7 +65,7 @@ def test_sync_waits_are_not_busy_time():
     b = busy_time(t, by="lane")
     assert b["GPU 0 · stream 13"] == 5.0   # only the consumer kernel [13,18)
     assert b["GPU 0 · stream 7 (default)"] == 10.0
-    assert "GPU 0 · device-wide sync" not in b.index
+    assert "GPU 0 · host syncs" not in b.index
 
 
 def test_concurrency(simple):
@@ -246,3 +247,40 @@ def test_host_lead_needs_gpu_work():
     b.launch(0, 2, corr=None, name="cudaDeviceSynchronize")
     with pytest.raises(ValueError, match="no GPU work"):
         host_lead(load_trace(b.to_dict()))
+
+
+
+def _kernel(name, stream, ts, dur, corr=None, device=0):
+    args = {"device": device, "stream": stream}
+    if corr is not None:
+        args["correlation"] = corr
+    return {"ph": "X", "cat": "kernel", "name": name, "pid": device, "tid": stream, "ts": ts, "dur": dur, "args": args}
+
+
+def _launch(ts, corr):
+    return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 1, "ts": ts, "dur": 2,
+            "args": {"correlation": corr}}
+
+
+def test_stream_waits_finds_held_back_work_and_what_it_waited_for():
+    t = load_trace({"traceEvents": [
+        _kernel("spin A", 13, 0, 1000), _kernel("spin B", 14, 0, 400),
+        _launch(10, 1), _kernel("waits for A", 15, 1003, 5, corr=1),      # held back, starts as A ends
+        _launch(12, 2), _kernel("waits for B", 7, 402, 5, corr=2),        # held back, starts as B ends
+        _launch(14, 3), _kernel("free", 16, 17, 5, corr=3),               # starts at once: no wait
+        _launch(16, 4), _kernel("held, no neighbour", 17, 700, 5, corr=4),  # held, nothing ended just before
+        _kernel("after A on GPU 1", 21, 1001, 5, device=1, corr=5), _launch(18, 5),  # a wait across GPUs
+    ]})
+    w = stream_waits(t).set_index("name")
+    assert w.loc["waits for A", "waited_for"] == "GPU 0 · stream 13"
+    assert w.loc["waits for B", "waited_for"] == "GPU 0 · stream 14"
+    assert w.loc["after A on GPU 1", "waited_for"] == "GPU 0 · stream 13"
+    assert pd.isna(w.loc["held, no neighbour", "waited_for"])
+    assert "free" not in w.index
+    assert w.loc["waits for A", "gap_us"] == pytest.approx(3.0)
+    assert w.loc["waits for A", "held_us"] == pytest.approx(1003 - 12)
+
+
+def test_stream_waits_on_a_trace_without_waits_is_empty():
+    t = load_trace({"traceEvents": [_launch(0, 1), _kernel("k", 7, 5, 5, corr=1)]})
+    assert stream_waits(t).empty and list(stream_waits(t).columns)[:2] == ["lane", "name"]

@@ -162,10 +162,13 @@ def test_host_false_and_multi_gpu():
 
 
 def test_sync_rows_and_host_sync_calls():
-    tl = draw_timeline(FIX / "cuda_sync_offset.json")
+    hidden = draw_timeline(FIX / "cuda_sync_offset.json")
+    assert "GPU 0 · host syncs" not in hidden.lanes  # by default: the host lane's synchronize calls show it
+    assert n_bars(hidden, "sync") == 2
+    tl = draw_timeline(FIX / "cuda_sync_offset.json", host_syncs=True)
     assert n_bars(tl, "sync") == 3
     assert n_bars(tl, "host_sync") == 2  # cudaStreamSynchronize, cudaDeviceSynchronize
-    assert "GPU 0 · device-wide sync" in tl.lanes
+    assert "GPU 0 · host syncs" in tl.lanes
     # a sync wait overlapping a kernel goes to a thin strip under the lane, not to a sub-lane
     assert tl.sublanes["GPU 0 · stream 13"] == 1
     kernel_bottom = max(float(p.vertices[:, 1].max()) for p in tl.collections["compute"].get_paths()
@@ -202,3 +205,27 @@ def test_empty_window_still_draws():
     assert tl.n_events == 1  # C [23,38) overlaps
     tl2 = draw_timeline(t, start_us=38.5, end_us=42.5, host=False)
     assert tl2.n_events == 0
+
+
+
+def test_nested_annotations_stack_and_the_window_annotation_is_not_drawn():
+    b = TraceBuilder()
+    b.annotation(0, 100, "outer")
+    b.annotation(10, 50, "inner")
+    b.launch(12, 2, corr=1)
+    b.kernel(20, 30, corr=1)
+    full = draw_timeline(b.to_dict())
+    brackets = full.collections["annotations"]
+    heights = sorted({round(float(seg[0][1]), 3) for seg in brackets[: len(brackets) // 3]})
+    assert len(heights) == 2  # two levels: the inner bracket does not draw over the outer one
+    win = draw_timeline(b.to_dict(), annotation="outer")
+    assert len(win.collections["annotations"]) == 3  # one bracket (3 segments): "inner" only
+
+
+def test_gpu_lanes_with_nothing_to_draw_are_left_out():
+    b = TraceBuilder()
+    b.launch(0, 2, corr=1)
+    b.kernel(5, 10, corr=1)
+    b.gpu_annotation(0, 50, "step", stream=13)
+    tl = draw_timeline(b.to_dict())
+    assert not any("stream 13" in lane for lane in tl.lanes)

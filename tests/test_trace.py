@@ -214,7 +214,7 @@ def test_cuda_sync_rows_map_back_to_their_stream():
     assert sync.loc["Stream Sync", "stream"] == "13"         # tid 1000013, no args.stream
     assert sync.loc["Device Sync", "stream"] == "-1"         # device-wide
     assert sync.loc["Stream Wait Event", "lane"] == "GPU 0 · stream 13"
-    assert t.lanes() == ["GPU 0 · stream 7 (default)", "GPU 0 · stream 13", "GPU 0 · device-wide sync",
+    assert t.lanes() == ["GPU 0 · stream 7 (default)", "GPU 0 · stream 13", "GPU 0 · host syncs",
                          "CPU · main thread"]
     assert t.events.loc[sync.loc["Stream Sync", "launch"], "name"] == "cudaStreamSynchronize"
 
@@ -314,7 +314,7 @@ def test_recorded_h200_cuda_sync_events():
     assert len(sync) == 14
     assert set(sync["name"]) == {"Stream Wait Event", "Stream Sync", "Context Sync"}
     ctx = sync[sync["name"] == "Context Sync"]
-    assert set(ctx["stream"]) == {"-1"} and set(ctx["lane"]) == {"GPU 0 · device-wide sync"}
+    assert set(ctx["stream"]) == {"-1"} and set(ctx["lane"]) == {"GPU 0 · host syncs"}
     assert set(sync.loc[sync["name"] == "Stream Wait Event", "stream"]) == {"7"}
     assert sync["launch"].notna().all()
     assert set(t.events.loc[ctx["launch"].astype(int), "name"]) == {"cudaDeviceSynchronize"}
@@ -327,8 +327,8 @@ def test_recorded_h200x2_p2p():
     assert len(p) == 3
     assert (p["device"] == 0).all() and (p["src_device"] == 0).all() and (p["dst_device"] == 1).all()
     assert set(p["bytes"]) == {8192 * 8192 * 4}
-    assert t.lanes() == ["GPU 0 · stream 7 (default)", "GPU 0 · device-wide sync", "GPU 1 · stream 145",
-                         "GPU 1 · device-wide sync", "CPU · main thread"]
+    assert t.lanes() == ["GPU 0 · stream 7 (default)", "GPU 0 · host syncs", "GPU 1 · stream 145",
+                         "GPU 1 · host syncs", "CPU · main thread"]
 
 
 def test_recorded_h200x2_microbatch_forward_backward():

@@ -7,7 +7,7 @@ from asynclab.lessons import lesson_map, start
 from asynclab.parallel import Parallel
 from asynclab.metrics import (
     bubble_fraction, busy_time, concurrency, concurrent_time, hidden_fraction, host_lead, idle_gaps, launch_latency, overlap,
-    summary, top_kernels,
+    stream_waits, summary, top_kernels,
 )
 from asynclab.record import record
 from asynclab.timeline import Timeline, draw_timeline

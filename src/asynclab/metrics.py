@@ -1,4 +1,4 @@
-"""Numbers from a trace: busy time, concurrency, copy/compute overlap, idle gaps, launch latency, bubbles."""
+"""Numbers from a trace: busy time, concurrency, copy/compute overlap, idle gaps, stream waits, launch latency, bubbles."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,6 +12,7 @@ from asynclab.trace import COPY_KINDS, WORK_KINDS, Trace, load_trace
 __all__ = [
     "busy_time", "concurrency", "concurrent_time", "overlap", "hidden_fraction", "idle_gaps", "launch_latency",
     "bubble_fraction", "BubbleReport", "top_kernels", "summary", "union_length", "host_lead", "HostLead",
+    "stream_waits",
 ]
 
 #: Host kinds counted as "busy" for host lanes in :func:`busy_time`.
@@ -251,6 +252,55 @@ def idle_gaps(trace: Any, device: int | None = None, min_gap_us: float = 0.0) ->
         return pd.DataFrame({"device": pd.Series([], dtype=np.int64), "start_us": pd.Series([], dtype=np.float64),
                              "end_us": pd.Series([], dtype=np.float64), "dur_us": pd.Series([], dtype=np.float64)})
     return pd.concat(parts, ignore_index=True)
+
+
+def stream_waits(trace: Any, min_held_us: float = 50.0, tol_us: float = 30.0) -> pd.DataFrame:
+    """Which GPU stream waited for which: inferred from when each piece of GPU work started.
+
+    A piece of work was *held back* when it started more than ``min_held_us`` after both its host
+    launch ended and the previous work on its own stream ended: the GPU kept it waiting for
+    something else. What it waited for is the work on *another* stream (any GPU) that ended last at
+    most ``tol_us`` before it started: the end of the work before an event's ``record()``. Work
+    held back with no such neighbour is listed with ``waited_for`` <NA> (it waited on something
+    the trace does not show). Profilers record a stream wait only as a mark where it was queued
+    (``Stream Wait Event``, often without the event's stream), so the timing is the evidence used.
+
+    Columns: lane, name, start_us, held_us (how long after its launch or its stream's previous work
+    it started), waited_for (that other stream's lane), after (the name of the work it waited for),
+    gap_us (from that work's end to this start).
+
+    Example:
+        >>> t = load_trace({"traceEvents": [
+        ...     {"ph": "X", "cat": "kernel", "name": "spin", "pid": 0, "tid": 13, "ts": 0, "dur": 1000,
+        ...      "args": {"device": 0, "stream": 13}},
+        ...     {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10,
+        ...      "dur": 4, "args": {"correlation": 2}},  # "use" is launched at once, and held back
+        ...     {"ph": "X", "cat": "kernel", "name": "use", "pid": 0, "tid": 7, "ts": 1002, "dur": 5,
+        ...      "args": {"device": 0, "stream": 7, "correlation": 2}}]})
+        >>> stream_waits(t)[["lane", "waited_for", "after"]].values.tolist()
+        [['GPU 0 · stream 7 (default)', 'GPU 0 · stream 13', 'spin']]
+    """
+    tr = _trace(trace)
+    ev = tr.events
+    work = ev[ev["kind"].isin(WORK_KINDS)].sort_values("start_us", kind="stable")
+    launch_end = pd.Series(np.nan, index=work.index, dtype=np.float64)
+    has = work["launch"].notna() & work["launch"].isin(ev.index)
+    if has.any():
+        launch_end[has] = ev.loc[work.loc[has, "launch"].astype(np.int64), "end_us"].to_numpy()
+    prev_end = work.groupby("lane", sort=False)["end_us"].transform(lambda e: e.cummax().shift(1))
+    ready = np.fmax(launch_end.to_numpy(), prev_end.to_numpy(dtype=np.float64, na_value=np.nan))
+    start = work["start_us"].to_numpy()
+    ends, lanes, names = work["end_us"].to_numpy(), work["lane"].to_numpy(dtype=object), work["name"].to_numpy(dtype=object)
+    rows = []
+    for i in np.flatnonzero(np.isfinite(ready) & (start - ready > min_held_us)):
+        near = (lanes != lanes[i]) & (ends <= start[i] + 1e-6) & (ends >= start[i] - tol_us)
+        j = np.flatnonzero(near)
+        j = j[np.argmax(ends[j])] if len(j) else None
+        rows.append({"lane": lanes[i], "name": names[i], "start_us": float(start[i]), "held_us": float(start[i] - ready[i]),
+                     "waited_for": lanes[j] if j is not None else pd.NA, "after": names[j] if j is not None else pd.NA,
+                     "gap_us": float(start[i] - ends[j]) if j is not None else np.nan})
+    cols = ["lane", "name", "start_us", "held_us", "waited_for", "after", "gap_us"]
+    return pd.DataFrame(rows, columns=cols)
 
 
 def launch_latency(trace: Any) -> pd.DataFrame:

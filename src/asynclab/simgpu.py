@@ -132,6 +132,9 @@ class SimStream:
     def synchronize(self) -> None:
         self.sim.host = max(self.sim.host, self.ready)
 
+    def query(self) -> bool:
+        return self.sim.host >= self.ready
+
     def __repr__(self) -> str:
         return f"<simulated stream {self.name}>"
 
@@ -147,6 +150,14 @@ class SimEvent:
 
     def wait(self, stream: SimStream | None = None) -> None:
         (stream or self.sim.current).wait_event(self)
+
+    def query(self) -> bool:
+        """True once the host's time has reached the event (the host never moves on by itself here)."""
+        return self.sim.host >= self.time
+
+    def synchronize(self) -> None:
+        """The host waits for the event."""
+        self.sim.host = max(self.sim.host, self.time)
 
 
 class StreamSim(_StandsInForCuda):

@@ -227,9 +227,39 @@ def _bars(slot: np.ndarray, kc: np.ndarray, s: np.ndarray, e: np.ndarray, px: fl
     return tuple(np.concatenate(x) for x in out)
 
 
+def _lanes_to_draw(tr: Trace, host_syncs: bool) -> list[str]:
+    """The trace's lanes, less GPU lanes with nothing drawable (only GPU annotations) and, unless asked for,
+    the "host syncs" lanes."""
+    ev = tr.events
+    drawable = set(ev.loc[ev["kind"].isin(_GPU_DRAW), "lane"].astype(str))
+    return [lane for lane in tr.lanes()
+            if not lane.startswith("GPU ") or (lane in drawable and (host_syncs or not lane.endswith("· host syncs")))]
+
+
+def _bracket_rows(ev: pd.DataFrame, candidates: np.ndarray, skip: str | None) -> np.ndarray:
+    """Positions of the host annotations to draw as brackets: not profiler step markers, not ``skip``
+    (the annotation the window was cut by: its bracket would only span the whole window)."""
+    names = ev["name"].astype(str)
+    hidden = names.str.startswith("ProfilerStep") | (names == "asynclab.step")
+    if skip is not None:
+        hidden |= names == skip
+    return np.flatnonzero(candidates & ~hidden.to_numpy(dtype=bool))[:_MAX_ANNOTATIONS]
+
+
+def _bracket_levels(lane: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """A level per bracket, so that nested or overlapping brackets of one lane stack instead of
+    drawing over each other (level 0 sits right above the lane)."""
+    level = np.zeros(len(lane), dtype=np.int64)
+    for li in np.unique(lane):
+        m = np.flatnonzero(lane == li)
+        order = m[np.argsort(start[m], kind="stable")]
+        level[order] = _sublanes(start[order], end[order], tol=0.0)
+    return level
+
+
 def draw_timeline(trace: Any, ax: Any = None, *, start_us: float | None = None, end_us: float | None = None,
                   annotation: str | None = None, occurrence: int | None = None, arrows: bool = False,
-                  host: bool = True, annotations: bool = True,
+                  host: bool = True, annotations: bool = True, host_syncs: bool = False,
                   title: str | None = None, figsize: tuple[float, float] | None = None,
                   max_arrows: int = 300, width_px: int | None = None) -> Timeline:
     """Draw a trace: one lane per (GPU, stream) and per host thread that launched work, coloured by
@@ -240,7 +270,11 @@ def draw_timeline(trace: Any, ax: Any = None, *, start_us: float | None = None, 
     all its occurrences, or only the ``occurrence``-th);
     the x axis starts at 0 at the window's start, in µs, ms or s depending on the span. ``ax=`` draws
     into existing axes. With ``annotations`` (the default), the host's ``record_function`` ranges are drawn as
-    labelled brackets above their thread's lane (profiler step markers are left out). Drawing is vectorised (one collection per kind); events closer than a pixel
+    labelled brackets above their thread's lane (profiler step markers, and the annotation the
+    window was cut by, are left out; nested brackets stack). ``host_syncs=True`` also draws the lanes
+    "GPU n · host syncs": what the profiler records on the GPU side when the host waits (with
+    ``cuda_sync_events``), which the host lane's synchronize calls already show. GPU lanes with nothing
+    to draw in the window are left out. Drawing is vectorised (one collection per kind); events closer than a pixel
     are merged and every bar is at least one pixel wide, so short kernels stay visible.
 
     Example:
@@ -265,7 +299,7 @@ def draw_timeline(trace: Any, ax: Any = None, *, start_us: float | None = None, 
     span = max(w1 - w0, 1e-3)
     unit, scale = _unit(span)
 
-    lanes = tr.lanes()
+    lanes = _lanes_to_draw(tr, host_syncs)
     gpu_lanes = [x for x in lanes if x.startswith("GPU ")]
     if not host:
         lanes = [x for x in lanes if x in gpu_lanes] or lanes[:0]
@@ -327,14 +361,14 @@ def draw_timeline(trace: Any, ax: Any = None, *, start_us: float | None = None, 
             strip[li] = _STRIP
     in_strip = is_sync & (strip[L] > 0) if len(L) else np.zeros(0, dtype=bool)
     # host annotations (record_function ranges): a bracket strip above their lane
-    ann_pos = np.zeros(0, dtype=np.int64)
+    ann_pos, ann_level = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     ann = np.zeros(len(lanes))
     if annotations and len(lanes):
-        names_all = ev["name"].astype(str)
-        a_m = ok & ~on_gpu & (kind == "annotation")
-        a_m &= ~(names_all.str.startswith("ProfilerStep") | (names_all == "asynclab.step")).to_numpy(dtype=bool)
-        ann_pos = np.flatnonzero(a_m)[:_MAX_ANNOTATIONS]
-        ann[np.unique(lane_codes[ann_pos])] = _ANN_STRIP
+        ann_pos = _bracket_rows(ev, ok & ~on_gpu & (kind == "annotation"), skip=annotation)
+        ann_level = _bracket_levels(lane_codes[ann_pos], ev["start_us"].to_numpy(np.float64)[ann_pos],
+                                    ev["end_us"].to_numpy(np.float64)[ann_pos])
+        for li in np.unique(lane_codes[ann_pos]):
+            ann[li] = _ANN_STRIP * (int(ann_level[lane_codes[ann_pos] == li].max()) + 1)
     # y layout, top to bottom
     gap = 0.5
     y0 = np.zeros(len(lanes))
@@ -421,7 +455,7 @@ def draw_timeline(trace: Any, ax: Any = None, *, start_us: float | None = None, 
         a_s = np.clip(ev["start_us"].to_numpy(np.float64)[ann_pos], w0, w1)
         a_e = np.clip(ev["end_us"].to_numpy(np.float64)[ann_pos], w0, w1)
         ax0, ax1 = (a_s - w0) / scale, (a_e - w0) / scale
-        yy = y0[lane_codes[ann_pos]] - 0.12
+        yy = y0[lane_codes[ann_pos]] - 0.12 - _ANN_STRIP * ann_level
         tick = 0.2
         segs = np.concatenate([
             np.stack([np.column_stack([ax0, yy]), np.column_stack([ax1, yy])], axis=1),

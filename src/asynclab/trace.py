@@ -97,7 +97,8 @@ class Trace:
     device          Int64      GPU index for GPU rows, <NA> for host rows
     stream          string     stream id as text for GPU rows ("7"), <NA> for host rows;
                                cuda_sync rows at tid = stream + 1,000,000 are mapped back;
-                               device-wide syncs have stream "-1"
+                               syncs not tied to a stream (the host waiting for the device
+                               or an event) have stream "-1", lane "GPU n · host syncs"
     lane            str        lane label in words: "GPU 0 · stream 7 (default)",
                                "CPU · main thread", "CPU · thread 1234"
     pid, tid        str        the raw pid/tid of the event, as text
@@ -180,6 +181,25 @@ class Trace:
             ['cudaLaunchKernel']
         """
         return self.events[self.events["device"].isna()]
+
+    def find(self, text: str, kinds: str | tuple[str, ...] | list[str] | None = None) -> pd.DataFrame:
+        """The rows whose name contains ``text`` (case-sensitive), in time order; ``kinds`` keeps only those kinds.
+
+        Example:
+            >>> load_trace(_EXAMPLE).find("Launch")["kind"].tolist()
+            ['launch']
+            >>> len(load_trace(_EXAMPLE).find("k", kinds="compute"))
+            1
+        """
+        ev = self.events
+        keep = ev["name"].astype(str).str.contains(text, regex=False)
+        if kinds is not None:
+            wanted = (kinds,) if isinstance(kinds, str) else tuple(kinds)
+            unknown = [k for k in wanted if k not in KINDS]
+            if unknown:
+                raise ValueError(f"unknown kind(s) {unknown}; the kinds are {', '.join(KINDS)}")
+            keep &= ev["kind"].isin(wanted)
+        return ev[keep]
 
     def lanes(self) -> list[str]:
         """Lane labels in drawing order: GPU lanes by device then stream, then the host threads that
@@ -961,7 +981,7 @@ def _is_number(s: str) -> bool:
 
 def _gpu_label(dev: int, stream: str, platform: str) -> str:
     if stream == "-1":
-        return f"GPU {dev} · device-wide sync"
+        return f"GPU {dev} · host syncs"
     if platform != "rocm" and stream == DEFAULT_CUDA_STREAM:
         return f"GPU {dev} · stream {stream} (default)"
     return f"GPU {dev} · stream {stream}"

@@ -7,7 +7,7 @@ from asynclab.simgpu import SimulatedGPU
 
 @exercise("02.event_timer")
 def event_timer_answer(my_time_ms) -> Verdict:
-    """Time a 20 ms GPU workload with the learner's timer: a real spin kernel, or a simulated GPU without one.
+    """Time a 20 ms and a 40 ms GPU workload with the learner's timer: a real spin kernel, or a simulated GPU without one.
 
     Example:
         >>> event_timer_answer(lambda fn: 0.0).right
@@ -19,32 +19,44 @@ def event_timer_answer(my_time_ms) -> Verdict:
         return Verdict(False, "pass your function my_time_ms itself.")
     target = 20.0
     simulated = not torch.cuda.is_available()
+    where = " (on a simulated GPU: this machine has none)" if simulated else ""
     try:
-        if simulated:
-            with SimulatedGPU() as gpu:
-                got = my_time_ms(lambda: gpu.kernel(target))
-                gpu.synchronize()
-        else:
-            from asynclab.experiments import spin_cycles
-
-            cycles = spin_cycles(torch.device("cuda", torch.cuda.current_device()), target)
-            torch.cuda._sleep(cycles)
-            torch.cuda.synchronize()
-            got = my_time_ms(lambda: torch.cuda._sleep(cycles))
-            torch.cuda.synchronize()
+        got, twice = (_time_workload(my_time_ms, ms, simulated) for ms in (target, 2 * target))
     except Exception as err:  # noqa: BLE001 - the learner's code
         return Verdict(False, f"your function raised {type(err).__name__}: {err}")
-    where = " (on a simulated GPU: this machine has none)" if simulated else ""
-    if isinstance(got, bool) or not isinstance(got, (int, float)):
+    if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in (got, twice)):
         return Verdict(False, "return the time in milliseconds as a number.")
-    if 0.8 * target <= got * 1e3 <= 1.3 * target:
+    # a timer of the work doubles with a workload twice as long; a timer of the launch does not
+    # (the value alone cannot tell a launch's 0.02 ms from a 20 ms workload given in seconds)
+    scales = got > 0 and 1.6 <= twice / got <= 2.4
+    if scales and 0.8 * target <= got * 1e3 <= 1.3 * target:
         return Verdict(False, f"{got} looks like seconds: return milliseconds.")
-    if 0.8 * target <= got <= 1.3 * target:
-        return Verdict(True, f"{got:.2f} ms for a {target:.0f} ms GPU workload{where}.")
+    if scales and 0.8 * target <= got <= 1.3 * target:
+        return Verdict(True, f"{got:.2f} ms for a {target:.0f} ms GPU workload, {twice:.2f} ms for one twice as long{where}.")
     if got < 0.1 * target:
         return Verdict(False, f"{got:.3f} ms for a {target:.0f} ms GPU workload{where}: you timed the launch. "
                               "Wait for the GPU before you read the time.")
-    return Verdict(False, f"{got:.2f} ms for a {target:.0f} ms GPU workload{where}; check the units (ms).")
+    return Verdict(False, f"{got:.2f} ms for a {target:.0f} ms GPU workload and {twice:.2f} ms for one twice as long"
+                          f"{where}; check the units (ms) and that you time the work itself.")
+
+
+def _time_workload(my_time_ms, ms: float, simulated: bool):
+    """The learner's timer on a GPU workload of ``ms`` milliseconds: a spin kernel, or a simulated GPU's kernel."""
+    import torch
+
+    if simulated:
+        with SimulatedGPU() as gpu:
+            got = my_time_ms(lambda: gpu.kernel(ms))
+            gpu.synchronize()
+        return got
+    from asynclab.experiments import spin_cycles
+
+    cycles = spin_cycles(torch.device("cuda", torch.cuda.current_device()), ms)
+    torch.cuda._sleep(cycles)
+    torch.cuda.synchronize()
+    got = my_time_ms(lambda: torch.cuda._sleep(cycles))
+    torch.cuda.synchronize()
+    return got
 
 
 @exercise("02.tail_share")

@@ -1,0 +1,172 @@
+"""Lesson 04 exercise checkers: add the missing event wait to racy code, and read who waited for whom off a trace."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from asynclab.checks import Verdict, exercise
+from asynclab.simgpu import StreamSim
+
+#: How late the checker's producer is, in ms.
+LATE_MS = 20.0
+
+
+def _handoff_on_gpu(handoff: Callable) -> tuple[bool, bool, dict[str, bool]]:
+    """Run ``handoff`` against a producer that is certainly late, on the GPU.
+
+    Returns ``(consumer read x right, the host went on while the producer still ran, {rule: kept})``.
+    """
+    import torch
+
+    from asynclab.experiments import spin_cycles
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    cycles = spin_cycles(dev, LATE_MS)
+    producer, consumer = torch.cuda.Stream(), torch.cuda.Stream()
+    # made and loaded up front: building the stream pool and a kernel's first launch can wait for the GPU
+    x, y = torch.zeros(1 << 20, device=dev), torch.zeros(1 << 20, device=dev)
+    torch.add(x, 1, out=y), x.fill_(0.0)
+    torch.cuda.synchronize()
+    ran: dict[str, list] = {"make": [], "use": []}
+
+    def make() -> torch.Tensor:
+        ran["make"].append(torch.cuda.current_stream())
+        torch.cuda._sleep(cycles)  # the producer is late...
+        return x.fill_(1.0)  # ...and writes x after its spin
+
+    def use(t: torch.Tensor) -> torch.Tensor:
+        ran["use"].append(torch.cuda.current_stream())
+        return torch.add(t, 1, out=y)
+
+    result = handoff(producer, consumer, make, use)
+    host_went_on = not producer.query()  # the producer's spin is still running when handoff returns
+    torch.cuda.synchronize()
+    streams = {"make on producer": ran["make"] == [producer], "use on consumer": ran["use"] == [consumer],
+               "returned use(x)": isinstance(result, torch.Tensor)}
+    return bool((y == 2).all()), host_went_on, streams
+
+
+def _handoff_simulated(handoff: Callable) -> tuple[bool, bool, dict[str, bool]]:
+    """The same run on :class:`asynclab.simgpu.StreamSim`, for machines without a GPU."""
+    import torch
+
+    with StreamSim() as sim:
+        producer, consumer = torch.cuda.Stream(), torch.cuda.Stream()
+        ran: dict[str, list] = {"make": [], "use": []}
+
+        def make() -> Any:
+            ran["make"].append(torch.cuda.current_stream())
+            return sim.kernel([], ms=LATE_MS)
+
+        def use(t: Any) -> Any:
+            ran["use"].append(torch.cuda.current_stream())
+            return sim.kernel([t], ms=0.1)
+
+        result = handoff(producer, consumer, make, use)
+        streams = {"make on producer": ran["make"] == [producer], "use on consumer": ran["use"] == [consumer],
+                   "returned use(x)": hasattr(result, "ready_at")}
+        return getattr(result, "right", False), sim.host == 0.0, streams
+
+
+@exercise("04.event_wait_fix")
+def event_wait_fix(handoff: Callable) -> Verdict:
+    """Does ``handoff(producer, consumer, make, use)`` order ``use(x)`` after ``make()`` with an event, and
+    leave the host free?
+
+    The checker's ``make`` is late on purpose (a spin kernel before it writes ``x``), so a missing wait
+    is wrong every time. The host must not wait: the GPU's consumer stream should. On a GPU the check
+    runs real kernels; without one, a simulation of streams with the same ordering rules.
+
+    Example:
+        >>> def racy(producer, consumer, make, use):
+        ...     import torch
+        ...     with torch.cuda.stream(producer):
+        ...         x = make()
+        ...     with torch.cuda.stream(consumer):
+        ...         return use(x)
+        >>> event_wait_fix(racy).right
+        False
+    """
+    import torch
+
+    if not callable(handoff):
+        return Verdict(False, "pass your function handoff itself (no parentheses).")
+    simulated = not torch.cuda.is_available()
+    where = " (on a simulated GPU: this machine has none)" if simulated else ""
+    try:
+        right, host_free, streams = (_handoff_simulated if simulated else _handoff_on_gpu)(handoff)
+    except Exception as err:  # noqa: BLE001 - the learner's code
+        return Verdict(False, f"your function raised {type(err).__name__}: {err}")
+    if not streams["make on producer"]:
+        return Verdict(False, "call make() once, inside `with torch.cuda.stream(producer):`.")
+    if not streams["use on consumer"]:
+        return Verdict(False, "call use(x) once, inside `with torch.cuda.stream(consumer):`.")
+    if not streams["returned use(x)"]:
+        return Verdict(False, "return use(x)'s result.")
+    if not right:
+        return Verdict(False, f"use(x) read x before make() had written it{where}: record an event on the producer "
+                              "after make(), and make the consumer wait for it before use(x).")
+    if not host_free:
+        return Verdict(False, f"the values are right, but the host waited for the producer (a synchronize){where}: "
+                              "let the consumer's stream wait instead, with consumer.wait_event(...).")
+    return Verdict(True, f"the consumer's stream waited for the producer's event on the GPU, and the host went on{where}.")
+
+
+def _stream_of(lane: Any) -> str:
+    """``"GPU 0 · stream 7 (default)"`` -> ``"7"``."""
+    return str(lane).split("stream ")[-1].split(" ")[0]
+
+
+def _pairs(answer: Any) -> set[tuple[str, str]] | None:
+    """The learner's ``{(waiter, waited_for), ...}`` as stream numbers in text, or None when malformed."""
+    if isinstance(answer, dict):
+        answer = answer.items()
+    try:
+        pairs = {(str(int(a)), str(int(b))) for a, b in answer}
+    except (TypeError, ValueError):
+        return None
+    return pairs
+
+
+def true_waits(trace: Any) -> set[tuple[str, str]]:
+    """``{(waiter stream, waited-for stream)}`` in a trace, read by :func:`asynclab.metrics.stream_waits`.
+
+    Example:
+        >>> from asynclab import reference
+        >>> sorted(true_waits(reference.trace(4, "who_waited")))  # doctest: +SKIP
+        [('42', '34'), ('7', '38')]
+    """
+    from asynclab.metrics import stream_waits
+
+    waits = stream_waits(trace).dropna(subset=["waited_for"])
+    return {(_stream_of(w), _stream_of(f)) for w, f in zip(waits["lane"], waits["waited_for"])}
+
+
+@exercise("04.who_waited")
+def who_waited(answer: Any) -> Verdict:
+    """Which stream waited for which, in the reference trace ``who_waited``? Answer ``{(waiter, waited_for), ...}``
+    with the stream numbers of the timeline's lanes.
+
+    Example:
+        >>> who_waited({(7, 7)}).right
+        False
+    """
+    from asynclab import reference
+
+    trace = reference.trace(4, "who_waited")
+    pairs = _pairs(answer)
+    if pairs is None:
+        return Verdict(False, "give a set of (waiter, waited_for) pairs of stream numbers, e.g. {(13, 7)}: "
+                              "stream 13 waited for stream 7.")
+    right = true_waits(trace)
+    streams = {_stream_of(lane) for lane in trace.lanes() if "· stream " in lane}
+    unknown = sorted({s for pair in pairs for s in pair} - streams)
+    if unknown:
+        return Verdict(False, f"no stream {', '.join(unknown)} in this trace; its streams are {', '.join(sorted(streams, key=int))}.")
+    if pairs == right:
+        return Verdict(True, "each waiting stream's kernel began within microseconds of the other stream's spin ending, "
+                             "though it was launched long before: that is a wait on an event.")
+    wrong = sorted(pairs - right)
+    return Verdict(False, f"{len(pairs & right)} of {len(right)} right"
+                          + (f"; these streams did not wait for those: {wrong}" if wrong else "")
+                          + (f"; {len(right - pairs)} missing" if right - pairs else "")
+                          + ". Look for work that starts long after its launch, right when another stream's work ends.")
