@@ -268,4 +268,27 @@ def test_who_waited_is_read_from_the_reference_trace():
     assert not al.check("04.who_waited", flipped).right
     assert "1 missing" in al.check("04.who_waited", set(list(truth)[:1])).message
     assert "no stream 999" in al.check("04.who_waited", {(999, 7)}).message
-    assert "pairs of stream numbers" in al.check("04.who_waited", "7 waited for 13").message
+    assert "pairs of whole stream numbers" in al.check("04.who_waited", "7 waited for 13").message
+    assert not al.check("04.who_waited", {(int(a) + 0.5, int(b)) for a, b in truth}).right  # no rounding
+    streams = ["7", "34", "38", "42", "46"]
+    everything = {(a, b) for a in streams for b in streams if a != b}
+    verdict = al.check("04.who_waited", everything)
+    assert not verdict.right and "each stream that waited" in verdict.message  # listing every pair gives nothing away
+
+
+def _polling_handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+        done = torch.cuda.Event()
+        done.record()
+    while not done.query():  # the host polls: it waits too
+        pass
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+
+def test_event_wait_fix_polling_host_waits_and_ends():
+    verdict = al.check("04.event_wait_fix", _polling_handoff)
+    assert not verdict.right and "the host waited" in verdict.message
+    verdict = al.check("04.event_wait_fix", lambda p, c, make, use: (make(), use(torch.ones(4)))[1])
+    assert not verdict.right and "pass it x" in verdict.message

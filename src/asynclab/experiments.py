@@ -118,6 +118,19 @@ def wall_ms(t0: float) -> float:
     return (time.perf_counter() - t0) * 1e3
 
 
+def dig(results: dict[str, Any], *keys: str) -> Any:
+    """``results[k1][k2]...``, or None where a level is missing or not a dict (a headline from partial results).
+
+    Example:
+        >>> dig({"race": {"no wait": {"wrong": 5}}}, "race", "no wait", "wrong"), dig({}, "race", "elements")
+        (5, None)
+    """
+    value: Any = results
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
 def run_setup(device: Any, trace_dir: Any, cpu_kwargs: dict[str, dict[str, Any]]
               ) -> tuple[torch.device, dict[str, dict[str, Any]], Any]:
     """What every lesson's ``run_all`` starts with: the device, the sizes for it, and the trace folder (created).
@@ -137,4 +150,4 @@ def run_setup(device: Any, trace_dir: Any, cpu_kwargs: dict[str, dict[str, Any]]
 
 
 __all__ = ["for_lesson", "with_experiments", "on_device", "resolve_device", "sync", "dtype_name", "spin_cycles", "percentile", "wall_ms",
-           "run_setup"]
+           "dig", "run_setup"]

@@ -133,7 +133,10 @@ class SimStream:
         self.sim.host = max(self.sim.host, self.ready)
 
     def query(self) -> bool:
-        return self.sim.host >= self.ready
+        done = self.sim.host >= self.ready
+        if not done:
+            self.sim.host += StreamSim.POLL_MS  # polling costs the host time, as on a GPU
+        return done
 
     def __repr__(self) -> str:
         return f"<simulated stream {self.name}>"
@@ -152,8 +155,12 @@ class SimEvent:
         (stream or self.sim.current).wait_event(self)
 
     def query(self) -> bool:
-        """True once the host's time has reached the event (the host never moves on by itself here)."""
-        return self.sim.host >= self.time
+        """True once the host's time has reached the event. Each call costs the host a polling step of
+        simulated time, so a loop that polls until True ends, having made the host wait."""
+        done = self.sim.host >= self.time
+        if not done:
+            self.sim.host += StreamSim.POLL_MS
+        return done
 
     def synchronize(self) -> None:
         """The host waits for the event."""
@@ -179,6 +186,9 @@ class StreamSim(_StandsInForCuda):
         ...     y.right
         False
     """
+
+    #: Simulated host time one ``query()`` that says False costs (a polling loop's step).
+    POLL_MS = 0.5
 
     def __init__(self) -> None:
         self.default = SimStream(self, "default")

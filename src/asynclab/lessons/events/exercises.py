@@ -35,6 +35,8 @@ def _handoff_on_gpu(handoff: Callable) -> tuple[bool, bool, dict[str, bool]]:
 
     def use(t: torch.Tensor) -> torch.Tensor:
         ran["use"].append(torch.cuda.current_stream())
+        if t is not x:
+            raise TypeError("use() takes the tensor make() returned: pass it x")
         return torch.add(t, 1, out=y)
 
     result = handoff(producer, consumer, make, use)
@@ -53,12 +55,17 @@ def _handoff_simulated(handoff: Callable) -> tuple[bool, bool, dict[str, bool]]:
         producer, consumer = torch.cuda.Stream(), torch.cuda.Stream()
         ran: dict[str, list] = {"make": [], "use": []}
 
+        made: list = []
+
         def make() -> Any:
             ran["make"].append(torch.cuda.current_stream())
-            return sim.kernel([], ms=LATE_MS)
+            made.append(sim.kernel([], ms=LATE_MS))
+            return made[-1]
 
         def use(t: Any) -> Any:
             ran["use"].append(torch.cuda.current_stream())
+            if not made or t is not made[-1]:
+                raise TypeError("use() takes the tensor make() returned: pass it x")
             return sim.kernel([t], ms=0.1)
 
         result = handoff(producer, consumer, make, use)
@@ -121,10 +128,13 @@ def _pairs(answer: Any) -> set[tuple[str, str]] | None:
     if isinstance(answer, dict):
         answer = answer.items()
     try:
-        pairs = {(str(int(a)), str(int(b))) for a, b in answer}
+        pairs = {(a, b) for a, b in answer}
     except (TypeError, ValueError):
         return None
-    return pairs
+    if not all(isinstance(v, int) and not isinstance(v, bool) or isinstance(v, str) and v.isdigit()
+               for pair in pairs for v in pair):
+        return None
+    return {(str(int(a)), str(int(b))) for a, b in pairs}
 
 
 def true_waits(trace: Any) -> set[tuple[str, str]]:
@@ -155,18 +165,21 @@ def who_waited(answer: Any) -> Verdict:
     trace = reference.trace(4, "who_waited")
     pairs = _pairs(answer)
     if pairs is None:
-        return Verdict(False, "give a set of (waiter, waited_for) pairs of stream numbers, e.g. {(13, 7)}: "
+        return Verdict(False, "give a set of (waiter, waited_for) pairs of whole stream numbers, e.g. {(13, 7)}: "
                               "stream 13 waited for stream 7.")
     right = true_waits(trace)
     streams = {_stream_of(lane) for lane in trace.lanes() if "· stream " in lane}
     unknown = sorted({s for pair in pairs for s in pair} - streams)
     if unknown:
         return Verdict(False, f"no stream {', '.join(unknown)} in this trace; its streams are {', '.join(sorted(streams, key=int))}.")
+    if len(pairs) > len(streams):
+        return Verdict(False, f"{len(pairs)} pairs for {len(streams)} streams: each stream that waited, waited for one "
+                              "other stream. Name only the waits you can see.")
     if pairs == right:
         return Verdict(True, "each waiting stream's kernel began within microseconds of the other stream's spin ending, "
                              "though it was launched long before: that is a wait on an event.")
-    wrong = sorted(pairs - right)
+    wrong = len(pairs - right)
     return Verdict(False, f"{len(pairs & right)} of {len(right)} right"
-                          + (f"; these streams did not wait for those: {wrong}" if wrong else "")
+                          + (f"; {wrong} pair{'s' if wrong > 1 else ''} that did not wait like that" if wrong else "")
                           + (f"; {len(right - pairs)} missing" if right - pairs else "")
                           + ". Look for work that starts long after its launch, right when another stream's work ends.")

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import torch
 
-from asynclab.experiments import resolve_device, spin_cycles, wall_ms
+from asynclab.experiments import dig, resolve_device, spin_cycles, wall_ms
 
 LESSON = "04"
 
@@ -523,11 +523,8 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
         >>> headline({"race": {"no wait": {"wrong": 5}, "wait_event": {"wrong": 0}}})["race_wrong_values_fixed"]
         0
     """
-    def get(exp: str, *keys: str) -> Any:
-        value: Any = results.get(exp, {})
-        for key in keys:
-            value = value.get(key) if isinstance(value, dict) else None
-        return value
+    def get(*keys: str) -> Any:
+        return dig(results, *keys)
 
     wrong_unfixed, wrong_fixed = get("race", "no wait", "wrong"), get("race", "wait_event", "wrong")
     unfixed_reported, fixed_reported = get("sanitizer", "unfixed", "reported"), get("sanitizer", "fixed", "reported")

@@ -8,7 +8,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from asynclab.experiments import dtype_name, on_device, resolve_device, run_setup, spin_cycles, sync
+from asynclab.experiments import dig, dtype_name, on_device, resolve_device, run_setup, spin_cycles, sync
 from asynclab.parallel import Parallel
 from asynclab.timing import event_timer, sync_timer
 
@@ -602,11 +602,8 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
         >>> headline({"spin_kernels": {"speedup": 3.9}})["four_spin_kernels_speedup"]
         3.9
     """
-    def get(exp: str, *keys: str) -> Any:
-        value: Any = results.get(exp, {})
-        for key in keys:
-            value = value.get(key) if isinstance(value, dict) else None
-        return value
+    def get(*keys: str) -> Any:
+        return dig(results, *keys)
 
     return {
         "four_spin_kernels_speedup": get("spin_kernels", "speedup"),
