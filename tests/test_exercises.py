@@ -292,3 +292,80 @@ def test_event_wait_fix_polling_host_waits_and_ends():
     assert not verdict.right and "the host waited" in verdict.message
     verdict = al.check("04.event_wait_fix", lambda p, c, make, use: (make(), use(torch.ones(4)))[1])
     assert not verdict.right and "pass it x" in verdict.message
+
+
+# -- lesson 05: the overlap loop and the D2H read (simulated without a GPU, real kernels with one) ----------------
+def _overlapped(chunks, compute):
+    copy, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    results = []
+    for chunk in chunks:
+        with torch.cuda.stream(copy):
+            x = chunk.to("cuda", non_blocking=True)
+            arrived = torch.cuda.Event()
+            arrived.record()
+        main.wait_event(arrived)
+        x.record_stream(main)  # x's memory must wait for compute, not only for the copy stream
+        results.append(compute(x))
+    return results
+
+
+def _overlapped_no_record_stream(chunks, compute):
+    copy, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    results = []
+    for chunk in chunks:
+        with torch.cuda.stream(copy):
+            x = chunk.to("cuda", non_blocking=True)
+            arrived = torch.cuda.Event()
+            arrived.record()
+        main.wait_event(arrived)
+        results.append(compute(x))  # x freed at the next chunk: the copy stream reuses its memory at once
+    return results
+
+
+def _overlapped_racy(chunks, compute):
+    copy = torch.cuda.Stream()
+    results = []
+    for chunk in chunks:
+        with torch.cuda.stream(copy):
+            x = chunk.to("cuda", non_blocking=True)
+        results.append(compute(x))
+    return results
+
+
+@pytest.mark.parametrize("fn, right, says", [
+    (_overlapped, True, "hidden behind compute, every result right"),
+    (_overlapped_racy, False, "results are wrong"),
+    (_overlapped_no_record_stream, False, "record_stream"),
+    (lambda chunks, compute: [compute(c.to("cuda", non_blocking=True)) for c in chunks], False, "only 0%"),
+    (lambda chunks, compute: [compute(c) for c in chunks], False, "takes a chunk on the GPU"),
+    (lambda chunks, compute: [compute(c.to("cuda")) for c in chunks[:3]], False, "one result per chunk"),
+    (lambda chunks, compute: None, False, "one result per chunk"),
+    ("not a function", False, "pass your function"),
+])
+def test_overlap_loop_checks_overlap_and_results(fn, right, says):
+    verdict = al.check("05.overlap_loop", fn)
+    assert verdict.right is right and says in verdict.message, verdict.message
+
+
+def _read_no_sync(losses, out):
+    out.copy_(losses, non_blocking=True)
+    return out.tolist()
+
+
+def _read_event_sync(losses, out):
+    out.copy_(losses, non_blocking=True)
+    copied = torch.cuda.Event()
+    copied.record()
+    copied.synchronize()
+    return out.tolist()
+
+
+@pytest.mark.parametrize("fn, right, says", [
+    (_read_no_sync, False, "still held the step before's numbers"),
+    (_read_event_sync, True, "this step's losses"),
+    (lambda losses, out: [1.0] * 8, False, "not this step's losses"),
+    (lambda losses, out: 3, False, "as a list"),
+])
+def test_d2h_read_needs_the_sync(fn, right, says):
+    verdict = al.check("05.d2h_read", fn)
+    assert verdict.right is right and says in verdict.message, verdict.message

@@ -201,7 +201,7 @@ def test_gpu_only_experiments_explain_themselves_on_cpu():
 
 
 # -- run_all: the recording path, at CPU sizes -----------------------------------------------------
-@pytest.mark.parametrize("mod", ["01", "02", "03", "04"])
+@pytest.mark.parametrize("mod", ["01", "02", "03", "04", "05"])
 def test_run_all_on_cpu(mod, tmp_path):
     mod = experiments.for_lesson(mod)
     if mod is A:
@@ -217,7 +217,7 @@ def test_run_all_on_cpu(mod, tmp_path):
 
 
 def test_cpu_kwargs_name_real_functions():
-    for mod in (A, T, experiments.for_lesson(3), experiments.for_lesson(4)):
+    for mod in (A, T, *(experiments.for_lesson(n) for n in (3, 4, 5))):
         for name, kwargs in mod.CPU_KWARGS.items():
             fn = getattr(mod, name)
             assert callable(fn) and fn.__doc__ and "Example" in fn.__doc__
@@ -320,3 +320,57 @@ def test_gpu_events_races_are_certain_and_fixed():
     assert a["record_stream"]["wrong"] == 0 and a["keep a reference"]["wrong"] == 0
     s = E.sanitizer("cuda")
     assert s["unfixed"]["reported"] and not s["fixed"]["reported"]
+
+
+# -- lesson 05 (copy overlap): GPU-only; on the CPU each experiment says so; on a GPU the claims hold ----------------
+from asynclab.lessons.copy_overlap import experiments as C  # noqa: E402
+
+
+def test_copy_overlap_experiments_explain_themselves_on_cpu():
+    for name in C.CPU_KWARGS:
+        r = getattr(C, name)(CPU)
+        assert "no CUDA GPU" in r["note"] and is_json_ready(r), name
+    head = C.headline({})
+    assert set(head) >= {"h2d_pageable_gbps", "h2d_pinned_gbps", "d2h_pinned_gbps", "bidirectional_gbps",
+                         "hidden_fraction_pinned", "hidden_fraction_pageable", "d2h_early_read_wrong",
+                         "pinned_source_mutation_wrong", "dataloader_step_ms_plain", "dataloader_step_ms_pinned"}
+    assert all(v is None for v in head.values())
+
+
+def test_copy_overlap_headline_reads_the_sweep_at_256_mib():
+    sizes = [64 * 1024, 256 * C.MiB, C.SIZES[-1]]
+    results = {"bandwidth": {"sizes": sizes, "gbps": {"h2d pinned": [4.0, 55.0, 56.0]}},
+               "pipeline": {"pinned": {"hidden_fraction": 0.93}}, "early_read": {"no sync": {"wrong": 0}}}
+    head = C.headline(results)
+    assert head["h2d_pinned_gbps"] == 55.0 and head["h2d_pageable_gbps"] is None
+    assert head["hidden_fraction_pinned"] == 0.93 and head["d2h_early_read_wrong"] is False
+    assert C.SIZES[0] == 64 * 1024 and C.SIZES[-1] == 1 << 30
+
+
+def test_pcie_peak_from_generation_and_lanes():
+    from asynclab.hardware import pcie_peak_gbps
+
+    assert round(pcie_peak_gbps(5, 16), 2) == 63.02 and round(pcie_peak_gbps(3, 16), 2) == 15.75
+    with pytest.raises(ValueError, match="generation 9"):
+        pcie_peak_gbps(9, 16)
+    with pytest.raises(ValueError, match="at least 1 lane"):
+        pcie_peak_gbps(5, 0)
+
+
+def test_host_memory_kind_is_checked():
+    with pytest.raises(ValueError, match="'pageable' or 'pinned'"):
+        C._host(1024, "locked")
+
+
+@pytest.mark.gpu
+def test_gpu_copy_overlap_claims_hold_at_small_sizes():
+    b = C.bandwidth("cuda", sizes=(64 * C.MiB,))
+    assert b["gbps"]["h2d pinned"][0] > b["gbps"]["h2d pageable"][0]
+    nb = C.non_blocking("cuda", nbytes=64 * C.MiB, spin_ms=10)["setups"]
+    assert nb["pinned, non_blocking=True"]["call_ms"] < 1.0 < nb["pageable, non_blocking=True"]["call_ms"]
+    p = C.pipeline("cuda", chunks=8, chunk_bytes=8 * C.MiB, path=None)
+    assert p["wrong_chunks"] == 0 and p["overlapped_ms"] < p["serial_ms"]
+    r = C.early_read("cuda", spin_ms=10)
+    assert r["no sync"]["wrong"] == r["n"] and r["event sync"]["wrong"] == 0
+    m = C.source_mutation("cuda", spin_ms=10)
+    assert m["unfixed"]["wrong"] == m["n"] and m["fixed"]["wrong"] == 0

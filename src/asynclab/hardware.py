@@ -91,6 +91,43 @@ def _p2p(torch, n: int) -> tuple[tuple[bool, ...], ...]:
     return tuple(tuple(i == j or bool(torch.cuda.can_device_access_peer(i, j)) for j in range(n)) for i in range(n))
 
 
+#: PCIe generation -> (transfer rate per lane in GT/s, payload bits per transferred bit after line encoding).
+_PCIE_GENERATIONS = {1: (2.5, 8 / 10), 2: (5.0, 8 / 10), 3: (8.0, 128 / 130), 4: (16.0, 128 / 130),
+                     5: (32.0, 128 / 130), 6: (64.0, 242 / 256)}
+
+
+def pcie_peak_gbps(gen: int, width: int) -> float:
+    """The PCIe link's raw peak in GB/s per direction: lanes x transfer rate x line encoding, before packet overheads.
+
+    Example:
+        >>> round(pcie_peak_gbps(5, 16), 1), round(pcie_peak_gbps(4, 16), 1)
+        (63.0, 31.5)
+    """
+    if gen not in _PCIE_GENERATIONS:
+        raise ValueError(f"PCIe generation {gen!r} is not one of {sorted(_PCIE_GENERATIONS)}")
+    if int(width) < 1:
+        raise ValueError(f"a PCIe link has at least 1 lane, not {width!r}")
+    rate, encoding = _PCIE_GENERATIONS[gen]
+    return rate * encoding * int(width) / 8.0
+
+
+def pcie_link(index: int = 0) -> tuple[int, int] | None:
+    """``(generation, lanes)`` of GPU ``index``'s PCIe link at its maximum, as the driver reports it, or None
+    without nvidia-smi (idle links train down to save power, so the current figures can be lower).
+
+    Example:
+        >>> pcie_link(0)  # doctest: +SKIP
+        (5, 16)
+    """
+    out = _run(["nvidia-smi", f"--id={int(index)}", "--query-gpu=pcie.link.gen.max,pcie.link.width.max",
+                "--format=csv,noheader,nounits"])
+    try:
+        gen, width = (int(v) for v in out.splitlines()[0].split(","))
+    except (AttributeError, ValueError, IndexError):
+        return None
+    return gen, width
+
+
 def inventory() -> Hardware:
     """Inspect this machine. Never raises: without torch, CUDA or nvidia-smi it reports what it can.
 

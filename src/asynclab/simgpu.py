@@ -100,13 +100,28 @@ class SimulatedGPU(_StandsInForCuda):
 
 
 class SimTensor:
-    """A tensor of the stream simulator: it knows when its last write finishes and whether its data is right."""
+    """A tensor of the stream simulator: it knows when its last write finishes and whether its data is right.
 
-    def __init__(self, ready_at: float, right: bool = True):
-        self.ready_at, self.right = ready_at, right
+    Its memory belongs to the stream that made it, as in PyTorch's caching allocator: once the tensor
+    is freed, that stream's next allocation reuses the memory at once, even while a kernel queued on
+    another stream still reads it, unless ``record_stream`` told the allocator about that stream.
+    """
+
+    is_cuda = True
+
+    def __init__(self, ready_at: float, right: bool = True, values: list | None = None, stream: "SimStream | None" = None):
+        self.ready_at, self.right, self.values, self.stream = ready_at, right, values, stream
+        self.recorded: set[int] = set()  # ids of the streams record_stream named
+        # the uses on other streams the allocator does not know about: (until when, results they make)
+        self.unguarded = {"until": 0.0, "results": []}
+        if stream is not None:
+            import weakref
+
+            weakref.finalize(self, stream.sim._freed, stream, self.unguarded)
 
     def record_stream(self, stream: "SimStream") -> None:
-        """Accepted, as on a real tensor; the simulator has no allocator to protect."""
+        """Tell the allocator that ``stream`` uses this tensor: its memory waits for that stream's work."""
+        self.recorded.add(id(stream))
 
     def __repr__(self) -> str:
         return f"SimTensor(ready at {self.ready_at:g} ms, {'right' if self.right else 'stale'} data)"
@@ -115,8 +130,8 @@ class SimTensor:
 class SimStream:
     """A simulated CUDA stream: a queue whose work ends at ``ready`` (ms of simulated time)."""
 
-    def __init__(self, sim: "StreamSim", name: str):
-        self.sim, self.name, self.ready = sim, name, 0.0
+    def __init__(self, sim: "StreamSim", name: str, number: int = 7):
+        self.sim, self.name, self.ready, self.number = sim, name, 0.0, number
 
     def wait_stream(self, other: "SimStream") -> None:
         self.ready = max(self.ready, other.ready)
@@ -167,6 +182,56 @@ class SimEvent:
         self.sim.host = max(self.sim.host, self.time)
 
 
+class SimHostTensor:
+    """A host tensor of the stream simulator, pageable or pinned, whose copy to the GPU takes ``copy_ms``.
+
+    ``.to("cuda", non_blocking=...)`` (or ``.cuda(...)``) queues the copy on the current stream. As on a
+    GPU, the host returns at once only for a pinned tensor with ``non_blocking=True``; otherwise it waits
+    until the copy is done. ``pin_memory()`` costs the host ``copy_ms``. ``values`` is what a reader sees;
+    ``copy_(gpu_tensor, non_blocking=...)`` brings a GPU tensor's values back (they land when the copy ends).
+    """
+
+    is_cuda = False
+
+    def __init__(self, sim: "StreamSim", copy_ms: float = 1.0, pinned: bool = False, values: list | None = None):
+        self.sim, self.copy_ms, self.pinned, self.values = sim, copy_ms, pinned, values
+        self._landing: tuple[float, list | None] | None = None  # (when, values) of a copy still on its way
+
+    def is_pinned(self) -> bool:
+        return self.pinned
+
+    def pin_memory(self, device=None) -> "SimHostTensor":
+        self.sim.host += self.copy_ms  # a copy into page-locked memory, on the host
+        return SimHostTensor(self.sim, self.copy_ms, True, self.values)
+
+    def to(self, device=None, non_blocking: bool = False, **kwargs) -> "SimTensor":
+        return self.sim.copy(self, non_blocking)
+
+    def cuda(self, device=None, non_blocking: bool = False, **kwargs) -> "SimTensor":
+        return self.sim.copy(self, non_blocking)
+
+    def copy_(self, src: "SimTensor", non_blocking: bool = False) -> "SimHostTensor":
+        """Copy a GPU tensor back into this one, on the current stream (D2H)."""
+        if not getattr(src, "is_cuda", False):
+            raise TypeError("copy_() here takes a tensor on the GPU")
+        end = self.sim.queue_copy(self.copy_ms, "Memcpy DtoH (Device -> Pinned)" if self.pinned
+                                  else "Memcpy DtoH (Device -> Pageable)", host_waits=not (non_blocking and self.pinned))
+        self._landing = (end, src.values)
+        return self
+
+    def _now(self) -> list | None:
+        if self._landing is not None and self.sim.host >= self._landing[0]:
+            self.values, self._landing = self._landing[1], None
+        return self.values
+
+    def tolist(self) -> list | None:
+        """What the host reads now: the copied values only if their copy has finished."""
+        return list(self._now() or [])
+
+    def __repr__(self) -> str:
+        return f"SimHostTensor({'pinned' if self.pinned else 'pageable'}, copy {self.copy_ms:g} ms)"
+
+
 class StreamSim(_StandsInForCuda):
     """A logical-time model of CUDA streams, standing in for ``torch.cuda`` in checkers on machines without a GPU.
 
@@ -195,15 +260,78 @@ class StreamSim(_StandsInForCuda):
         self.current = self.default
         self.host = 0.0
         self.streams = [self.default]
+        self.copy_engine = 0.0  # when the (one) copy engine is free again
+        self.free_blocks: list[tuple["SimStream", dict]] = []  # freed memory, with the unguarded uses it still has
+        self.ran: list[tuple[str, str, int, float, float]] = []  # (kind, name, stream, start, end) of all GPU work
         super().__init__()
 
-    def kernel(self, reads: list[SimTensor], ms: float = 1.0) -> SimTensor:
+    def kernel(self, reads: list[SimTensor], ms: float = 1.0, values: list | None = None) -> SimTensor:
         """Queue a kernel of ``ms`` on the current stream that reads ``reads``; returns what it writes."""
+        if any(not getattr(t, "is_cuda", False) for t in reads):
+            raise TypeError("a GPU kernel reads tensors on the GPU: copy host tensors there first, with .to('cuda')")
         stream = self.current
         start = max(stream.ready, self.host)
         right = all(t.right and start >= t.ready_at for t in reads)
         stream.ready = start + ms
-        return SimTensor(stream.ready, right)
+        self.ran.append(("kernel", "kernel", stream.number, start, stream.ready))
+        out = SimTensor(stream.ready, right, values, stream=stream)
+        self._allocated(stream, start)
+        for t in reads:
+            if t.stream is not None and t.stream is not stream and id(stream) not in t.recorded:
+                t.unguarded["until"] = max(t.unguarded["until"], stream.ready)
+                t.unguarded["results"].append(out)
+        return out
+
+    def _freed(self, stream: "SimStream", unguarded: dict) -> None:
+        self.free_blocks.append((stream, unguarded))
+
+    def _allocated(self, stream: "SimStream", start: float) -> None:
+        """New memory on ``stream``, written from ``start``: a freed block of that stream is reused, and a kernel
+        on another stream still reading it (no record_stream) reads the new data: its result is wrong."""
+        for i, (owner, unguarded) in enumerate(self.free_blocks):
+            if owner is stream:
+                del self.free_blocks[i]
+                if unguarded["until"] > start:
+                    for result in unguarded["results"]:
+                        result.right = False
+                return
+
+    def queue_copy(self, ms: float, name: str, host_waits: bool) -> float:
+        """Queue a copy of ``ms`` on the current stream and the copy engine; returns when it ends."""
+        stream = self.current
+        start = max(stream.ready, self.host, self.copy_engine)
+        stream.ready = self.copy_engine = start + ms
+        self.ran.append(("gpu_memcpy", name, stream.number, start, stream.ready))
+        if host_waits:
+            self.host = stream.ready
+        self.last_copy_start = start
+        return stream.ready
+
+    def copy(self, src: SimHostTensor, non_blocking: bool) -> SimTensor:
+        """``src.to("cuda", non_blocking=...)``: the host waits unless the source is pinned and the copy non-blocking."""
+        name = "Memcpy HtoD (Pinned -> Device)" if src.pinned else "Memcpy HtoD (Pageable -> Device)"
+        end = self.queue_copy(src.copy_ms, name, host_waits=not (non_blocking and src.pinned))
+        self._allocated(self.current, self.last_copy_start)
+        return SimTensor(end, True, src.values, stream=self.current)
+
+    def trace(self):
+        """What ran on the simulated GPU as a :class:`asynclab.trace.Trace` (one device, the streams' numbers).
+
+        Example:
+            >>> with StreamSim() as sim:
+            ...     x = SimHostTensor(sim, copy_ms=2.0, pinned=True).to("cuda", non_blocking=True)
+            ...     y = sim.kernel([x], ms=1.0)
+            >>> sim.trace().lanes()
+            ['GPU 0 · stream 7 (default)']
+        """
+        from asynclab.trace import load_trace
+
+        if not self.ran:
+            raise ValueError("nothing ran on the simulated GPU")
+        events = [{"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": stream, "ts": start * 1e3,
+                   "dur": (end - start) * 1e3, "args": {"device": 0, "stream": stream}}
+                  for cat, name, stream, start, end in self.ran]
+        return load_trace({"traceEvents": events})
 
     def __enter__(self) -> "StreamSim":
         import contextlib
@@ -213,7 +341,7 @@ class StreamSim(_StandsInForCuda):
         sim = self
 
         def new_stream(device=None, priority=0, **kwargs) -> SimStream:
-            stream = SimStream(sim, f"side {len(sim.streams)}")
+            stream = SimStream(sim, f"side {len(sim.streams)}", number=9 + 4 * len(sim.streams))
             sim.streams.append(stream)
             return stream
 

@@ -1,0 +1,188 @@
+"""Lesson 05 exercise checkers: write a copy/compute loop that overlaps, and add the missing sync to a GPU->host read."""
+from __future__ import annotations
+
+import itertools
+import random
+from typing import Any, Callable
+
+from asynclab.checks import Verdict, exercise
+from asynclab.simgpu import SimHostTensor, StreamSim
+
+#: Chunks the overlap checker feeds the learner's loop.
+CHUNKS = 12
+#: The share of copy time that must be hidden behind compute; the best possible is (CHUNKS - 1) / CHUNKS.
+MIN_HIDDEN = 0.75
+#: How late the GPU's numbers are in the read checker, in ms.
+LATE_MS = 20.0
+
+
+# -- exercise 1: a loop that overlaps copies with compute -------------------------------------------------------
+def _overlap_on_gpu(overlapped: Callable) -> tuple[int, int, float]:
+    """Run ``overlapped(chunks, compute)`` on the GPU, profiled; returns ``(results, wrong results, hidden fraction)``."""
+    import torch
+
+    from asynclab.lessons.copy_overlap.experiments import MiB, Pipeline
+    from asynclab.metrics import hidden_fraction
+    from asynclab.record import record
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    pipe = Pipeline(dev, "pinned", chunks=CHUNKS, chunk_bytes=16 * MiB)  # chunks, and compute ~1.2x a chunk's copy
+    counts = {"results": 0, "wrong": 0}
+    runs = itertools.count(1)
+
+    def compute(x: Any) -> Any:
+        if not isinstance(x, torch.Tensor) or not x.is_cuda:
+            raise TypeError("compute() takes a chunk on the GPU: copy it there first, with .to('cuda', non_blocking=True)")
+        y = x
+        for _ in range(pipe.reps):
+            y = torch.mm(y, pipe.eye)
+        return y
+
+    def once() -> None:
+        run = next(runs)
+        values = [run * 100.0 + i for i in range(CHUNKS)]  # new numbers every run: stale data can't pass
+        torch.cuda.synchronize()
+        for chunk, v in zip(pipe.host, values):
+            chunk.fill_(v)
+        results = overlapped(list(pipe.host), compute)
+        torch.cuda.synchronize()
+        results = list(results) if results is not None else []
+        counts["results"] = len(results)
+        counts["wrong"] = sum(not isinstance(r, torch.Tensor) or bool((r != v).any()) for r, v in zip(results, values))
+        counts["wrong"] += max(0, CHUNKS - len(results))
+
+    trace = record(once, warmup=1, steps=1)
+    return counts["results"], counts["wrong"], hidden_fraction(trace)
+
+
+def _overlap_simulated(overlapped: Callable) -> tuple[int, int, float]:
+    """The same on :class:`asynclab.simgpu.StreamSim`: pinned chunks of 1 ms copies, 1.2 ms of compute each."""
+    import torch
+
+    from asynclab.metrics import hidden_fraction
+
+    with StreamSim() as sim:
+        chunks = [SimHostTensor(sim, copy_ms=1.0, pinned=True, values=[i]) for i in range(CHUNKS)]
+
+        def compute(x: Any) -> Any:
+            if not getattr(x, "is_cuda", False):
+                raise TypeError("compute() takes a chunk on the GPU: copy it there first, with .to('cuda', non_blocking=True)")
+            return sim.kernel([x], ms=1.2, values=x.values)
+
+        results = overlapped(list(chunks), compute)
+        results = list(results) if results is not None else []
+        wrong = sum(not getattr(r, "right", False) or r.values != [i] for i, r in enumerate(results))
+        wrong += max(0, CHUNKS - len(results))
+        hidden = hidden_fraction(sim.trace()) if sim.ran else float("nan")
+        torch.cuda.synchronize()
+    return len(results), wrong, hidden
+
+
+@exercise("05.overlap_loop")
+def overlap_loop(overlapped: Callable) -> Verdict:
+    """Does ``overlapped(chunks, compute)`` copy the chunks to the GPU while earlier chunks compute, and get every result right?
+
+    ``chunks`` is a list of pinned host tensors; ``compute(x)`` queues the work for one chunk already on
+    the GPU, on the current stream, and returns its result. The function returns the results in order.
+    The checker reads the share of copy time hidden behind compute off a profiler trace (on a GPU) or
+    off the simulated GPU's timeline (without one), with :func:`asynclab.metrics.hidden_fraction`. It
+    needs at least :data:`MIN_HIDDEN`, and every result right: the chunks hold new numbers every run,
+    so a compute that reads a chunk before it has arrived gets old ones.
+
+    Example:
+        >>> def one_stream(chunks, compute):
+        ...     return [compute(c.to("cuda")) for c in chunks]
+        >>> overlap_loop(one_stream).right
+        False
+    """
+    import torch
+
+    if not callable(overlapped):
+        return Verdict(False, "pass your function overlapped itself (no parentheses).")
+    simulated = not torch.cuda.is_available()
+    where = " (on a simulated GPU: this machine has none)" if simulated else ""
+    try:
+        count, wrong, hidden = (_overlap_simulated if simulated else _overlap_on_gpu)(overlapped)
+    except Exception as err:  # noqa: BLE001 - the learner's code
+        return Verdict(False, f"your function raised {type(err).__name__}: {err}")
+    if count != CHUNKS:
+        return Verdict(False, f"return one result per chunk, in order: {CHUNKS} chunks, {count} results.")
+    if hidden != hidden:  # NaN: no copies at all
+        return Verdict(False, "no host-to-GPU copies ran: copy each chunk with .to('cuda', non_blocking=True).")
+    if wrong:
+        return Verdict(False, f"{wrong} of {CHUNKS} results are wrong{where}: compute read a chunk that was not there yet, "
+                              "or no longer. Make the compute stream wait for an event recorded after each copy, and "
+                              "keep each chunk's memory for it: x.record_stream(compute stream) (lesson 04).")
+    if hidden < MIN_HIDDEN:
+        return Verdict(False, f"right results, but only {hidden:.0%} of the copy time was hidden behind compute{where} "
+                              f"(needed: {MIN_HIDDEN:.0%}): issue the copies on a stream of their own, non_blocking, "
+                              "and let the host run ahead (no synchronize in the loop).")
+    return Verdict(True, f"{hidden:.0%} of the copy time was hidden behind compute, every result right{where} "
+                         f"(the first copy has nothing to hide behind: {(CHUNKS - 1) / CHUNKS:.0%} is the best).")
+
+
+# -- exercise 2: the missing sync in a GPU->host read ------------------------------------------------------------
+def _read_on_gpu(read_losses: Callable) -> tuple[Any, list[float]]:
+    """Run ``read_losses(losses, out)`` with the GPU's losses late (a spin ahead); returns ``(what it returned, truth)``."""
+    import torch
+
+    from asynclab.experiments import spin_cycles
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    cycles = spin_cycles(dev, LATE_MS)
+    truth = [round(random.uniform(0.5, 3.0), 3) for _ in range(8)]
+    out = torch.tensor([-1.0] * len(truth), pin_memory=True)  # last step's numbers, as far as anyone can tell
+    expected = torch.tensor(truth)
+    torch.cuda.synchronize()
+    torch.cuda._sleep(cycles)  # the GPU is still busy with this step...
+    losses = expected.to(dev, non_blocking=True)  # ...so its losses arrive late
+    got = read_losses(losses, out)
+    torch.cuda.synchronize()
+    return got, truth
+
+
+def _read_simulated(read_losses: Callable) -> tuple[Any, list[float]]:
+    """The same on :class:`asynclab.simgpu.StreamSim`."""
+    truth = [round(random.uniform(0.5, 3.0), 3) for _ in range(8)]
+    with StreamSim() as sim:
+        losses = sim.kernel([], ms=LATE_MS, values=list(truth))
+        out = SimHostTensor(sim, copy_ms=0.01, pinned=True, values=[-1.0] * len(truth))
+        got = read_losses(losses, out)
+    return got, truth
+
+
+@exercise("05.d2h_read")
+def d2h_read(read_losses: Callable) -> Verdict:
+    """Does ``read_losses(losses, out)`` return this step's losses, not what ``out`` held before?
+
+    ``losses`` is on the GPU and is written late (behind a spin kernel); ``out`` is a pinned host
+    tensor that holds the step before's numbers. The checker draws new losses every time, so only a
+    read after the copy has finished returns them. On a GPU it runs real copies; without one, a
+    simulation of streams with the same rules.
+
+    Example:
+        >>> def no_sync(losses, out):
+        ...     out.copy_(losses, non_blocking=True)
+        ...     return out.tolist()
+        >>> d2h_read(no_sync).right
+        False
+    """
+    import torch
+
+    if not callable(read_losses):
+        return Verdict(False, "pass your function read_losses itself (no parentheses).")
+    simulated = not torch.cuda.is_available()
+    where = " (on a simulated GPU: this machine has none)" if simulated else ""
+    try:
+        got, truth = (_read_simulated if simulated else _read_on_gpu)(read_losses)
+        truth = [round(float(v), 3) for v in truth]
+    except Exception as err:  # noqa: BLE001 - the learner's code
+        return Verdict(False, f"your function raised {type(err).__name__}: {err}")
+    if not isinstance(got, list):
+        return Verdict(False, f"return the losses as a list (out.tolist()), not {type(got).__name__}.")
+    if [round(float(v), 3) for v in got] != truth:
+        stale = all(float(v) == -1.0 for v in got)
+        return Verdict(False, ("you read out before the copy had landed: it still held the step before's numbers"
+                               if stale else "the numbers returned are not this step's losses") + where
+                       + ". Record an event after the copy and synchronize on it before reading.")
+    return Verdict(True, f"this step's losses, read after their copy had finished{where}.")

@@ -1,0 +1,699 @@
+"""Lesson 05 experiments: copy bandwidth, what non_blocking does, the cost of pinning, a copy/compute pipeline, two wrong-number bugs, a DataLoader."""
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from asynclab.experiments import dig, resolve_device, spin_cycles, wall_ms
+
+LESSON = "05"
+
+#: Every experiment of this lesson needs a GPU (on the CPU each returns a note saying so): nothing to size down.
+CPU_KWARGS: dict[str, dict[str, Any]] = {name: {} for name in (
+    "bandwidth", "bidirectional", "non_blocking", "pin_cost", "pipeline", "early_read", "source_mutation",
+    "dataloader")}
+
+#: What each GPU-only experiment returns on a machine without a GPU.
+NO_GPU = "no CUDA GPU: there is no host-to-GPU copy to measure (the CPU's tensors are already in host memory)"
+
+MiB = 1 << 20
+
+#: The copy sizes of the bandwidth sweep: 64 KiB to 1 GiB, in steps of 4x.
+SIZES = tuple(64 * 1024 * 4 ** k for k in range(8))
+
+#: The two kinds of host memory a copy can start from or land in.
+MEMORY = ("pageable", "pinned")
+
+
+def _no_gpu(dev: torch.device, **fields: Any) -> dict[str, Any]:
+    return {"device": str(dev), "note": NO_GPU, **fields}
+
+
+def _annotate(name: str):
+    """``torch.profiler.record_function(name)``: a labelled bracket on the host's lane of the timeline."""
+    return torch.profiler.record_function(name)
+
+
+def _record_trace(path: str | Path, step: Callable[[], Any]) -> Any:
+    """One profiled run of ``step``, with the GPU side of synchronisations (stream waits, event syncs) recorded."""
+    from asynclab.record import record
+
+    return record(step, path=path, warmup=0, steps=1, cuda_sync_events=True)
+
+
+def _host(nbytes: int, memory: str, fill: float = 1.0) -> torch.Tensor:
+    """A float32 host tensor of ``nbytes``, pageable or pinned, written once (so its pages exist before any copy)."""
+    if memory not in MEMORY:
+        raise ValueError(f"host memory is 'pageable' or 'pinned', not {memory!r}")
+    t = torch.empty(nbytes // 4, dtype=torch.float32, pin_memory=(memory == "pinned"))
+    return t.fill_(fill)
+
+
+def gbps(nbytes: int, ms: float) -> float:
+    """Bytes per millisecond as GB/s (10^9 bytes per second, as link speeds are quoted).
+
+    Example:
+        >>> gbps(1_000_000_000, 20.0)
+        50.0
+    """
+    return nbytes / (ms * 1e6)
+
+
+def _event_ms(fn: Callable[[], Any], repeats: int) -> float:
+    """Median GPU time (CUDA events around ``fn`` on the current stream) over ``repeats`` runs."""
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def _repeats(nbytes: int) -> int:
+    return 20 if nbytes <= 16 * MiB else 5 if nbytes <= 256 * MiB else 3
+
+
+# -- 1: bandwidth -------------------------------------------------------------------------------------------
+def pcie_ceiling(dev: torch.device) -> dict[str, Any]:
+    """The PCIe link of ``dev`` (generation, lanes) and its raw peak per direction, from the driver.
+
+    Example:
+        >>> pcie_ceiling(torch.device("cpu"))["peak_gbps"] is None
+        True
+    """
+    from asynclab.hardware import pcie_link, pcie_peak_gbps
+
+    link = pcie_link(dev.index or 0) if dev.type == "cuda" else None
+    if link is None:
+        return {"gen": None, "lanes": None, "peak_gbps": None}
+    return {"gen": link[0], "lanes": link[1], "peak_gbps": pcie_peak_gbps(*link)}
+
+
+def bandwidth(device: Any = None, sizes: tuple[int, ...] = SIZES) -> dict[str, Any]:
+    """Copy bandwidth host->GPU (H2D) and GPU->host (D2H), from pageable and from pinned host memory, per size.
+
+    Each copy is timed with CUDA events on the stream that runs it (median of several runs). A pageable
+    copy goes through a staging buffer the driver fills on the host, so its events also span that work.
+
+    Returns ``{"sizes": [...bytes], "gbps": {"h2d pageable": [...], "h2d pinned": [...], "d2h pageable": [...],
+    "d2h pinned": [...]}, "ms": {same keys}, "pcie": {gen, lanes, peak_gbps}, "device"}``.
+
+    Example:
+        >>> bandwidth("cpu")["gbps"] is None
+        True
+    """
+    dev = resolve_device(device)
+    if dev.type != "cuda":
+        return _no_gpu(dev, sizes=list(sizes), gbps=None, ms=None, pcie=pcie_ceiling(dev))
+    ms: dict[str, list[float]] = {f"{d} {m}": [] for d in ("h2d", "d2h") for m in MEMORY}
+    with torch.cuda.device(dev):
+        for nbytes in sizes:
+            gpu = torch.empty(nbytes // 4, device=dev)
+            for memory in MEMORY:
+                host = _host(nbytes, memory)
+                gpu.copy_(host), host.copy_(gpu)  # first copies set up the driver's staging and mappings
+                ms[f"h2d {memory}"].append(_event_ms(lambda: gpu.copy_(host, non_blocking=True), _repeats(nbytes)))
+                ms[f"d2h {memory}"].append(_event_ms(lambda: host.copy_(gpu, non_blocking=True), _repeats(nbytes)))
+                del host
+            del gpu
+        torch.cuda.synchronize()
+    rates = {k: [gbps(n, t) for n, t in zip(sizes, v)] for k, v in ms.items()}
+    return {"sizes": list(sizes), "gbps": rates, "ms": ms, "pcie": pcie_ceiling(dev), "device": str(dev)}
+
+
+def bidirectional(device: Any = None, nbytes: int = 256 * MiB, repeats: int = 5,
+                  path: str | Path | None = None) -> dict[str, Any]:
+    """A pinned H2D and a pinned D2H copy of ``nbytes`` each, alone and at once on two streams.
+
+    The GPU has separate copy engines for each direction, so the two can run together. Times are host
+    wall-clock from launch to ``synchronize`` (median of ``repeats``).
+
+    Returns ``{"h2d_ms", "d2h_ms", "both_ms", "h2d_gbps", "d2h_gbps", "both_gbps" (bytes of both copies /
+    both_ms), "copies_overlapped_ms" (from the trace, when ``path``), "nbytes", "device"}``.
+
+    Example:
+        >>> bidirectional("cpu")["both_gbps"] is None
+        True
+    """
+    dev = resolve_device(device)
+    if dev.type != "cuda":
+        return _no_gpu(dev, h2d_ms=None, d2h_ms=None, both_ms=None, h2d_gbps=None, d2h_gbps=None, both_gbps=None,
+                       copies_overlapped_ms=None, nbytes=nbytes)
+    with torch.cuda.device(dev):
+        up_src, down_dst = _host(nbytes, "pinned"), _host(nbytes, "pinned", 0.0)
+        up_dst, down_src = torch.empty(nbytes // 4, device=dev), torch.ones(nbytes // 4, device=dev)
+        up, down = torch.cuda.Stream(), torch.cuda.Stream()
+
+        def copies(h2d: bool, d2h: bool) -> float:
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            if h2d:
+                with torch.cuda.stream(up):
+                    up_dst.copy_(up_src, non_blocking=True)
+            if d2h:
+                with torch.cuda.stream(down):
+                    down_dst.copy_(down_src, non_blocking=True)
+            torch.cuda.synchronize()
+            return wall_ms(t0)
+
+        def median(h2d: bool, d2h: bool) -> float:
+            copies(h2d, d2h)
+            return statistics.median(copies(h2d, d2h) for _ in range(repeats))
+
+        h2d_ms, d2h_ms, both_ms = median(True, False), median(False, True), median(True, True)
+        overlapped = None
+        if path is not None:
+            def both() -> None:
+                with _annotate("H2D and D2H at once"):
+                    copies(True, True)
+
+            from asynclab.metrics import overlap
+
+            overlapped = overlap(_record_trace(path, both), "h2d", "d2h") / 1e3
+    return {"h2d_ms": h2d_ms, "d2h_ms": d2h_ms, "both_ms": both_ms, "h2d_gbps": gbps(nbytes, h2d_ms),
+            "d2h_gbps": gbps(nbytes, d2h_ms), "both_gbps": gbps(2 * nbytes, both_ms),
+            "copies_overlapped_ms": overlapped, "nbytes": nbytes, "device": str(dev)}
+
+
+# -- 2: what non_blocking=True does -----------------------------------------------------------------------------
+def non_blocking(device: Any = None, nbytes: int = 256 * MiB, spin_ms: float = 10.0,
+                 path: str | Path | None = None) -> dict[str, Any]:
+    """How long the host spends in ``gpu.copy_(host, non_blocking=...)``, for pinned and pageable memory.
+
+    A spin kernel of ``spin_ms`` is queued first, so the copy cannot start at once: a call that waits
+    for the copy waits for the spin too. For each of the four set-ups: the host's time in the call, the
+    time until the copy had finished (host wall-clock, from the spin's launch to synchronize), and the
+    spin measured with events. On the timeline, each set-up is a bracket of its name, the call one of its own.
+
+    Returns ``{"setups": {"pinned, non_blocking=True": {"call_ms", "done_ms"}, ...} (call_ms from the spin's
+    launch to the call's return), "spin_ms" (measured),
+    "nbytes", "device"}``.
+
+    Example:
+        >>> non_blocking("cpu")["setups"] is None
+        True
+    """
+    dev = resolve_device(device)
+    if dev.type != "cuda":
+        return _no_gpu(dev, setups=None, spin_ms=None, nbytes=nbytes)
+    with torch.cuda.device(dev):
+        cycles = spin_cycles(dev, spin_ms)
+        gpu = torch.empty(nbytes // 4, device=dev)
+        hosts = {m: _host(nbytes, m) for m in MEMORY}
+
+        def once(memory: str, flag: bool) -> dict[str, float]:
+            torch.cuda.synchronize()
+            with _annotate(f"{memory}, non_blocking={flag}"):
+                t0 = time.perf_counter()
+                torch.cuda._sleep(cycles)
+                with _annotate("the copy_ call"):
+                    gpu.copy_(hosts[memory], non_blocking=flag)
+                call = wall_ms(t0)
+                torch.cuda.synchronize()
+                done = wall_ms(t0)
+            return {"call_ms": call, "done_ms": done}
+
+        setups = [(m, f) for m in ("pinned", "pageable") for f in (True, False)]
+        for m, f in setups:
+            once(m, f)  # warm: first copies set up staging buffers and mappings
+        out = {f"{m}, non_blocking={f}": once(m, f) for m, f in setups}
+        spin = _event_ms(lambda: torch.cuda._sleep(cycles), 3)
+        if path is not None:
+            _record_trace(path, lambda: [once(m, f) for m, f in setups])
+    return {"setups": out, "spin_ms": spin, "nbytes": nbytes, "device": str(dev)}
+
+
+# -- 3: the cost of pinning ---------------------------------------------------------------------------------------
+def _empty_host_cache() -> None:
+    """Give the caching host allocator's free pinned blocks back to the driver, so the next pin is a fresh one."""
+    empty = getattr(torch._C, "_host_emptyCache", None)
+    if empty is not None:
+        empty()
+
+
+def pin_cost(device: Any = None, nbytes: int = 256 * MiB, repeats: int = 3) -> dict[str, Any]:
+    """What ``pageable.pin_memory()`` costs against the copy time it saves, for one copy of ``nbytes``.
+
+    Times are host wall-clock, medians of ``repeats``: a pageable copy to the GPU (to synchronize); a pin
+    into a fresh pinned block (the driver pins new pages); a pin into a block the caching host allocator
+    kept from before; a pinned copy.
+
+    Returns ``{"pageable_copy_ms", "pin_fresh_ms", "pin_cached_ms", "pinned_copy_ms", "saved_ms" (pageable -
+    pinned copy), "copies_to_repay_fresh" (pin_fresh / saved), "nbytes", "device"}``.
+
+    Example:
+        >>> pin_cost("cpu")["saved_ms"] is None
+        True
+    """
+    dev = resolve_device(device)
+    if dev.type != "cuda":
+        return _no_gpu(dev, pageable_copy_ms=None, pin_fresh_ms=None, pin_cached_ms=None, pinned_copy_ms=None,
+                       saved_ms=None, copies_to_repay_fresh=None, nbytes=nbytes)
+    with torch.cuda.device(dev):
+        pageable = _host(nbytes, "pageable")
+        gpu = torch.empty(nbytes // 4, device=dev)
+
+        def timed(fn: Callable[[], Any]) -> float:
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            fn()
+            torch.cuda.synchronize()
+            return wall_ms(t0)
+
+        def pin_fresh() -> float:
+            _empty_host_cache()
+            return timed(pageable.pin_memory)
+
+        def pin_cached() -> float:
+            pinned = pageable.pin_memory()
+            del pinned  # its block goes back to the cache, and the next pin of this size reuses it
+            return timed(pageable.pin_memory)
+
+        pinned = pageable.pin_memory()
+        timed(lambda: gpu.copy_(pageable)), timed(lambda: gpu.copy_(pinned))  # warm both copy paths
+        out = {
+            "pageable_copy_ms": statistics.median(timed(lambda: gpu.copy_(pageable)) for _ in range(repeats)),
+            "pinned_copy_ms": statistics.median(timed(lambda: gpu.copy_(pinned)) for _ in range(repeats)),
+        }
+        del pinned
+        out["pin_fresh_ms"] = statistics.median(pin_fresh() for _ in range(repeats))
+        out["pin_cached_ms"] = statistics.median(pin_cached() for _ in range(repeats))
+    saved = out["pageable_copy_ms"] - out["pinned_copy_ms"]
+    return {**out, "saved_ms": saved, "copies_to_repay_fresh": out["pin_fresh_ms"] / saved if saved > 0 else None,
+            "nbytes": nbytes, "device": str(dev)}
+
+
+# -- 4: a copy/compute pipeline ------------------------------------------------------------------------------------
+#: Columns of each chunk (float32): a chunk is ``rows x COLS``, multiplied by a ``COLS x COLS`` identity.
+COLS = 1024
+
+
+class Pipeline:
+    """Copy ``chunks`` host chunks to the GPU and compute on each: serially on one stream, or overlapped.
+
+    ``run("overlapped")`` copies chunk i+1 on a copy stream while chunk i computes on the compute
+    stream, through two GPU buffers (double buffering): an event says "chunk i has arrived" (the compute
+    stream waits for it) and another "buffer b is free again" (the copy stream waits for it before
+    overwriting). ``run("serial")`` does copy, compute, copy, compute... on one stream. Compute is ``reps``
+    multiplications by an identity matrix, so each result must equal its chunk: ``run`` returns how many
+    chunks came out wrong.
+    """
+
+    def __init__(self, dev: torch.device, memory: str = "pinned", chunks: int = 16, chunk_bytes: int = 32 * MiB,
+                 reps: int | None = None, compute_over_copy: float = 1.2):
+        self.dev, self.memory, self.chunks = dev, memory, int(chunks)
+        rows = chunk_bytes // (4 * COLS)
+        self.host = [_host(rows * COLS * 4, memory, fill=float(i)).view(rows, COLS) for i in range(self.chunks)]
+        self.buffers = [torch.empty(rows, COLS, device=dev) for _ in range(2)]
+        self.out = torch.empty(self.chunks, device=dev)
+        self.eye = torch.eye(COLS, device=dev)
+        self.copy_stream, self.compute_stream = torch.cuda.Stream(), torch.cuda.Stream()
+        self.arrived = [torch.cuda.Event() for _ in range(self.chunks)]
+        self.freed = [torch.cuda.Event() for _ in range(2)]
+        self.reps = reps if reps is not None else self._balance(compute_over_copy)
+
+    def _balance(self, ratio: float) -> int:
+        """How many multiplications make one chunk's compute about ``ratio`` x its copy (both measured here)."""
+        buf = self.buffers[0]
+        copy_ms = _event_ms(lambda: buf.copy_(self.host[0], non_blocking=True), 5)
+        mm_ms = _event_ms(lambda: torch.mm(buf, self.eye), 5)
+        self.copy_ms, self.mm_ms = copy_ms, mm_ms
+        return max(1, math.ceil(ratio * copy_ms / mm_ms))
+
+    def compute(self, i: int, x: torch.Tensor) -> None:
+        y = x
+        for _ in range(self.reps):
+            y = torch.mm(y, self.eye)
+        # chunk i holds the value i everywhere, and so must its product with the identity
+        self.out[i] = (y[:, 0] != float(i)).sum()
+
+    def run(self, how: str) -> None:
+        if how == "serial":
+            with torch.cuda.stream(self.compute_stream):
+                for i, chunk in enumerate(self.host):
+                    self.buffers[0].copy_(chunk, non_blocking=True)
+                    self.compute(i, self.buffers[0])
+            return
+        if how != "overlapped":
+            raise ValueError(f"a pipeline runs 'serial' or 'overlapped', not {how!r}")
+        for i, chunk in enumerate(self.host):
+            b = i % 2
+            with torch.cuda.stream(self.copy_stream):
+                self.copy_stream.wait_event(self.freed[b])  # compute is done with what this buffer held
+                self.buffers[b].copy_(chunk, non_blocking=True)
+                self.arrived[i].record()
+            with torch.cuda.stream(self.compute_stream):
+                self.compute_stream.wait_event(self.arrived[i])  # chunk i is on the GPU
+                self.compute(i, self.buffers[b])
+                self.freed[b].record()
+
+    def step(self, how: str) -> tuple[float, int]:
+        """One run, timed on the host from launch to synchronize; returns ``(ms, wrong chunks)``."""
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        with _annotate(f"{self.memory}, {how}"):
+            self.run(how)
+            torch.cuda.synchronize()
+        ms = wall_ms(t0)
+        return ms, int((self.out != 0).sum())
+
+
+def pipeline(device: Any = None, memory: str = "pinned", chunks: int = 16, chunk_bytes: int = 32 * MiB,
+             reps: int | None = None, repeats: int = 3, path: str | Path | None = None) -> dict[str, Any]:
+    """A chunked copy/compute pipeline (:class:`Pipeline`), serial and overlapped, from ``memory`` host memory.
+
+    The compute per chunk is sized (``reps`` multiplications, measured here unless given) to about 1.2x one
+    chunk's copy. With ``path`` the overlapped run is profiled, and the share of copy time hidden behind
+    compute is read from that trace with :func:`asynclab.metrics.hidden_fraction`.
+
+    Returns ``{"serial_ms", "overlapped_ms" (medians), "hidden_fraction" (from the trace, or None),
+    "best_hidden_fraction" ((chunks-1)/chunks: the first copy has nothing to hide behind), "wrong_chunks",
+    "copy_ms", "mm_ms" (one chunk's copy and one multiplication, events), "reps", "chunks", "chunk_bytes",
+    "memory", "device"}``.
+
+    Example:
+        >>> pipeline("cpu")["hidden_fraction"] is None
+        True
+    """
+    dev = resolve_device(device)
+    if dev.type != "cuda":
+        return _no_gpu(dev, serial_ms=None, overlapped_ms=None, hidden_fraction=None,
+                       best_hidden_fraction=(chunks - 1) / chunks, wrong_chunks=None, copy_ms=None, mm_ms=None,
+                       reps=reps, chunks=chunks, chunk_bytes=chunk_bytes, memory=memory)
+    with torch.cuda.device(dev):
+        pipe = Pipeline(dev, memory, chunks, chunk_bytes, reps)
+        pipe.step("serial"), pipe.step("overlapped")  # warm: kernels loaded, streams built
+        serial = [pipe.step("serial") for _ in range(repeats)]
+        overlapped = [pipe.step("overlapped") for _ in range(repeats)]
+        hidden = None
+        if path is not None:
+            from asynclab.metrics import hidden_fraction
+
+            hidden = hidden_fraction(_record_trace(path, lambda: pipe.step("overlapped")))
+    return {"serial_ms": statistics.median(t for t, _ in serial),
+            "overlapped_ms": statistics.median(t for t, _ in overlapped), "hidden_fraction": hidden,
+            "best_hidden_fraction": (chunks - 1) / chunks, "wrong_chunks": sum(w for _, w in serial + overlapped),
+            "copy_ms": getattr(pipe, "copy_ms", None), "mm_ms": getattr(pipe, "mm_ms", None), "reps": pipe.reps,
+            "chunks": chunks, "chunk_bytes": chunk_bytes, "memory": memory, "device": str(dev)}
+
+
+# -- 5: two ways to get wrong numbers ------------------------------------------------------------------------------
+#: How the host reads the copied result in :func:`early_read`.
+READS = ("no sync", "event sync", "to(cpu) no sync")
+
+
+def early_read(device: Any = None, spin_ms: float = 20.0, n: int = 1 << 20,
+               path: str | Path | None = None) -> dict[str, Any]:
+    """Read the result of a ``non_blocking`` GPU->host copy before synchronizing, and after.
+
+    Each read is one "step" k of a loop: the GPU writes ``x = k`` (step k's numbers) behind a spin of
+    ``spin_ms``, and it is copied to the host with ``non_blocking=True``. "no sync": into a pinned
+    buffer that still holds the step before's numbers, read at once. "event sync": the same, read after
+    ``done.synchronize()`` on an event recorded after the copy. "to(cpu) no sync": ``x.to("cpu",
+    non_blocking=True)``, which returns a new host tensor, read at once: it holds what its memory held.
+
+    Returns ``{"no sync": {"step", "wrong", "sample", "pinned"}, "event sync": {...}, "to(cpu) no sync": {...},
+    "n", "device"}``: wrong counts the elements that are not step k's; pinned says whether the tensor
+    read is in pinned memory.
+
+    Example:
+        >>> early_read("cpu")["no sync"] is None
+        True
+    """
+    dev = resolve_device(device)
+    if dev.type != "cuda":
+        return _no_gpu(dev, **{how: None for how in READS}, n=n)
+    with torch.cuda.device(dev):
+        cycles = spin_cycles(dev, spin_ms)
+        x = torch.empty(n, device=dev)
+        out = torch.zeros(n, pin_memory=True)
+        steps = itertools.count(1)
+
+        def read(how: str, step: int) -> torch.Tensor:
+            torch.cuda._sleep(cycles)  # the GPU is busy: the copy is queued behind this
+            x.fill_(float(step))  # step k's numbers
+            if how == "to(cpu) no sync":
+                return x.to("cpu", non_blocking=True)
+            out.copy_(x, non_blocking=True)
+            if how == "event sync":
+                done = torch.cuda.Event()
+                done.record()
+                done.synchronize()
+            return out
+
+        def once() -> dict[str, Any]:
+            results = {}
+            for how in READS:
+                step = next(steps)
+                torch.cuda.synchronize()
+                with _annotate(how):
+                    got = read(how, step)
+                    results[how] = {"step": step, "wrong": int((got != step).sum()),  # what the host sees now
+                                    "sample": [float(v) for v in got[:4].tolist()], "pinned": got.is_pinned()}
+                torch.cuda.synchronize()
+            return results
+
+        once()
+        results = once()
+        if path is not None:
+            _record_trace(path, once)
+    return {**results, "n": n, "device": str(dev)}
+
+
+def source_mutation(device: Any = None, spin_ms: float = 20.0, n: int = 1 << 20,
+                    path: str | Path | None = None) -> dict[str, Any]:
+    """Refill a pinned host tensor right after a ``non_blocking`` host->GPU copy from it, with and without waiting.
+
+    The source holds batch 1 (all 1.0). A spin of ``spin_ms`` is queued, then ``gpu.copy_(src,
+    non_blocking=True)``, then the host writes batch 2 (2.0) into ``src`` as a loader reusing its buffer
+    would. Unfixed, the copy runs after the refill and the GPU receives batch 2. Fixed, the host waits on
+    an event recorded after the copy (``copied.synchronize()``) before refilling.
+
+    Returns ``{"unfixed": {"wrong", "sample"}, "fixed": {...}, "n", "device"}`` (wrong: GPU elements that
+    are not batch 1).
+
+    Example:
+        >>> source_mutation("cpu")["unfixed"] is None
+        True
+    """
+    dev = resolve_device(device)
+    if dev.type != "cuda":
+        return _no_gpu(dev, unfixed=None, fixed=None, n=n)
+    with torch.cuda.device(dev):
+        cycles = spin_cycles(dev, spin_ms)
+        src = torch.empty(n, pin_memory=True)
+        gpu = torch.empty(n, device=dev)
+
+        def once() -> dict[str, Any]:
+            results = {}
+            for how in ("unfixed", "fixed"):
+                src.fill_(1.0)  # batch 1
+                gpu.zero_()
+                torch.cuda.synchronize()
+                with _annotate(how):
+                    torch.cuda._sleep(cycles)
+                    gpu.copy_(src, non_blocking=True)
+                    if how == "fixed":
+                        copied = torch.cuda.Event()
+                        copied.record()
+                        copied.synchronize()  # the copy has read src: it may be reused
+                    src.fill_(2.0)  # the host loads batch 2 into the same buffer
+                    torch.cuda.synchronize()
+                results[how] = {"wrong": int((gpu != 1.0).sum()), "sample": [float(v) for v in gpu[:4].tolist()]}
+            return results
+
+        once()
+        results = once()
+        if path is not None:
+            _record_trace(path, once)
+    return {**results, "n": n, "device": str(dev)}
+
+
+# -- 6: a training input pipeline ------------------------------------------------------------------------------------
+class _Batches(torch.utils.data.Dataset):
+    """``count`` ready-made batches of images and labels, as a loader with ``batch_size=None`` serves them."""
+
+    def __init__(self, count: int, batch: int, size: int):
+        gen = torch.Generator().manual_seed(0)
+        self.images = torch.randn(count, batch, 3, size, size, generator=gen)
+        self.labels = torch.randint(0, 10, (count, batch), generator=gen)
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.images[i], self.labels[i]
+
+
+def _small_cnn() -> torch.nn.Module:
+    nn = torch.nn
+    return nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(64, 10))
+
+
+def dataloader(device: Any = None, steps: int = 24, batch: int = 256, size: int = 64, workers: int = 0,
+               path_plain: str | Path | None = None, path_pinned: str | Path | None = None) -> dict[str, Any]:
+    """Train a small CNN from a ``DataLoader``, plain against ``pin_memory=True`` with ``non_blocking=True``.
+
+    Both loaders serve the same ``steps`` batches of ``batch`` 3x``size``x``size`` images with ``workers``
+    worker processes. Plain: ``pin_memory=False`` and ``.to(device)``. Pinned: ``pin_memory=True`` and
+    ``.to(device, non_blocking=True)``. The step time is host wall-clock over the steps after the first
+    few (median of per-step times, the GPU synchronized only at the end). With paths, a few steps of each
+    are profiled and the GPU's idle time per step is read from the trace.
+
+    With ``workers=0`` (the default) the loader pins each batch in the training loop's own thread, so
+    the pinned step includes that copy into pinned memory; the trace gives its time per step.
+
+    Returns ``{"plain": {"step_ms", "idle_ms_per_step", "copy_ms_per_step", "pin_ms_per_step"}, "pinned": {...}, "batch_mib",
+    "steps", "workers", "device"}``.
+
+    Example:
+        >>> dataloader("cpu")["plain"] is None
+        True
+    """
+    dev = resolve_device(device)
+    if dev.type != "cuda":
+        return _no_gpu(dev, plain=None, pinned=None, batch_mib=batch * 3 * size * size * 4 / MiB, steps=steps,
+                       workers=workers)
+    data = _Batches(steps, batch, size)
+    results: dict[str, Any] = {}
+    with torch.cuda.device(dev):
+        for name, pinned, path in (("plain", False, path_plain), ("pinned", True, path_pinned)):
+            torch.manual_seed(0)
+            model = _small_cnn().to(dev)
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            loader = torch.utils.data.DataLoader(data, batch_size=None, shuffle=False, num_workers=workers,
+                                                 pin_memory=pinned, persistent_workers=workers > 0)
+
+            def train_step(images: torch.Tensor, labels: torch.Tensor) -> None:
+                images = images.to(dev, non_blocking=pinned)
+                labels = labels.to(dev, non_blocking=pinned)
+                loss = torch.nn.functional.cross_entropy(model(images), labels)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+
+            def epoch(timed: bool) -> list[float]:
+                times, t0 = [], time.perf_counter()
+                for images, labels in loader:
+                    with _annotate("step"):
+                        train_step(images, labels)
+                    times.append(wall_ms(t0))
+                    t0 = time.perf_counter()
+                torch.cuda.synchronize()
+                return times
+
+            epoch(False)  # workers started, kernels loaded, the allocator warm
+            times = epoch(True)
+            skip = min(4, len(times) // 2)
+            stats = {"step_ms": statistics.median(times[skip:]), "idle_ms_per_step": None, "copy_ms_per_step": None,
+                     "pin_ms_per_step": None}
+            if path is not None:
+                stats.update(_loader_trace_stats(_record_trace(path, lambda: epoch(False)), len(data)))
+            results[name] = stats
+            del loader
+    return {**results, "batch_mib": batch * 3 * size * size * 4 / MiB, "steps": steps, "workers": workers,
+            "device": str(dev)}
+
+
+def _loader_trace_stats(trace: Any, steps: int) -> dict[str, float]:
+    """Per step, from a trace of one epoch: GPU idle time (first to last GPU work), H2D copy time, host time pinning."""
+    from asynclab.metrics import idle_gaps
+
+    copies = trace.gpu().query("kind == 'h2d'")
+    pins = trace.find("aten::pin_memory", kinds="cpu_op")
+    return {"idle_ms_per_step": float(idle_gaps(trace)["dur_us"].sum()) / 1e3 / steps,
+            "copy_ms_per_step": float(copies["dur_us"].sum()) / 1e3 / steps,
+            "pin_ms_per_step": float(pins["dur_us"].sum()) / 1e3 / steps}
+
+
+# -- everything, as the recording script runs it ----------------------------------------------------------------------
+def _at(results: dict[str, Any], key: str, nbytes: int) -> float | None:
+    """The bandwidth sweep's ``key`` (``"h2d pinned"``) at ``nbytes``, or None."""
+    sizes, rates = dig(results, "bandwidth", "sizes"), dig(results, "bandwidth", "gbps", key)
+    if not sizes or not rates or nbytes not in sizes:
+        return None
+    return rates[sizes.index(nbytes)]
+
+
+def headline(results: dict[str, Any]) -> dict[str, Any]:
+    """The figures lesson 05's claims rest on, under the names its issue gives (None where not measured).
+
+    Bandwidths are at 256 MiB.
+
+    Example:
+        >>> headline({"early_read": {"no sync": {"wrong": 5}}})["d2h_early_read_wrong"]
+        True
+    """
+    def get(*keys: str) -> Any:
+        return dig(results, *keys)
+
+    early, mutated = get("early_read", "no sync", "wrong"), get("source_mutation", "unfixed", "wrong")
+    return {
+        "h2d_pageable_gbps": _at(results, "h2d pageable", 256 * MiB),
+        "h2d_pinned_gbps": _at(results, "h2d pinned", 256 * MiB),
+        "d2h_pageable_gbps": _at(results, "d2h pageable", 256 * MiB),
+        "d2h_pinned_gbps": _at(results, "d2h pinned", 256 * MiB),
+        "bidirectional_gbps": get("bidirectional", "both_gbps"),
+        "pcie_peak_gbps": get("bandwidth", "pcie", "peak_gbps"),
+        "hidden_fraction_pinned": get("pipeline", "pinned", "hidden_fraction"),
+        "hidden_fraction_pageable": get("pipeline", "pageable", "hidden_fraction"),
+        "d2h_early_read_wrong": None if early is None else early > 0,
+        "pinned_source_mutation_wrong": None if mutated is None else mutated > 0,
+        "dataloader_step_ms_plain": get("dataloader", "plain", "step_ms"),
+        "dataloader_step_ms_pinned": get("dataloader", "pinned", "step_ms"),
+    }
+
+
+def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bool = True
+            ) -> tuple[dict[str, Any], dict[str, Path]]:
+    """Run every lesson 05 experiment once, as the recording script does.
+
+    Returns ``(results, traces)``: results keyed by experiment function name (the pipeline by memory),
+    plus ``"headline"``; traces ``{name: path}`` of the .json.gz files written into ``trace_dir`` (GPU only).
+
+    Example:
+        >>> results, traces = run_all("cuda", "/tmp/ref05")  # doctest: +SKIP
+        >>> sorted(traces)  # doctest: +SKIP
+        ['bidirectional', 'dataloader_pinned', 'dataloader_plain', 'early_read', 'non_blocking', 'pipeline_pageable', ...]
+    """
+    from asynclab.experiments import run_setup
+
+    dev, _, out = run_setup(device, trace_dir, CPU_KWARGS)
+    gpu = dev.type == "cuda"
+    traces: dict[str, Path] = {}
+
+    def trace(name: str) -> Path | None:
+        if out is None or not gpu:
+            return None
+        traces[name] = out / f"{name}.json.gz"
+        return traces[name]
+
+    pinned = pipeline(dev, "pinned", path=trace("pipeline_pinned"))
+    results: dict[str, Any] = {
+        "bandwidth": bandwidth(dev),
+        "bidirectional": bidirectional(dev, path=trace("bidirectional")),
+        "non_blocking": non_blocking(dev, path=trace("non_blocking")),
+        "pin_cost": pin_cost(dev),
+        # the same work from pageable memory: the pinned run's balance, so only the memory differs
+        "pipeline": {"pinned": pinned,
+                     "pageable": pipeline(dev, "pageable", reps=pinned["reps"], path=trace("pipeline_pageable")),
+                     **({"note": pinned["note"]} if "note" in pinned else {})},
+        "early_read": early_read(dev, path=trace("early_read")),
+        "source_mutation": source_mutation(dev, path=trace("source_mutation")),
+        "dataloader": dataloader(dev, path_plain=trace("dataloader_plain"), path_pinned=trace("dataloader_pinned")),
+    }
+    results["headline"] = headline(results)
+    if verbose:
+        print(f"lesson {LESSON}: {len(results) - 1} experiments on {dev}, {len(traces)} traces")
+    return results, traces
