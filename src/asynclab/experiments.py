@@ -131,6 +131,51 @@ def dig(results: dict[str, Any], *keys: str) -> Any:
     return value
 
 
+def annotate(name: str):
+    """``torch.profiler.record_function(name)``: a labelled bracket on the host's lane of the timeline.
+
+    Example:
+        >>> with annotate("my step"):
+        ...     pass
+    """
+    return torch.profiler.record_function(name)
+
+
+def record_gpu_trace(path: Any, step: Any) -> Any:
+    """One profiled run of ``step`` saved to ``path``, with the GPU side of synchronisations (stream waits,
+    event syncs) recorded; returns the Trace.
+
+    Example:
+        >>> record_gpu_trace("/tmp/x.json.gz", lambda: torch.cuda._sleep(1000))  # doctest: +SKIP
+        <Trace ...>
+    """
+    from asynclab.record import record
+
+    return record(step, path=path, warmup=0, steps=1, cuda_sync_events=True)
+
+
+class TraceFolder:
+    """Where ``run_all`` writes its traces: ``folder(name, needs=1)`` is ``<out>/<name>.json.gz`` when there is a
+    folder and ``needs`` GPUs (0: a trace the CPU records too), else None, so the experiment records nothing;
+    ``written`` keeps what was handed out.
+
+    Example:
+        >>> folder = TraceFolder(None, gpu=False)
+        >>> folder("race") is None, folder.written
+        (True, {})
+    """
+
+    def __init__(self, out: Any, gpu: bool):
+        self.out, self.gpu = out, gpu
+        self.written: dict[str, Any] = {}
+
+    def __call__(self, name: str, needs: int = 1) -> Any:
+        if self.out is None or (needs > 0 and (not self.gpu or torch.cuda.device_count() < needs)):
+            return None
+        self.written[name] = self.out / f"{name}.json.gz"
+        return self.written[name]
+
+
 def run_setup(device: Any, trace_dir: Any, cpu_kwargs: dict[str, dict[str, Any]]
               ) -> tuple[torch.device, dict[str, dict[str, Any]], Any]:
     """What every lesson's ``run_all`` starts with: the device, the sizes for it, and the trace folder (created).
@@ -150,4 +195,4 @@ def run_setup(device: Any, trace_dir: Any, cpu_kwargs: dict[str, dict[str, Any]]
 
 
 __all__ = ["for_lesson", "with_experiments", "on_device", "resolve_device", "sync", "dtype_name", "spin_cycles", "percentile", "wall_ms",
-           "dig", "run_setup"]
+           "dig", "run_setup", "annotate", "record_gpu_trace", "TraceFolder"]

@@ -10,7 +10,9 @@ from typing import Any, Callable
 
 import torch
 
+from asynclab.experiments import annotate as _annotate
 from asynclab.experiments import dig, resolve_device, spin_cycles, wall_ms
+from asynclab.experiments import record_gpu_trace as _record_trace
 
 LESSON = "05"
 
@@ -35,16 +37,6 @@ def _no_gpu(dev: torch.device, **fields: Any) -> dict[str, Any]:
     return {"device": str(dev), "note": NO_GPU, **fields}
 
 
-def _annotate(name: str):
-    """``torch.profiler.record_function(name)``: a labelled bracket on the host's lane of the timeline."""
-    return torch.profiler.record_function(name)
-
-
-def _record_trace(path: str | Path, step: Callable[[], Any]) -> Any:
-    """One profiled run of ``step``, with the GPU side of synchronisations (stream waits, event syncs) recorded."""
-    from asynclab.record import record
-
-    return record(step, path=path, warmup=0, steps=1, cuda_sync_events=True)
 
 
 def _host(nbytes: int, memory: str, fill: float = 1.0) -> torch.Tensor:
@@ -667,17 +659,11 @@ def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bo
         >>> sorted(traces)  # doctest: +SKIP
         ['bidirectional', 'dataloader_pinned', 'dataloader_plain', 'early_read', 'non_blocking', 'pipeline_pageable', ...]
     """
-    from asynclab.experiments import run_setup
+    from asynclab.experiments import TraceFolder, run_setup
 
     dev, _, out = run_setup(device, trace_dir, CPU_KWARGS)
     gpu = dev.type == "cuda"
-    traces: dict[str, Path] = {}
-
-    def trace(name: str) -> Path | None:
-        if out is None or not gpu:
-            return None
-        traces[name] = out / f"{name}.json.gz"
-        return traces[name]
+    trace = TraceFolder(out, gpu)
 
     pinned = pipeline(dev, "pinned", path=trace("pipeline_pinned"))
     results: dict[str, Any] = {
@@ -695,5 +681,5 @@ def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bo
     }
     results["headline"] = headline(results)
     if verbose:
-        print(f"lesson {LESSON}: {len(results) - 1} experiments on {dev}, {len(traces)} traces")
-    return results, traces
+        print(f"lesson {LESSON}: {len(results) - 1} experiments on {dev}, {len(trace.written)} traces")
+    return results, trace.written

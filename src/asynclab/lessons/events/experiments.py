@@ -11,7 +11,9 @@ from typing import Any, Callable
 
 import torch
 
+from asynclab.experiments import annotate as _annotate
 from asynclab.experiments import dig, resolve_device, spin_cycles, wall_ms
+from asynclab.experiments import record_gpu_trace as _record_trace
 
 LESSON = "04"
 
@@ -30,16 +32,6 @@ def _no_gpu(dev: torch.device, **fields: Any) -> dict[str, Any]:
     return {"device": str(dev), "note": NO_GPU, **fields}
 
 
-def _annotate(name: str):
-    """``torch.profiler.record_function(name)``: a labelled bracket on the host's lane of the timeline."""
-    return torch.profiler.record_function(name)
-
-
-def _record_trace(path: str | Path, step: Callable[[], Any]) -> Any:
-    """One profiled run of ``step``, with the GPU side of synchronisations (stream waits, event syncs) recorded."""
-    from asynclab.record import record
-
-    return record(step, path=path, warmup=0, steps=1, cuda_sync_events=True)
 
 
 def _sample(t: torch.Tensor, n: int = 4) -> list[float]:
@@ -555,17 +547,11 @@ def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bo
         >>> sorted(traces)  # doctest: +SKIP
         ['allocator_reuse', 'cross_device', 'event_api', 'race', 'who_waited']
     """
-    from asynclab.experiments import run_setup
+    from asynclab.experiments import TraceFolder, run_setup
 
     dev, _, out = run_setup(device, trace_dir, CPU_KWARGS)
     gpu = dev.type == "cuda"
-    traces: dict[str, Path] = {}
-
-    def trace(name: str, needs: int = 1) -> Path | None:
-        if out is None or not gpu or torch.cuda.device_count() < needs:
-            return None
-        traces[name] = out / f"{name}.json.gz"
-        return traces[name]
+    trace = TraceFolder(out, gpu)
 
     results: dict[str, Any] = {
         "event_api": event_api(dev, path=trace("event_api")),
@@ -578,8 +564,8 @@ def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bo
     }
     results["headline"] = headline(results)
     if verbose:
-        print(f"lesson {LESSON}: {len(results) - 1} experiments on {dev}, {len(traces)} traces")
-    return results, traces
+        print(f"lesson {LESSON}: {len(results) - 1} experiments on {dev}, {len(trace.written)} traces")
+    return results, trace.written
 
 
 def _main(argv: list[str]) -> int:

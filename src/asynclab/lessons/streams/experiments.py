@@ -8,7 +8,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from asynclab.experiments import dig, dtype_name, on_device, resolve_device, run_setup, spin_cycles, sync
+from asynclab.experiments import TraceFolder, dig, dtype_name, on_device, resolve_device, run_setup, spin_cycles, sync
 from asynclab.parallel import Parallel
 from asynclab.timing import event_timer, sync_timer
 
@@ -630,18 +630,11 @@ def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bo
     """
     dev, kw, out = run_setup(device, trace_dir, CPU_KWARGS)
     gpu = dev.type == "cuda"
-    traces: dict[str, Path] = {}
-
-    def trace(name: str) -> Path | None:
-        if out is None or not gpu:
-            return None
-        traces[name] = out / f"{name}.json.gz"
-        return traces[name]
+    trace = TraceFolder(out, gpu)
 
     results: dict[str, Any] = {"branches": branches(dev, **kw.get("branches", {}))}
     if out is not None:
-        traces["branches"] = out / "branches.json.gz"
-        branches_trace(dev, traces["branches"], **kw.get("branches_trace", {}))
+        branches_trace(dev, trace("branches", needs=0), **kw.get("branches_trace", {}))
     results["missing_wait"] = missing_wait(dev, path=trace("missing_wait"), **kw.get("missing_wait", {}))
     results["spin_kernels"] = spin_kernels(dev, path=trace("spin_kernels"), **kw.get("spin_kernels", {}))
     results["matmuls"] = matmuls(dev, path=trace("matmuls"), **kw.get("matmuls", {}))
@@ -650,5 +643,5 @@ def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bo
     results["stream_pool"] = stream_pool(dev, path=trace("priority"), **kw.get("stream_pool", {}))
     results["headline"] = headline(results)
     if verbose:
-        print(f"lesson {LESSON}: {len(results) - 1} experiments on {dev}, {len(traces)} traces")
-    return results, traces
+        print(f"lesson {LESSON}: {len(results) - 1} experiments on {dev}, {len(trace.written)} traces")
+    return results, trace.written
