@@ -338,8 +338,12 @@ def _overlapped_racy(chunks, compute):
     (_overlapped_no_record_stream, False, "record_stream"),
     (lambda chunks, compute: [compute(c.to("cuda", non_blocking=True)) for c in chunks], False, "only 0%"),
     (lambda chunks, compute: [compute(c) for c in chunks], False, "takes a chunk on the GPU"),
-    (lambda chunks, compute: [compute(c.to("cuda")) for c in chunks[:3]], False, "one result per chunk"),
-    (lambda chunks, compute: None, False, "one result per chunk"),
+    (lambda chunks, compute: [compute(c.to("cuda")) for c in chunks[:3]], False, "once per chunk"),
+    (lambda chunks, compute: [compute(c.to("cuda")) for c in chunks][:3], False, "one result per chunk"),
+    (lambda chunks, compute: None, False, "return a list of the results"),
+    (lambda chunks, compute: [compute(c.to("cuda")) for c in chunks] + [compute(chunks[0].to("cuda"))], False,
+     "once per chunk"),
+    (lambda chunks, compute: [compute(c.to("cpu")) for c in chunks], False, "raised"),
     ("not a function", False, "pass your function"),
 ])
 def test_overlap_loop_checks_overlap_and_results(fn, right, says):
@@ -360,11 +364,23 @@ def _read_event_sync(losses, out):
     return out.tolist()
 
 
+def _read_on_a_new_stream_no_wait(losses, out):
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):  # no wait for the stream that writes losses
+        out.copy_(losses, non_blocking=True)
+    side.synchronize()
+    return out.tolist()
+
+
 @pytest.mark.parametrize("fn, right, says", [
     (_read_no_sync, False, "still held the step before's numbers"),
     (_read_event_sync, True, "this step's losses"),
     (lambda losses, out: [1.0] * 8, False, "not this step's losses"),
     (lambda losses, out: 3, False, "as a list"),
+    (lambda losses, out: [], False, "as a list of numbers"),
+    (lambda losses, out: ["a"] * 8, False, "as a list of numbers"),
+    (lambda losses, out: losses.tolist(), True, "this step's losses"),
+    (_read_on_a_new_stream_no_wait, False, "synchronize on it before reading"),
 ])
 def test_d2h_read_needs_the_sync(fn, right, says):
     verdict = al.check("05.d2h_read", fn)

@@ -123,6 +123,12 @@ class SimTensor:
         """Tell the allocator that ``stream`` uses this tensor: its memory waits for that stream's work."""
         self.recorded.add(id(stream))
 
+    def tolist(self) -> list:
+        """A blocking copy to the host: the host waits until the tensor is written, then reads its values."""
+        if self.stream is not None:
+            self.stream.sim.host = max(self.stream.sim.host, self.ready_at)
+        return list(self.values or [])
+
     def __repr__(self) -> str:
         return f"SimTensor(ready at {self.ready_at:g} ms, {'right' if self.right else 'stale'} data)"
 
@@ -205,6 +211,8 @@ class SimHostTensor:
         return SimHostTensor(self.sim, self.copy_ms, True, self.values)
 
     def to(self, device=None, non_blocking: bool = False, **kwargs) -> "SimTensor":
+        if "cuda" not in str(device):
+            raise TypeError(f"the simulated GPU copies host tensors to 'cuda' only, not to {device!r}")
         return self.sim.copy(self, non_blocking)
 
     def cuda(self, device=None, non_blocking: bool = False, **kwargs) -> "SimTensor":
@@ -216,7 +224,8 @@ class SimHostTensor:
             raise TypeError("copy_() here takes a tensor on the GPU")
         end = self.sim.queue_copy(self.copy_ms, "Memcpy DtoH (Device -> Pinned)" if self.pinned
                                   else "Memcpy DtoH (Device -> Pageable)", host_waits=not (non_blocking and self.pinned))
-        self._landing = (end, src.values)
+        # a copy that starts before src is written (on another stream, with no wait) brings back what was there
+        self._landing = (end, src.values if self.sim.last_copy_start >= src.ready_at and src.right else self.values)
         return self
 
     def _now(self) -> list | None:

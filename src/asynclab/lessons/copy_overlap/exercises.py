@@ -6,7 +6,7 @@ import random
 from typing import Any, Callable
 
 from asynclab.checks import Verdict, exercise
-from asynclab.simgpu import SimHostTensor, StreamSim
+from asynclab.simgpu import SimHostTensor, SimTensor, StreamSim
 
 #: Chunks the overlap checker feeds the learner's loop.
 CHUNKS = 12
@@ -17,8 +17,9 @@ LATE_MS = 20.0
 
 
 # -- exercise 1: a loop that overlaps copies with compute -------------------------------------------------------
-def _overlap_on_gpu(overlapped: Callable) -> tuple[int, int, float]:
-    """Run ``overlapped(chunks, compute)`` on the GPU, profiled; returns ``(results, wrong results, hidden fraction)``."""
+def _overlap_on_gpu(overlapped: Callable) -> tuple[int, int, float, int]:
+    """Run ``overlapped(chunks, compute)`` on the GPU, profiled; returns ``(results, wrong results, hidden fraction,
+    compute calls)``."""
     import torch
 
     from asynclab.lessons.copy_overlap.experiments import MiB, Pipeline
@@ -27,10 +28,11 @@ def _overlap_on_gpu(overlapped: Callable) -> tuple[int, int, float]:
 
     dev = torch.device("cuda", torch.cuda.current_device())
     pipe = Pipeline(dev, "pinned", chunks=CHUNKS, chunk_bytes=16 * MiB)  # chunks, and compute ~1.2x a chunk's copy
-    counts = {"results": 0, "wrong": 0}
+    counts = {"results": 0, "wrong": 0, "calls": 0}
     runs = itertools.count(1)
 
     def compute(x: Any) -> Any:
+        counts["calls"] += 1
         if not isinstance(x, torch.Tensor) or not x.is_cuda:
             raise TypeError("compute() takes a chunk on the GPU: copy it there first, with .to('cuda', non_blocking=True)")
         y = x
@@ -39,23 +41,34 @@ def _overlap_on_gpu(overlapped: Callable) -> tuple[int, int, float]:
         return y
 
     def once() -> None:
+        counts["calls"] = 0
         run = next(runs)
         values = [run * 100.0 + i for i in range(CHUNKS)]  # new numbers every run: stale data can't pass
         torch.cuda.synchronize()
         for chunk, v in zip(pipe.host, values):
             chunk.fill_(v)
-        results = overlapped(list(pipe.host), compute)
+        results = _as_list(overlapped(list(pipe.host), compute))
         torch.cuda.synchronize()
-        results = list(results) if results is not None else []
         counts["results"] = len(results)
         counts["wrong"] = sum(not isinstance(r, torch.Tensor) or bool((r != v).any()) for r, v in zip(results, values))
         counts["wrong"] += max(0, CHUNKS - len(results))
 
     trace = record(once, warmup=1, steps=1)
-    return counts["results"], counts["wrong"], hidden_fraction(trace)
+    return counts["results"], counts["wrong"], hidden_fraction(trace), counts["calls"]
 
 
-def _overlap_simulated(overlapped: Callable) -> tuple[int, int, float]:
+def _as_list(results: Any) -> list:
+    """The learner's results as a list; a clear error for anything else."""
+    if isinstance(results, (list, tuple)):
+        return list(results)
+    raise _NotAList(f"return a list of the results, one per chunk, not {type(results).__name__}")
+
+
+class _NotAList(TypeError):
+    """What overlapped() returned is not a list."""
+
+
+def _overlap_simulated(overlapped: Callable) -> tuple[int, int, float, int]:
     """The same on :class:`asynclab.simgpu.StreamSim`: pinned chunks of 1 ms copies, 1.2 ms of compute each."""
     import torch
 
@@ -63,19 +76,20 @@ def _overlap_simulated(overlapped: Callable) -> tuple[int, int, float]:
 
     with StreamSim() as sim:
         chunks = [SimHostTensor(sim, copy_ms=1.0, pinned=True, values=[i]) for i in range(CHUNKS)]
+        calls = [0]  # a count: keeping the chunks would keep their memory from being reused
 
         def compute(x: Any) -> Any:
+            calls[0] += 1
             if not getattr(x, "is_cuda", False):
                 raise TypeError("compute() takes a chunk on the GPU: copy it there first, with .to('cuda', non_blocking=True)")
             return sim.kernel([x], ms=1.2, values=x.values)
 
-        results = overlapped(list(chunks), compute)
-        results = list(results) if results is not None else []
-        wrong = sum(not getattr(r, "right", False) or r.values != [i] for i, r in enumerate(results))
+        results = _as_list(overlapped(list(chunks), compute))
+        wrong = sum(not isinstance(r, SimTensor) or not r.right or r.values != [i] for i, r in enumerate(results))
         wrong += max(0, CHUNKS - len(results))
         hidden = hidden_fraction(sim.trace()) if sim.ran else float("nan")
         torch.cuda.synchronize()
-    return len(results), wrong, hidden
+    return len(results), wrong, hidden, calls[0]
 
 
 @exercise("05.overlap_loop")
@@ -102,9 +116,14 @@ def overlap_loop(overlapped: Callable) -> Verdict:
     simulated = not torch.cuda.is_available()
     where = " (on a simulated GPU: this machine has none)" if simulated else ""
     try:
-        count, wrong, hidden = (_overlap_simulated if simulated else _overlap_on_gpu)(overlapped)
+        count, wrong, hidden, calls = (_overlap_simulated if simulated else _overlap_on_gpu)(overlapped)
+    except _NotAList as err:
+        return Verdict(False, f"{err}.")
     except Exception as err:  # noqa: BLE001 - the learner's code
         return Verdict(False, f"your function raised {type(err).__name__}: {err}")
+    if calls != CHUNKS:
+        return Verdict(False, f"call compute() once per chunk: {CHUNKS} chunks, {calls} calls (extra work would hide "
+                              "copies behind nothing useful).")
     if count != CHUNKS:
         return Verdict(False, f"return one result per chunk, in order: {CHUNKS} chunks, {count} results.")
     if hidden != hidden:  # NaN: no copies at all
@@ -132,10 +151,10 @@ def _read_on_gpu(read_losses: Callable) -> tuple[Any, list[float]]:
     cycles = spin_cycles(dev, LATE_MS)
     truth = [round(random.uniform(0.5, 3.0), 3) for _ in range(8)]
     out = torch.tensor([-1.0] * len(truth), pin_memory=True)  # last step's numbers, as far as anyone can tell
-    expected = torch.tensor(truth)
+    source = torch.tensor(truth, device=dev)
     torch.cuda.synchronize()
     torch.cuda._sleep(cycles)  # the GPU is still busy with this step...
-    losses = expected.to(dev, non_blocking=True)  # ...so its losses arrive late
+    losses = source * 1.0  # ...so the kernel that writes its losses runs late
     got = read_losses(losses, out)
     torch.cuda.synchronize()
     return got, truth
@@ -178,8 +197,9 @@ def d2h_read(read_losses: Callable) -> Verdict:
         truth = [round(float(v), 3) for v in truth]
     except Exception as err:  # noqa: BLE001 - the learner's code
         return Verdict(False, f"your function raised {type(err).__name__}: {err}")
-    if not isinstance(got, list):
-        return Verdict(False, f"return the losses as a list (out.tolist()), not {type(got).__name__}.")
+    if not isinstance(got, list) or len(got) != len(truth) or not all(isinstance(v, (int, float)) for v in got):
+        return Verdict(False, f"return the {len(truth)} losses as a list of numbers (out.tolist()), "
+                              f"not {type(got).__name__} {str(got)[:40]}.")
     if [round(float(v), 3) for v in got] != truth:
         stale = all(float(v) == -1.0 for v in got)
         return Verdict(False, ("you read out before the copy had landed: it still held the step before's numbers"
