@@ -151,10 +151,10 @@ def _read_on_gpu(read_losses: Callable) -> tuple[Any, list[float]]:
     cycles = spin_cycles(dev, LATE_MS)
     truth = [round(random.uniform(0.5, 3.0), 3) for _ in range(8)]
     out = torch.tensor([-1.0] * len(truth), pin_memory=True)  # last step's numbers, as far as anyone can tell
-    source = torch.tensor(truth, device=dev)
+    expected = torch.tensor(truth)
     torch.cuda.synchronize()
     torch.cuda._sleep(cycles)  # the GPU is still busy with this step...
-    losses = source * 1.0  # ...so the kernel that writes its losses runs late
+    losses = expected.to(dev, non_blocking=True)  # ...so its losses arrive late
     got = read_losses(losses, out)
     torch.cuda.synchronize()
     return got, truth
