@@ -89,6 +89,22 @@ def set_answer(answer, right: set, choices: set, *, noun: str, example: str, why
 _EXERCISES: dict[str, Callable[..., Verdict]] = {}
 
 
+def harness(on_gpu: Callable, simulated: Callable) -> tuple[Callable, str]:
+    """The checker's harness for this machine (the GPU one, or the simulated one without a GPU), and the words
+    its verdicts add about where they ran.
+
+    Example:
+        >>> run, where = harness(lambda fn: "gpu", lambda fn: "sim")
+        >>> run(None) in ("gpu", "sim"), where in ("", " (on a simulated GPU: this machine has none)")
+        (True, True)
+    """
+    import torch
+
+    if torch.cuda.is_available():
+        return on_gpu, ""
+    return simulated, " (on a simulated GPU: this machine has none)"
+
+
 def exercise(name: str):
     """Register an exercise checker under ``name`` (``"<lesson number>.<exercise>"``).
 

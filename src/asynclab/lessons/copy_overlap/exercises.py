@@ -5,7 +5,7 @@ import itertools
 import random
 from typing import Any, Callable
 
-from asynclab.checks import Verdict, exercise
+from asynclab.checks import Verdict, exercise, harness
 from asynclab.simgpu import SimHostTensor, SimTensor, StreamSim
 
 #: Chunks the overlap checker feeds the learner's loop.
@@ -109,14 +109,12 @@ def overlap_loop(overlapped: Callable) -> Verdict:
         >>> overlap_loop(one_stream).right
         False
     """
-    import torch
 
     if not callable(overlapped):
         return Verdict(False, "pass your function overlapped itself (no parentheses).")
-    simulated = not torch.cuda.is_available()
-    where = " (on a simulated GPU: this machine has none)" if simulated else ""
+    run, where = harness(_overlap_on_gpu, _overlap_simulated)
     try:
-        count, wrong, hidden, calls = (_overlap_simulated if simulated else _overlap_on_gpu)(overlapped)
+        count, wrong, hidden, calls = run(overlapped)
     except _NotAList as err:
         return Verdict(False, f"{err}.")
     except Exception as err:  # noqa: BLE001 - the learner's code
@@ -186,14 +184,12 @@ def d2h_read(read_losses: Callable) -> Verdict:
         >>> d2h_read(no_sync).right
         False
     """
-    import torch
 
     if not callable(read_losses):
         return Verdict(False, "pass your function read_losses itself (no parentheses).")
-    simulated = not torch.cuda.is_available()
-    where = " (on a simulated GPU: this machine has none)" if simulated else ""
+    run, where = harness(_read_on_gpu, _read_simulated)
     try:
-        got, truth = (_read_simulated if simulated else _read_on_gpu)(read_losses)
+        got, truth = run(read_losses)
         truth = [round(float(v), 3) for v in truth]
     except Exception as err:  # noqa: BLE001 - the learner's code
         return Verdict(False, f"your function raised {type(err).__name__}: {err}")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from asynclab.checks import Verdict, exercise
+from asynclab.checks import Verdict, exercise, harness
 from asynclab.simgpu import StreamSim
 
 #: How late the checker's producer is, in ms.
@@ -97,10 +97,9 @@ def event_wait_fix(handoff: Callable) -> Verdict:
 
     if not callable(handoff):
         return Verdict(False, "pass your function handoff itself (no parentheses).")
-    simulated = not torch.cuda.is_available()
-    where = " (on a simulated GPU: this machine has none)" if simulated else ""
+    run, where = harness(_handoff_on_gpu, _handoff_simulated)
     try:
-        right, host_free, streams = (_handoff_simulated if simulated else _handoff_on_gpu)(handoff)
+        right, host_free, streams = run(handoff)
     except Exception as err:  # noqa: BLE001 - the learner's code
         return Verdict(False, f"your function raised {type(err).__name__}: {err}")
     if not streams["make on producer"]:

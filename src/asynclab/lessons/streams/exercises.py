@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from asynclab.checks import Verdict, exercise, set_answer
+from asynclab.checks import Verdict, exercise, harness, set_answer
 from asynclab.simgpu import StreamSim
 
 #: The workloads of exercise 2, and the reference figure that says how much streams changed each
@@ -102,8 +102,7 @@ def wait_stream_fix(on_side_stream: Callable) -> Verdict:
 
     if not callable(on_side_stream):
         return Verdict(False, "pass your function on_side_stream itself (no parentheses).")
-    run = _run_on_gpu if torch.cuda.is_available() else _run_simulated
-    where = "" if torch.cuda.is_available() else " (on a simulated GPU: this machine has none)"
+    run, where = harness(_run_on_gpu, _run_simulated)
     outcomes = []
     for late in ("input", "branch"):
         try:
