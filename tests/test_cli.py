@@ -115,7 +115,8 @@ def _cases(tmp_path: Path, good: Path) -> list[tuple[list, str, str]]:
     missing = tmp_path / "missing.json"
     return [
         (["summary", missing], str(missing), "no such file"),
-        (["summary", tmp_path], str(tmp_path), "is a directory"),
+        (["summary", tmp_path], "bad.json.gz", "corrupt gzip data"),  # a folder: a broken rank file is named
+        (["summary", _empty_dir(tmp_path)], "empty_dir", "holds no trace files"),
         (["summary", empty], str(empty), "empty"),
         (["summary", notjson], str(notjson), "not JSON"),
         (["summary", garbage], str(garbage), "no event objects"),
@@ -141,6 +142,12 @@ def _cases(tmp_path: Path, good: Path) -> list[tuple[list, str, str]]:
         (["frobnicate"], "asynclab", "invalid choice"),
         ([], "asynclab", "required"),
     ]
+
+
+def _empty_dir(tmp_path):
+    d = tmp_path / "empty_dir"
+    d.mkdir(exist_ok=True)
+    return d
 
 
 def test_bad_input_exits_2_with_one_line(capsys, tmp_path, good):

@@ -42,8 +42,8 @@ def test_columns_and_dtypes():
     t = load_quiet(simple_trace().to_dict())
     ev = t.events
     assert list(ev.columns) == ["kind", "name", "device", "stream", "lane", "pid", "tid", "start_us", "end_us",
-                                "dur_us", "correlation", "bytes", "src_device", "dst_device", "launch"]
-    for col in ("device", "correlation", "bytes", "src_device", "dst_device", "launch"):
+                                "dur_us", "correlation", "bytes", "src_device", "dst_device", "launch", "rank"]
+    for col in ("device", "correlation", "bytes", "src_device", "dst_device", "launch", "rank"):
         assert str(ev[col].dtype) == "Int64", col
     for col in ("start_us", "end_us", "dur_us"):
         assert ev[col].dtype == np.float64
@@ -474,7 +474,7 @@ def test_bad_input_gives_one_clear_error(tmp_path, name, content, needle):
 
 
 def test_directory_is_an_error(tmp_path):
-    with pytest.raises(TraceError, match="is a directory"):
+    with pytest.raises(TraceError, match="holds no trace files"):
         load_trace(tmp_path)
 
 

@@ -1,17 +1,42 @@
 """asynclab: see what the GPU really did. Helpers for the course notebooks and for any torch.profiler trace."""
-from asynclab import hardware, lessons, metrics, reference, timing
-from asynclab.checks import check, claim
-from asynclab.course import save_figure
-from asynclab.hardware import inventory, report
-from asynclab.lessons import lesson_map, start
-from asynclab.parallel import Parallel
-from asynclab.metrics import (
-    bubble_fraction, busy_time, concurrency, concurrent_time, hidden_fraction, host_lead, idle_gaps, launch_latency, overlap,
-    stream_waits, summary, top_kernels,
-)
-from asynclab.record import record
-from asynclab.timeline import Timeline, draw_timeline
-from asynclab.timing import benchmark_timer, compare, event_timer, fmt_ms, naive_timer, sync_timer
-from asynclab.trace import Trace, TraceError, load_trace
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
+
+# Names are imported on first use, so that reading and drawing a trace never imports torch.
+_SUBMODULES = ("checks", "course", "events", "experiments", "hardware", "lessons", "metrics", "parallel", "ranks",
+               "record", "reference", "simgpu", "timeline", "timing", "trace")
+_NAMES = {
+    "checks": ("check", "claim"),
+    "course": ("save_figure",),
+    "hardware": ("inventory", "report"),
+    "lessons": ("lesson_map", "start"),
+    "parallel": ("Parallel",),
+    "metrics": ("bubble_fraction", "busy_time", "comm_overlap", "concurrency", "concurrent_time", "hidden_fraction",
+                "host_lead", "idle_gaps", "launch_latency", "overlap", "step_breakdown", "stream_waits", "summary",
+                "top_kernels"),
+    "record": ("record",),
+    "timeline": ("Timeline", "draw_timeline"),
+    "timing": ("benchmark_timer", "compare", "event_timer", "fmt_ms", "naive_timer", "sync_timer"),
+    "trace": ("Trace", "TraceError", "TraceWarning", "load_trace"),
+}
+_HOME = {name: module for module, names in _NAMES.items() for name in names}
+__all__ = sorted(_HOME) + list(_SUBMODULES)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOME:
+        value = getattr(importlib.import_module(f"asynclab.{_HOME[name]}"), name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f"asynclab.{name}")
+    else:
+        raise AttributeError(f"module 'asynclab' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

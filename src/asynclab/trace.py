@@ -2,24 +2,22 @@
 from __future__ import annotations
 
 import gc
-import json
 import os
-import re
 import tempfile
 import warnings
-import zlib
 from contextlib import contextmanager
-from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-try:  # optional, only used when installed
-    import orjson as _orjson  # type: ignore
-except Exception:  # pragma: no cover - depends on the environment
-    _orjson = None
+from asynclab.events import (  # noqa: F401 - the event model's vocabulary is part of this module's API
+    COMPUTE_KINDS, COPY_KINDS, DEFAULT_CUDA_STREAM, GPU_KINDS, KINDS, SYNC_TID_OFFSET, WORK_KINDS, TraceError,
+    TraceWarning, a_type,
+)
+from asynclab.tracebuild import COLUMNS, build_table
+from asynclab.traceio import RawEvents, from_document, read_file
 
 __all__ = [
     "Trace",
@@ -30,51 +28,8 @@ __all__ = [
     "GPU_KINDS",
     "WORK_KINDS",
     "COPY_KINDS",
+    "COMPUTE_KINDS",
 ]
-
-#: Every value the ``kind`` column can take.
-KINDS = (
-    "compute", "h2d", "d2h", "d2d", "p2p", "memset", "sync",
-    "launch", "cpu_op", "annotation", "gpu_annotation", "python", "other",
-)
-#: Kinds of rows that live on a GPU (``device`` is set, ``stream`` is set).
-GPU_KINDS = frozenset({"compute", "h2d", "d2h", "d2d", "p2p", "memset", "sync", "gpu_annotation"})
-#: Kinds that keep a GPU stream busy (what the metrics count as work; sync waits and annotations are not).
-WORK_KINDS = ("compute", "h2d", "d2h", "d2d", "p2p", "memset")
-#: Memory-copy kinds.
-COPY_KINDS = ("h2d", "d2h", "d2d", "p2p")
-
-#: CUDA's legacy default stream shows up as stream 7 in kineto traces of NVIDIA GPUs.
-DEFAULT_CUDA_STREAM = "7"
-#: Some kineto versions put cuda_sync rows at tid = stream + this offset.
-SYNC_TID_OFFSET = 1_000_000
-
-_CAT_KIND = {
-    "kernel": "compute",
-    "gpu_memcpy": "copy", "memcpy": "copy",
-    "gpu_memset": "memset", "memset": "memset",
-    "cuda_sync": "sync",
-    "gpu_user_annotation": "gpu_annotation",
-    "cuda_runtime": "launch", "cuda_driver": "launch", "runtime": "launch", "driver": "launch",
-    "hip_runtime": "launch", "hip_driver": "launch",
-    "privateuse1_runtime": "launch", "privateuse1_driver": "launch",
-    "cpu_op": "cpu_op", "operator": "cpu_op",
-    "user_annotation": "annotation",
-    "python_function": "python", "python": "python",
-}
-
-_COLUMNS = (
-    "kind", "name", "device", "stream", "lane", "pid", "tid", "start_us", "end_us", "dur_us",
-    "correlation", "bytes", "src_device", "dst_device", "launch",
-)
-
-
-class TraceError(ValueError):
-    """A file or object that cannot be read as a trace; the message names the source and the problem."""
-
-
-class TraceWarning(UserWarning):
-    """Something in a trace was skipped or recovered (truncated file, malformed events)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -89,8 +44,8 @@ class Trace:
     ==============  =========  ===============================================================
     column          dtype      meaning
     ==============  =========  ===============================================================
-    kind            str        one of :data:`KINDS`: compute, h2d, d2h, d2d, p2p, memset, sync
-                               (GPU rows); launch (CUDA/HIP runtime and driver calls), cpu_op,
+    kind            str        one of :data:`KINDS`: compute, comm (NCCL/RCCL kernels), h2d, d2h,
+                               d2d, p2p, memset, sync (GPU rows); launch (CUDA/HIP runtime and driver calls), cpu_op,
                                annotation (``record_function`` on the host), gpu_annotation,
                                python, other
     name            str        event name (kernel name, ``aten::mm``, ``cudaLaunchKernel``...)
@@ -100,7 +55,8 @@ class Trace:
                                syncs not tied to a stream (the host waiting for the device
                                or an event) have stream "-1", lane "GPU n · host syncs"
     lane            str        lane label in words: "GPU 0 · stream 7 (default)",
-                               "CPU · main thread", "CPU · thread 1234"
+                               "CPU · main thread", "CPU · thread 1234"; with several ranks
+                               "rank 1 · GPU 1 · stream 7"
     pid, tid        str        the raw pid/tid of the event, as text
     start_us        float64    start, in µs from the trace's first event
     end_us          float64    end, in µs from the trace's first event
@@ -113,6 +69,8 @@ class Trace:
     launch          Int64      for GPU rows: index label of the host launch row with the same
                                correlation (one launch may own many GPU rows, e.g. a CUDA graph);
                                <NA> when there is none in the trace (or the window)
+    rank            Int64      the process's rank (``distributedInfo``, or the file's place among
+                               the rank files loaded together); <NA> for a trace of no rank
     ==============  =========  ===============================================================
 
     ``meta`` holds the top-level trace fields (``baseTimeNanoseconds``, ``deviceProperties``,
@@ -304,13 +262,14 @@ class Trace:
 # Loading
 # --------------------------------------------------------------------------------------------
 def load_trace(source: Any) -> Trace:
-    """Load a torch.profiler Chrome trace into a :class:`Trace`.
+    """Load a torch.profiler Chrome trace, or one trace per rank, into a :class:`Trace`.
 
     ``source`` is a path (``str``/``Path``, ``.json`` or ``.json.gz``; gzip is detected from the
-    content), a ``torch.profiler.profile`` object (exported to a temporary file), a parsed ``dict``
-    or a bare ``list`` of events. Timestamps are normalised to µs from the first event, whatever the
-    PyTorch version wrote (integer µs since the epoch up to 2.3, fractional µs relative to
-    ``baseTimeNanoseconds`` from 2.4).
+    content), a folder of rank files or a list of their paths (see :func:`asynclab.ranks.load_ranks`:
+    one Trace, clocks aligned, a ``rank`` column), a ``torch.profiler.profile`` object (exported to a
+    temporary file), a parsed ``dict`` or a bare ``list`` of events. Timestamps are normalised to µs
+    from the first event, whatever the PyTorch version wrote (integer µs since the epoch up to 2.3,
+    fractional µs relative to ``baseTimeNanoseconds`` from 2.4).
 
     Bad input raises :class:`TraceError` (a ``ValueError``) with one line naming the file and the
     problem. Recoverable damage only warns (:class:`TraceWarning`): a truncated file loads its
@@ -328,8 +287,20 @@ def load_trace(source: Any) -> Trace:
     """
     if isinstance(source, Trace):
         return source
+    if _is_many(source):
+        from asynclab.ranks import load_ranks
+
+        return load_ranks(source)
     with _gc_paused():
         return _load(source)
+
+
+def _is_many(source: Any) -> bool:
+    """A folder, or a list of paths (a list of dicts is a bare event list)."""
+    if isinstance(source, (str, os.PathLike)):
+        return Path(source).expanduser().is_dir()
+    return (isinstance(source, (list, tuple)) and len(source) > 0
+            and all(isinstance(s, (str, os.PathLike)) for s in source))
 
 
 @contextmanager
@@ -349,17 +320,14 @@ def _load(source: Any) -> Trace:
     if isinstance(source, (str, os.PathLike)):
         path = Path(source).expanduser()
         name = str(source)
-        data = _read_bytes(path, name)
-        doc, recovered = _parse_bytes(data, name)
-        meta = {"source": str(path)}
-    elif isinstance(source, (dict, list)):
+        return _from_raw(read_file(path, name), name, {"source": str(path)})
+    if isinstance(source, (dict, list)):
         name = "<dict>" if isinstance(source, dict) else "<list>"
-        doc, recovered, meta = source, None, {"source": name}
-    elif hasattr(source, "export_chrome_trace"):
+        return _from_raw(from_document(source, name), name, {"source": name})
+    if hasattr(source, "export_chrome_trace"):
         return _load_profiler(source)
-    else:
-        raise TraceError(f"{type(source).__name__}: not a trace (expected a path, a dict, or a torch.profiler.profile)")
-    return _from_document(doc, name, meta, recovered)
+    raise TraceError(f"{type(source).__name__}: not a trace (expected a path, a folder of rank files, "
+                     f"a dict, or a torch.profiler.profile)")
 
 
 def _load_profiler(prof: Any) -> Trace:
@@ -381,583 +349,21 @@ def _load_profiler(prof: Any) -> Trace:
     return t
 
 
-def _read_bytes(path: Path, name: str) -> bytes:
+def _from_raw(raw: RawEvents, name: str, meta: dict[str, Any]) -> Trace:
+    for k, v in raw.header.items():
+        meta.setdefault(k, v)
     try:
-        if path.is_dir():
-            raise TraceError(f"{name}: is a directory, not a trace file")
-        if not path.exists():
-            raise TraceError(f"{name}: no such file")
-        with open(path, "rb") as fh:
-            raw = fh.read()
+        events = build_table(raw, name, meta)
     except TraceError:
-        raise
-    except PermissionError:
-        raise TraceError(f"{name}: cannot read the file (permission denied)") from None
-    except OSError as e:
-        raise TraceError(f"{name}: cannot read the file ({e.strerror or e})") from None
-    if not raw:
-        raise TraceError(f"{name}: the file is empty")
-    is_gz = raw[:2] == b"\x1f\x8b"
-    if not is_gz and name.lower().endswith(".gz"):
-        raise TraceError(f"{name}: the name ends in .gz but the content is not gzip data")
-    if is_gz:
-        raw = _gunzip(raw, name)
-        if not raw.strip():
-            raise TraceError(f"{name}: the gzip data decompresses to nothing")
-    return raw
-
-
-def _gunzip(raw: bytes, name: str) -> bytes:
-    """Decompress gzip data in chunks, so that a cut-off or damaged file still yields what precedes
-    the damage (the JSON parser then recovers the complete events)."""
-    chunk = 1 << 18
-    parts: list[bytes] = []
-    pos, n = 0, len(raw)
-    damage: str | None = None
-    while pos < n and raw[pos:pos + 2] == b"\x1f\x8b":  # one gzip member after another
-        d = zlib.decompressobj(wbits=31)
-        while not d.eof and pos < n:
-            piece = raw[pos:pos + chunk]
-            try:
-                parts.append(d.decompress(piece))
-            except zlib.error as e:
-                damage = str(e)
-                break
-            pos += len(piece) - (len(d.unused_data) if d.eof else 0)
-        if damage is not None:
-            break
-        if not d.eof:  # cut off: keep what was decoded
-            try:
-                parts.append(d.flush())
-            except zlib.error:
-                pass
-            break
-    out = b"".join(parts)
-    if not out:
-        if damage is not None:
-            raise TraceError(f"{name}: corrupt gzip data ({damage})")
-        raise TraceError(f"{name}: the gzip data is cut off before any content")
-    return out
-
-
-_TRACE_EVENTS_RE = re.compile(r'"traceEvents"\s*:\s*\[')
-_WS_RE = re.compile(r"\s*")
-
-
-def _parse_bytes(data: bytes, name: str) -> tuple[Any, str | None]:
-    """Parse JSON; on failure try to recover a truncated trace. Returns (document, damage or None)."""
-    head = data[:4096].lstrip()
-    if not head:
-        raise TraceError(f"{name}: the file contains only whitespace")
-    if b"\x00" in data[:4096] and not (data[:2] in (b"\xff\xfe", b"\xfe\xff")):
-        raise TraceError(f"{name}: binary data, not a JSON trace")
-    try:
-        if _orjson is not None:
-            try:
-                return _orjson.loads(data), None
-            except _orjson.JSONDecodeError:
-                pass  # fall through to the stdlib for its error message and NaN support
-        return json.loads(data), None
-    except UnicodeDecodeError:
-        raise TraceError(f"{name}: not text (binary data?), not a JSON trace") from None
-    except RecursionError:
-        raise TraceError(f"{name}: not a trace (JSON nested too deeply)") from None
-    except json.JSONDecodeError as e:
-        err = e
-    # outside the except block, so that no JSON traceback hangs on what we raise
-    if head[:1] not in (b"{", b"["):
-        raise TraceError(f"{name}: not JSON ({err.msg}: line {err.lineno}, column {err.colno})")
-    return _recover(data, name, err)
-
-
-def _recover(data: bytes, name: str, err: json.JSONDecodeError) -> tuple[Any, str]:
-    """Salvage the complete events of a truncated (or damaged) trace."""
-    text = data.decode("utf-8", errors="replace")
-    dec = json.JSONDecoder()
-    where = f"line {err.lineno}, column {err.colno}"
-    start = _WS_RE.match(text, 0).end()
-    header: dict[str, Any] = {}
-    if text[start] == "{":
-        m = _TRACE_EVENTS_RE.search(text)
-        if m is None:
-            raise TraceError(f"{name}: invalid JSON ({err.msg}: {where})") from None
-        # read the top-level "key": value pairs written before traceEvents (metadata)
-        i = start + 1
-        while True:
-            i = _WS_RE.match(text, i).end()
-            if i >= m.start():
-                break
-            try:
-                key, i = dec.raw_decode(text, i)
-                i = _WS_RE.match(text, i).end()
-                if text[i] != ":":
-                    break
-                i = _WS_RE.match(text, i + 1).end()
-                if i >= m.start():
-                    break
-                val, i = dec.raw_decode(text, i)
-                if isinstance(key, str):
-                    header[key] = val
-                i = _WS_RE.match(text, i).end()
-                if text[i] == ",":
-                    i += 1
-            except (json.JSONDecodeError, IndexError, RecursionError):
-                break
-        pos = m.end()
-    elif text[start] == "[":
-        pos = start + 1
-    else:  # pragma: no cover - guarded by the caller
-        raise TraceError(f"{name}: not JSON ({err.msg}: {where})")
-    events: list[Any] = []
-    n = len(text)
-    closed = False
-    while True:
-        pos = _WS_RE.match(text, pos).end()
-        if pos >= n:
-            break
-        if text[pos] == "]":
-            closed = True
-            break
-        try:
-            obj, pos = dec.raw_decode(text, pos)
-        except (json.JSONDecodeError, RecursionError):
-            break
-        events.append(obj)
-        pos = _WS_RE.match(text, pos).end()
-        if pos < n and text[pos] == ",":
-            pos += 1
-        elif pos < n and text[pos] == "]":
-            closed = True
-            break
-        else:
-            break
-    n_ev = sum(1 for e in events if isinstance(e, dict))
-    if n_ev == 0:
-        raise TraceError(f"{name}: truncated or invalid JSON ({err.msg}: {where}); "
-                         f"no complete event could be recovered")
-    what = "is damaged after its event list" if closed else f"is truncated or damaged at {where}"
-    if text[start] == "[":
-        return events, what
-    header["traceEvents"] = events
-    return header, what
-
-
-def _from_document(doc: Any, name: str, meta: dict[str, Any], recovered: str | None) -> Trace:
-    if isinstance(doc, dict):
-        if "traceEvents" not in doc:
-            keys = ", ".join(list(map(str, doc.keys()))[:5]) or "none"
-            raise TraceError(f"{name}: JSON but not a torch.profiler trace (no 'traceEvents' key; keys: {keys})")
-        raw = doc["traceEvents"]
-        if not isinstance(raw, list):
-            raise TraceError(f"{name}: 'traceEvents' is a {type(raw).__name__}, not a list of events")
-        for k, v in doc.items():
-            if k != "traceEvents":
-                meta.setdefault(k, v)
-    elif isinstance(doc, list):
-        raw = doc
-    else:
-        raise TraceError(f"{name}: JSON but not a trace (a {type(doc).__name__} at the top level)")
-    try:
-        events, meta = _build(raw, name, meta)
-    except TraceError:
-        if recovered is None:
+        if raw.damage is None:
             raise
-        raise TraceError(f"{name}: the trace {recovered}, and no complete event precedes the damage") from None
-    if recovered is not None:
+        raise TraceError(f"{name}: the trace {raw.damage}, and no complete event precedes the damage") from None
+    if raw.damage is not None:
         meta["recovered_events"] = len(events)
-        meta["damage"] = recovered
-        warnings.warn(f"{name}: the trace {recovered}; loaded the {len(events):,} complete events before it",
-                      TraceWarning, stacklevel=4)
+        meta["damage"] = raw.damage
+        warnings.warn(f"{name}: the trace {raw.damage}; loaded the {len(events):,} complete events before it",
+                      TraceWarning, stacklevel=5)
     return Trace(events, meta, meta.get("source", name))
-
-
-# --------------------------------------------------------------------------------------------
-# Building the table (vectorised; no per-row DataFrame work)
-# --------------------------------------------------------------------------------------------
-def _num(values: list) -> np.ndarray:
-    """List of JSON scalars -> float64 array; anything that is not a number becomes NaN."""
-    try:
-        a = np.array(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        a = pd.to_numeric(pd.Series(values, dtype=object).map(_scalar_or_nan), errors="coerce").to_numpy(np.float64)
-    return a
-
-
-def _num_by_unique(values: np.ndarray) -> np.ndarray:
-    """Object array of text -> float64 array (NaN where not a number), converting each distinct value once."""
-    if not len(values):
-        return np.zeros(0)
-    codes, uniq = pd.factorize(values)
-    return _num([_scalar_or_nan(u) for u in uniq] + [np.nan])[codes]
-
-
-def _scalar_or_nan(v: Any) -> Any:
-    return v if isinstance(v, (int, float, str)) and not isinstance(v, bool) else np.nan
-
-
-def _times(values: list) -> tuple[np.ndarray, bool]:
-    """ts list -> (float64 array, all_integer). Integer µs since the epoch are kept exact."""
-    try:
-        a = np.array(values)
-    except (TypeError, ValueError):  # pragma: no cover - ragged nested lists
-        a = np.array(values, dtype=object)
-    if a.dtype.kind in "iu":
-        return a, True
-    if a.dtype.kind == "f":
-        return a, False
-    return _num(values), False
-
-
-def _int_array(f: np.ndarray) -> pd.arrays.IntegerArray:
-    mask = ~np.isfinite(f)
-    vals = np.where(mask, 0, f).astype(np.int64)
-    return pd.arrays.IntegerArray(vals, mask)
-
-
-def _str_take(values: list) -> np.ndarray:
-    """List of JSON scalars -> object array of str (None -> "")."""
-    try:
-        codes, uniq = pd.factorize(np.array(values, dtype=object), use_na_sentinel=True)
-    except TypeError:  # unhashable values (lists/dicts)
-        codes, uniq = pd.factorize(np.array([_to_str(v) for v in values], dtype=object))
-    table = np.array([_to_str(u) for u in uniq] + [""], dtype=object)
-    return table[codes]
-
-
-def _to_str(v: Any) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, float) and v.is_integer():
-        return str(int(v))
-    return str(v)
-
-
-def _copy_kind(name: str) -> str | None:
-    n = name.replace(" ", "").lower()
-    if "htod" in n or "hosttodevice" in n or "h2d" in n:
-        return "h2d"
-    if "dtoh" in n or "devicetohost" in n or "d2h" in n:
-        return "d2h"
-    if "ptop" in n or "peertopeer" in n or "p2p" in n:
-        return "p2p"
-    if "dtod" in n or "devicetodevice" in n or "d2d" in n:
-        return "d2d"
-    return None
-
-
-def _kind_of_cat(cat: Any) -> str:
-    if not isinstance(cat, str):
-        return "other"
-    return _CAT_KIND.get(cat.lower(), "other")
-
-
-def _split(raw: list) -> tuple[list, list]:
-    """Complete events ("X"; an event without "ph" counts as one) and metadata events ("M")."""
-    try:  # fast path: every entry is an object
-        return [e for e in raw if e.get("ph", "X") == "X"], [e for e in raw if e.get("ph") == "M"]
-    except AttributeError:
-        pass
-    X: list = []
-    M: list = []
-    for e in raw:
-        if type(e) is dict:
-            ph = e.get("ph", "X")
-            if ph == "X":
-                X.append(e)
-            elif ph == "M":
-                M.append(e)
-    return X, M
-
-
-_FIELDS = itemgetter("ts", "dur", "cat", "name", "pid", "tid")
-
-
-def _columns(X: list) -> tuple[Any, ...]:
-    """(ts, dur, cat, name, pid, tid, args) as sequences; one pass when every event has the six fields."""
-    try:
-        ts, dur, cat, names, pid, tid = zip(*[_FIELDS(e) for e in X])
-    except (KeyError, ValueError):
-        ts = [e.get("ts") for e in X]
-        dur = [e.get("dur") for e in X]
-        cat = [e.get("cat") for e in X]
-        names = [e.get("name") for e in X]
-        pid = [e.get("pid") for e in X]
-        tid = [e.get("tid") for e in X]
-    args = [e.get("args") for e in X]
-    return ts, dur, cat, names, pid, tid, args
-
-
-def _build(raw: list, name: str, meta: dict[str, Any]) -> tuple[pd.DataFrame, dict[str, Any]]:
-    if not raw:
-        raise TraceError(f"{name}: the trace has no events (traceEvents is empty)")
-    X, M = _split(raw)
-    if not X and not M and not any(type(e) is dict for e in raw):
-        raise TraceError(f"{name}: not a trace: the event list holds no event objects "
-                         f"(found {type(raw[0]).__name__} values)")
-    if not X:
-        raise TraceError(f"{name}: the trace has no complete events (only metadata, flows or instant events)")
-    _read_metadata(M, meta)
-
-    # ---- raw columns ---------------------------------------------------------------------------
-    ts_raw, dur_raw, cat, names, pid_raw, tid_raw, args = _columns(X)
-    ts, ts_int = _times(ts_raw)
-    dur = _num(dur_raw)
-    tsf = ts.astype(np.float64) if ts_int else ts
-    bad = ~np.isfinite(tsf) | ~np.isfinite(dur) | (dur < 0)
-    n_bad = int(bad.sum())
-    if n_bad:
-        i = int(np.flatnonzero(bad)[0])
-        if n_bad == len(X):
-            raise TraceError(f"{name}: no valid events: every complete event has a bad 'ts' or 'dur' "
-                             f"(e.g. {_why_bad(ts_raw[i], dur_raw[i])})")
-        why = _why_bad(ts_raw[i], dur_raw[i])
-        warnings.warn(f"{name}: skipped {n_bad:,} malformed event(s) of {len(X):,} "
-                      f"(e.g. {_short(names[i])}: {why})", TraceWarning, stacklevel=5)
-        keep = np.flatnonzero(~bad)
-        ts = ts[keep]
-        dur = dur[keep]
-        cat, names, pid_raw, tid_raw, args = ([col[j] for j in keep] for col in (cat, names, pid_raw, tid_raw, args))
-        meta["skipped_events"] = n_bad
-    pid = _str_take(pid_raw)
-    tid = _str_take(tid_raw)
-    n = len(ts)
-
-    # ---- time normalisation --------------------------------------------------------------------
-    t0 = ts.min()
-    start = (ts - t0).astype(np.float64)
-    end = start + dur
-    t0f = float(t0)
-    meta["t0_us"] = t0f
-    base_ns = meta.get("baseTimeNanoseconds")
-    if isinstance(base_ns, (int, float)) and not isinstance(base_ns, bool):
-        meta["time_base"] = "baseTimeNanoseconds"
-        meta["t0_epoch_us"] = base_ns / 1000.0 + t0f
-    else:
-        meta["time_base"] = "epoch" if t0f > 1e14 else "unknown"
-        meta["t0_epoch_us"] = t0f if t0f > 1e14 else None
-
-    # ---- kinds ---------------------------------------------------------------------------------
-    cat_codes, cat_uniq = pd.factorize(np.array(cat, dtype=object))
-    cat_kinds = np.array([_kind_of_cat(c) for c in cat_uniq] + ["other"], dtype=object)
-    kind = cat_kinds[cat_codes]
-    name_arr = np.array([n_ if isinstance(n_, str) else _to_str(n_) for n_ in names], dtype=object)
-
-    copy_idx = np.flatnonzero(kind == "copy")
-    gpu_mask = np.isin(kind, list(GPU_KINDS) + ["copy"])
-    gpu_idx = np.flatnonzero(gpu_mask)
-    g_args = [args[i] for i in gpu_idx]
-    g_args = [a if type(a) is dict else {} for a in g_args]
-
-    dev_arg = _num([a.get("device") for a in g_args])
-    corr_g = _num([a.get("correlation") for a in g_args])
-    # copy endpoints and sizes: only copies and memsets carry them
-    mem_pos = np.flatnonzero(np.isin(kind[gpu_idx], ("copy", "memset")))
-    m_args = [g_args[i] for i in mem_pos]
-
-    def marg(key: str, alt: str | None = None) -> np.ndarray:
-        out = np.full(len(gpu_idx), np.nan)
-        if len(mem_pos):
-            vals = [a.get(key) for a in m_args] if alt is None else [a.get(key, a.get(alt)) for a in m_args]
-            out[mem_pos] = _num(vals)
-        return out
-
-    from_dev = marg("fromDevice")
-    to_dev = marg("toDevice")
-    in_dev = marg("inDevice")
-    bytes_g = marg("bytes", "Bytes")
-
-    pid_num = _num_by_unique(pid[gpu_idx])
-    device_g = np.where(np.isfinite(dev_arg), dev_arg, pid_num)
-    device_g = np.where(np.isfinite(device_g), device_g, np.where(np.isfinite(in_dev), in_dev, from_dev))
-    if len(gpu_idx) and not np.isfinite(device_g).all():
-        # a GPU row whose device we cannot tell: read digits from the pid ("GPU 1")
-        miss = ~np.isfinite(device_g)
-        device_g[miss] = [_digits(p) for p in pid[gpu_idx][miss]]
-        device_g = np.where(np.isfinite(device_g), device_g, 0.0)
-
-    # memcpy direction: name first, then args
-    if len(copy_idx):
-        c_codes, c_uniq = pd.factorize(name_arr[copy_idx])
-        c_kind = np.array([_copy_kind(str(u)) or "" for u in c_uniq], dtype=object)[c_codes]
-        pos = np.searchsorted(gpu_idx, copy_idx)
-        fd, td = from_dev[pos], to_dev[pos]
-        cross = np.isfinite(fd) & np.isfinite(td) & (fd != td)
-        c_kind = np.where(cross & ((c_kind == "d2d") | (c_kind == "")), "p2p", c_kind)
-        same = np.isfinite(fd) & np.isfinite(td) & (fd == td)
-        c_kind = np.where(same & (c_kind == ""), "d2d", c_kind)
-        c_kind = np.where(c_kind == "", "other", c_kind)
-        kind[copy_idx] = c_kind
-        # "other" copies stay GPU rows (they happened on a device)
-
-    # streams: the GPU row's tid ("7"; old kineto wrote "stream 7")
-    stream_g = _strip_stream_prefix(tid[gpu_idx])
-    kind_g = kind[gpu_idx]
-    sync_pos = np.flatnonzero(kind_g == "sync")
-    if len(sync_pos):
-        s_arg = _num([g_args[p].get("stream") for p in sync_pos])
-        t_num = _num_by_unique(stream_g[sync_pos])
-        fixed = []
-        for sa, tn, raw_t in zip(s_arg, t_num, stream_g[sync_pos]):
-            if np.isfinite(sa):
-                fixed.append(str(int(sa)) if sa >= 0 else "-1")
-            elif np.isfinite(tn) and tn >= SYNC_TID_OFFSET:
-                fixed.append(str(int(tn - SYNC_TID_OFFSET)))
-            else:
-                fixed.append(raw_t)
-        stream_g[sync_pos] = np.array(fixed, dtype=object)
-
-    # copy endpoints
-    src_g = np.full(len(gpu_idx), np.nan)
-    dst_g = np.full(len(gpu_idx), np.nan)
-    if len(gpu_idx):
-        has_fd = np.isfinite(from_dev)
-        has_td = np.isfinite(to_dev)
-        src_g = np.where(np.isin(kind_g, ("d2h", "d2d", "p2p")), device_g, np.nan)
-        dst_g = np.where(np.isin(kind_g, ("h2d", "d2d", "p2p")), device_g, np.nan)
-        src_g = np.where(has_fd, from_dev, src_g)
-        dst_g = np.where(has_td, to_dev, dst_g)
-        src_g = np.where(kind_g == "h2d", np.nan, src_g)
-        dst_g = np.where(kind_g == "d2h", np.nan, dst_g)
-        is_mem = np.isin(kind_g, COPY_KINDS + ("memset", "other"))
-        bytes_g = np.where(is_mem, bytes_g, np.nan)
-
-    # launch rows: correlation
-    launch_idx = np.flatnonzero(kind == "launch")
-    corr_l = _num([(args[i].get("correlation") if type(args[i]) is dict else None) for i in launch_idx])
-
-    # platform
-    platform = "cpu"
-    if len(gpu_idx) or len(launch_idx):
-        platform = "cuda"
-        if len(launch_idx):
-            l_codes, l_uniq = pd.factorize(name_arr[launch_idx])
-            if any(str(u).startswith("hip") for u in l_uniq):
-                platform = "rocm"
-        props = meta.get("deviceProperties")
-        if isinstance(props, list) and any("gcnArch" in str(p) or "AMD" in str(p) for p in props[:8]):
-            platform = "rocm"
-    meta["platform"] = platform
-
-    # ---- assemble full-length columns ------------------------------------------------------------
-    device = np.full(n, np.nan)
-    device[gpu_idx] = device_g
-    correlation = np.full(n, np.nan)
-    correlation[gpu_idx] = corr_g
-    correlation[launch_idx] = corr_l
-    nbytes = np.full(n, np.nan)
-    nbytes[gpu_idx] = bytes_g
-    src = np.full(n, np.nan)
-    src[gpu_idx] = src_g
-    dst = np.full(n, np.nan)
-    dst[gpu_idx] = dst_g
-    stream = np.full(n, None, dtype=object)
-    stream[gpu_idx] = stream_g
-
-    # ---- order by time (stable) ----------------------------------------------------------------
-    order = np.argsort(start, kind="stable")
-    if n > 1 and (np.diff(order) < 0).any():
-        start, end, dur = start[order], end[order], dur[order]
-        kind, name_arr, pid, tid = kind[order], name_arr[order], pid[order], tid[order]
-        device, correlation, nbytes, src, dst, stream = (device[order], correlation[order], nbytes[order],
-                                                         src[order], dst[order], stream[order])
-    is_gpu = np.isfinite(device)
-
-    # ---- lanes ---------------------------------------------------------------------------------
-    lane, main_key = _lane_labels(kind, is_gpu, device, stream, pid, tid, start, meta)
-    meta["main_thread"] = main_key
-
-    # ---- launch <-> GPU by correlation ---------------------------------------------------------
-    launch = np.full(n, np.nan)
-    l_rows = np.flatnonzero((kind == "launch") & np.isfinite(correlation))
-    g_rows = np.flatnonzero(is_gpu & np.isfinite(correlation))
-    if len(l_rows) and len(g_rows):
-        lc = pd.Index(correlation[l_rows])
-        first = ~lc.duplicated(keep="first")
-        lc_u = lc[first]
-        l_rows_u = l_rows[first]
-        hit = lc_u.get_indexer(correlation[g_rows])
-        ok = hit >= 0
-        launch[g_rows[ok]] = l_rows_u[hit[ok]]
-
-    df = pd.DataFrame({
-        "kind": kind,
-        "name": name_arr,
-        "device": _int_array(device),
-        "stream": pd.array(stream, dtype="string"),
-        "lane": lane,
-        "pid": pid,
-        "tid": tid,
-        "start_us": start,
-        "end_us": end,
-        "dur_us": dur.astype(np.float64),
-        "correlation": _int_array(correlation),
-        "bytes": _int_array(nbytes),
-        "src_device": _int_array(src),
-        "dst_device": _int_array(dst),
-        "launch": _int_array(launch),
-    }, copy=False)
-    meaningful = (df["kind"] != "other").any()
-    if not meaningful:
-        raise TraceError(f"{name}: the trace has no GPU or host activity (only {len(df):,} bookkeeping events)")
-    return df, meta
-
-
-_STREAM_PREFIX = re.compile(r"^\s*stream\s*[:#]?\s*", re.IGNORECASE)
-
-
-def _strip_stream_prefix(tids: np.ndarray) -> np.ndarray:
-    """"stream 7" -> "7" (PyTorch 1.x wrote GPU tids that way); other values unchanged."""
-    if not len(tids):
-        return tids.copy()
-    codes, uniq = pd.factorize(tids)
-    fixed = [(_STREAM_PREFIX.sub("", u) or u) if isinstance(u, str) else u for u in uniq]
-    return np.array(fixed + [""], dtype=object)[codes]
-
-
-def _digits(s: str) -> float:
-    m = re.search(r"\d+", str(s))
-    return float(m.group()) if m else np.nan
-
-
-def _short(v: Any) -> str:
-    r = repr(v)
-    return r if len(r) <= 30 else r[:27] + "..."
-
-
-def _why_bad(ts: Any, dur: Any) -> str:
-    t = _num([ts])[0]
-    d = _num([dur])[0]
-    if ts is None:
-        return "no 'ts'"
-    if not np.isfinite(t):
-        return f"ts={_short(ts)} is not a number"
-    if dur is None:
-        return "no 'dur'"
-    if not np.isfinite(d):
-        return f"dur={_short(dur)} is not a number"
-    return f"dur={_short(dur)} is negative"
-
-
-def _read_metadata(M: list[dict], meta: dict[str, Any]) -> None:
-    pnames: dict[str, str] = {}
-    plabels: dict[str, str] = {}
-    tnames: dict[tuple[str, str], str] = {}
-    for e in M:
-        a = e.get("args")
-        if not isinstance(a, dict):
-            continue
-        nm = e.get("name")
-        p = _to_str(e.get("pid"))
-        if nm == "process_name" and isinstance(a.get("name"), str):
-            pnames[p] = a["name"]
-        elif nm == "process_labels" and isinstance(a.get("labels"), str):
-            plabels[p] = a["labels"]
-        elif nm == "thread_name" and isinstance(a.get("name"), str):
-            tnames[(p, _to_str(e.get("tid")))] = a["name"]
-    meta["process_names"] = pnames
-    meta["process_labels"] = plabels
-    meta["thread_names"] = tnames
-
 
 def _stream_sort_key(s: str) -> tuple:
     try:
@@ -971,86 +377,17 @@ def _stream_sort_key(s: str) -> tuple:
         return (1, 0, str(s))
 
 
-def _is_number(s: str) -> bool:
-    try:
-        float(s)
-        return True
-    except (TypeError, ValueError):
-        return False
-
-
-def _gpu_label(dev: int, stream: str, platform: str) -> str:
-    if stream == "-1":
-        return f"GPU {dev} · host syncs"
-    if platform != "rocm" and stream == DEFAULT_CUDA_STREAM:
-        return f"GPU {dev} · stream {stream} (default)"
-    return f"GPU {dev} · stream {stream}"
-
-
-def _lane_labels(kind, is_gpu, device, stream, pid, tid, start, meta) -> tuple[np.ndarray, str | None]:
-    n = len(kind)
-    lane = np.empty(n, dtype=object)
-    platform = meta.get("platform", "cuda")
-    gi = np.flatnonzero(is_gpu)
-    if len(gi):
-        s_codes, s_uniq = pd.factorize(stream[gi])
-        key = device[gi].astype(np.int64) * (len(s_uniq) + 1) + s_codes
-        k_codes, k_uniq = pd.factorize(key)
-        labels = []
-        for k in k_uniq:
-            d, sc = divmod(int(k), len(s_uniq) + 1)
-            labels.append(_gpu_label(d, str(s_uniq[sc]), platform))
-        lane[gi] = np.array(labels, dtype=object)[k_codes]
-    hi = np.flatnonzero(~is_gpu)
-    main: str | None = None
-    if len(hi):
-        p_codes, p_uniq = pd.factorize(pid[hi])
-        t_codes, t_uniq = pd.factorize(tid[hi])
-        key = p_codes.astype(np.int64) * (len(t_uniq) + 1) + t_codes
-        k_codes, k_uniq = pd.factorize(key)
-        pairs = [(str(p_uniq[k // (len(t_uniq) + 1)]), str(t_uniq[k % (len(t_uniq) + 1)])) for k in k_uniq]
-        # main thread: the one with the earliest launch; without launches, the earliest CPU op
-        kh = kind[hi]
-        main_code = None
-        for want in (("launch",), ("cpu_op", "annotation", "python")):
-            cand = np.flatnonzero(np.isin(kh, want) & np.array([_is_number(pairs[c][0]) for c in range(len(pairs))],
-                                                                dtype=bool)[k_codes])
-            if len(cand):
-                main_code = int(k_codes[cand[np.argmin(start[hi][cand])]])
-                break
-        # CPU threads: those with launches, CPU ops, annotations or python rows (not bookkeeping such
-        # as kineto's "overhead" rows at pid -1 or the "Spans" rows)
-        has_cpu = np.zeros(len(pairs), dtype=bool)
-        has_cpu[np.unique(k_codes[np.isin(kh, ("launch", "cpu_op", "annotation", "python"))])] = True
-        cpu_pids = {pairs[c][0] for c in np.flatnonzero(has_cpu)}
-        multi = len(cpu_pids) > 1
-        tnames = meta.get("thread_names", {})
-        pnames = meta.get("process_names", {})
-        labels = []
-        seen: set[str] = set()
-        for c, (p, t) in enumerate(pairs):
-            if c == main_code:
-                lab = "CPU · main thread" + (f" (pid {p})" if multi else "")
-                main = f"{p}/{t}"
-            elif has_cpu[c]:
-                tn = tnames.get((p, t))
-                body = tn if tn else f"thread {t}"
-                lab = f"CPU · {body}" if not multi else f"CPU · pid {p} · {body}"
-            elif _is_number(p):
-                lab = f"{pnames.get(p) or f'pid {p}'} · thread {t}"
-            else:
-                lab = f"{p} · {t}" if t else (p or "other")
-            if lab in seen:
-                lab = f"{lab} [{p}/{t}]"
-            seen.add(lab)
-            labels.append(lab)
-        lane[hi] = np.array(labels, dtype=object)[k_codes]
-    return lane, main
-
-
 def _lane_order(ev: pd.DataFrame, meta: dict[str, Any]) -> list[str]:
+    """Lanes rank by rank (a trace of one rank has one group), each rank's GPU lanes before its host lanes."""
     if not len(ev):
         return []
+    ranks = sorted(int(r) for r in ev["rank"].dropna().unique()) if "rank" in ev else []
+    if len(ranks) <= 1:
+        return _rank_lane_order(ev)
+    return [lane for r in ranks for lane in _rank_lane_order(ev[ev["rank"] == r])]
+
+
+def _rank_lane_order(ev: pd.DataFrame) -> list[str]:
     is_gpu = ev["device"].notna().to_numpy()
     g = ev.loc[is_gpu, ["lane", "device", "stream"]].drop_duplicates("lane")
     g_sorted = sorted(zip(g["device"].astype(int), g["stream"].astype(str), g["lane"]),
@@ -1065,7 +402,7 @@ def _lane_order(ev: pd.DataFrame, meta: dict[str, Any]) -> list[str]:
             first = sub.groupby("lane", sort=False)["start_us"].min().sort_values()
             host_lanes = list(first.index)
             break
-    host_lanes.sort(key=lambda s: (not s.startswith("CPU · main thread"),))
+    host_lanes.sort(key=lambda s: ("CPU · main thread" not in s,))
     return out + host_lanes
 
 

@@ -1,0 +1,182 @@
+"""Load one trace per rank as a single Trace: ranks from distributedInfo, clocks aligned, lanes named by rank."""
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+from asynclab.events import TraceError, TraceWarning
+from asynclab.trace import Trace, _gc_paused, _load
+
+__all__ = ["load_ranks", "rank_files"]
+
+_SUFFIXES = (".json", ".json.gz")
+
+
+def rank_files(folder: str | os.PathLike) -> list[Path]:
+    """The trace files (``*.json``, ``*.json.gz``) directly inside ``folder``, sorted by name.
+
+    Example:
+        >>> rank_files("/no/such/folder")
+        Traceback (most recent call last):
+        ...
+        asynclab.events.TraceError: /no/such/folder: no such folder
+    """
+    path = Path(folder).expanduser()
+    if not path.is_dir():
+        raise TraceError(f"{folder}: no such folder")
+    files = sorted(p for p in path.iterdir() if p.is_file() and p.name.lower().endswith(_SUFFIXES))
+    if not files:
+        raise TraceError(f"{folder}: the folder holds no trace files (*.json or *.json.gz)")
+    return files
+
+
+def load_ranks(sources: str | os.PathLike | Iterable[str | os.PathLike]) -> Trace:
+    """One Trace from a folder of per-rank trace files, or a list of their paths.
+
+    Each file's rank is its ``distributedInfo.rank`` (torch.profiler writes it under torch.distributed);
+    files without one take their place in sorted order, which ``meta["rank_source"]`` then says. Clocks
+    are aligned on each file's absolute time (``baseTimeNanoseconds`` + ts, or epoch µs), so that a send
+    on rank 0 and its receive on rank 1 line up; times are µs from the earliest rank's first event.
+    With more than one rank, lanes read "rank 1 · GPU 1 · stream 7" and ``launch`` keeps pointing at
+    the same rank's launch rows. A broken file raises a one-line :class:`TraceError` naming it; two
+    files claiming one rank, or a file whose clock cannot be placed, are errors too; a rank missing
+    from ``world_size`` is a warning.
+
+    Example:
+        >>> doc = lambda r: {"distributedInfo": {"rank": r, "world_size": 2}, "baseTimeNanoseconds": 10**18,
+        ...     "traceEvents": [{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_SendRecv", "pid": r,
+        ...                      "tid": 20, "ts": 5 + r, "dur": 3, "args": {"device": r, "stream": 20}}]}
+        >>> import json, tempfile, pathlib
+        >>> d = pathlib.Path(tempfile.mkdtemp())
+        >>> for r in (0, 1): _ = (d / f"rank{r}.json").write_text(json.dumps(doc(r)))
+        >>> t = load_ranks(d)
+        >>> t.events[["rank", "lane", "start_us"]].values.tolist()
+        [[0, 'rank 0 · GPU 0 · stream 20', 0.0], [1, 'rank 1 · GPU 1 · stream 20', 1.0]]
+    """
+    paths, label = _paths(sources)
+    with _gc_paused():
+        traces = [_load(p) for p in paths]
+    ranks, how = _ranks(traces)
+    offsets = _clock_offsets(traces)
+    order = np.argsort(ranks, kind="stable")
+    frames, pos = [], 0
+    multi = len(traces) > 1
+    for i in order:
+        frames.append(_shifted(traces[i], ranks[i], offsets[i], pos, multi))
+        pos += len(traces[i])
+    events = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    events = events.sort_values("start_us", kind="stable").reset_index(drop=False)
+    events["launch"] = _relabel(events.pop("index"), events["launch"])
+    meta = _merged_meta(traces, ranks, offsets, how, label)
+    _warn_missing(traces, ranks, label)
+    return Trace(events, meta, label)
+
+
+def _paths(sources: Any) -> tuple[list[Path], str]:
+    if isinstance(sources, (str, os.PathLike)):
+        return rank_files(sources), str(sources)
+    paths = [Path(p).expanduser() for p in sources]
+    if not paths:
+        raise TraceError("no trace files given")
+    seen: set[Path] = set()
+    for p in paths:
+        if p.resolve() in seen:
+            raise TraceError(f"{p}: given twice")
+        seen.add(p.resolve())
+    label = str(paths[0]) if len(paths) == 1 else f"{paths[0]} + {len(paths) - 1} more"
+    return paths, label
+
+
+def _ranks(traces: list[Trace]) -> tuple[list[int], str]:
+    """Each trace's rank, and where the ranks came from ("distributedInfo" or "file order")."""
+    known = [_info_rank(t) for t in traces]
+    if all(r is None for r in known):
+        return list(range(len(traces))), "file order"
+    for t, r in zip(traces, known):
+        if r is None:
+            raise TraceError(f"{t.source}: has no distributedInfo rank, but the other files have one; "
+                             f"load it on its own or record it under torch.distributed")
+    by_rank: dict[int, str] = {}
+    for t, r in zip(traces, known):
+        if r in by_rank:
+            raise TraceError(f"{t.source}: rank {r} again (also in {by_rank[r]}); give each rank's file once")
+        by_rank[r] = t.source
+    return [int(r) for r in known], "distributedInfo"
+
+
+def _info_rank(t: Trace) -> int | None:
+    info = t.meta.get("distributedInfo")
+    r = info.get("rank") if isinstance(info, dict) else None
+    return r if isinstance(r, int) and not isinstance(r, bool) and r >= 0 else None
+
+
+def _clock_offsets(traces: list[Trace]) -> list[float]:
+    """µs from the earliest trace's first event to each trace's first event, on the shared clock."""
+    if len(traces) == 1:
+        return [0.0]
+    t0 = []
+    for t in traces:
+        v = t.meta.get("t0_epoch_us")
+        if v is None:
+            raise TraceError(f"{t.source}: its clock cannot be placed beside the other ranks' (no "
+                             f"baseTimeNanoseconds, and its timestamps are not µs since the epoch)")
+        t0.append(float(v))
+    first = min(t0)
+    return [v - first for v in t0]
+
+
+def _shifted(t: Trace, rank: int, offset: float, pos: int, multi: bool) -> pd.DataFrame:
+    ev = t.events.copy()
+    ev["start_us"] = ev["start_us"] + offset
+    ev["end_us"] = ev["end_us"] + offset
+    ev["rank"] = pd.array(np.full(len(ev), rank), dtype="Int64")
+    ev["launch"] = ev["launch"] + pos
+    ev.index = ev.index + pos
+    if multi:
+        ev["lane"] = f"rank {rank} · " + ev["lane"].astype(str)
+    return ev
+
+
+def _relabel(old_index: pd.Series, launch: pd.Series) -> pd.Series:
+    """``launch`` pointed at labels before the rows were sorted; point it at the new labels."""
+    new_of_old = pd.Series(np.arange(len(old_index)), index=old_index.to_numpy())
+    out = launch.copy()
+    ok = out.notna()
+    out[ok] = new_of_old.reindex(out[ok].astype("int64").to_numpy()).to_numpy()
+    return out.astype("Int64")
+
+
+def _merged_meta(traces: list[Trace], ranks: list[int], offsets: list[float], how: str, label: str) -> dict:
+    first = traces[int(np.argmin(offsets))]
+    meta: dict[str, Any] = {
+        "source": label,
+        "rank_source": how,
+        "ranks": {r: {"source": t.source, "offset_us": off, "meta": t.meta}
+                  for r, t, off in sorted(zip(ranks, traces, offsets), key=lambda x: x[0])},
+        "t0_epoch_us": first.meta.get("t0_epoch_us"),
+        "time_base": "aligned across ranks" if len(traces) > 1 else first.meta.get("time_base"),
+        "platform": first.meta.get("platform"),
+    }
+    for key in ("deviceProperties", "distributedInfo", "baseTimeNanoseconds", "schemaVersion"):
+        if key in first.meta:
+            meta[key] = first.meta[key]
+    if len(traces) == 1:
+        meta["main_thread"] = first.meta.get("main_thread")
+    return meta
+
+
+def _warn_missing(traces: list[Trace], ranks: list[int], label: str) -> None:
+    sizes = {t.meta["distributedInfo"].get("world_size") for t in traces
+             if isinstance(t.meta.get("distributedInfo"), dict)}
+    sizes = {s for s in sizes if isinstance(s, int)}
+    if len(sizes) == 1:
+        world = sizes.pop()
+        missing = sorted(set(range(world)) - set(ranks))
+        if missing:
+            warnings.warn(f"{label}: world size {world}, but no file for rank(s) "
+                          f"{', '.join(map(str, missing))}", TraceWarning, stacklevel=3)

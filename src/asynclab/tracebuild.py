@@ -1,0 +1,492 @@
+"""Build the event table from raw trace columns, one step per function (vectorised; no per-row DataFrame work)."""
+from __future__ import annotations
+
+import re
+import warnings
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from asynclab.events import (
+    COPY_KINDS, DEFAULT_CUDA_STREAM, GPU_KINDS, SYNC_TID_OFFSET, TraceError, TraceWarning, comm_kernel, copy_kind,
+    kind_of_cat,
+)
+from asynclab.traceio import RawEvents
+
+__all__ = ["build_table", "COLUMNS"]
+
+#: The event table's columns, in order.
+COLUMNS = (
+    "kind", "name", "device", "stream", "lane", "pid", "tid", "start_us", "end_us", "dur_us",
+    "correlation", "bytes", "src_device", "dst_device", "launch", "rank",
+)
+
+
+def build_table(raw: RawEvents, name: str, meta: dict[str, Any]) -> pd.DataFrame:
+    """The event table of one trace (see :class:`asynclab.trace.Trace`), filling ``meta`` as it goes.
+
+    Example:
+        >>> from asynclab.traceio import from_document
+        >>> raw = from_document({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_SendRecv",
+        ...     "pid": 0, "tid": 20, "ts": 5, "dur": 3, "args": {"device": 0, "stream": 20}}]}, "<dict>")
+        >>> build_table(raw, "<dict>", {})[["kind", "lane", "start_us"]].values.tolist()
+        [['comm', 'GPU 0 · stream 20', 0.0]]
+    """
+    if not len(raw) and not raw.meta_events:
+        raise TraceError(f"{name}: the trace has no complete events (only metadata, flows or instant events)")
+    if not len(raw):
+        raise TraceError(f"{name}: the trace has no complete events (only metadata, flows or instant events)")
+    _read_metadata(raw.meta_events, meta)
+    ts, dur = _valid_times(raw, name, meta)
+    start, end = _normalise_times(ts, dur, meta)
+    kind, names = _classify(raw)
+    pid, tid = _str_take(raw.pid), _str_take(raw.tid)
+    gpu = _gpu_columns(raw, kind, names, pid, tid)
+    meta["platform"] = _platform(raw, kind, names, gpu["idx"], meta)
+    cols = _full_columns(len(start), kind, gpu, _launch_correlations(raw, kind))
+    cols.update(kind=kind, name=names, pid=pid, tid=tid, start=start, end=end, dur=dur)
+    cols = _in_time_order(cols)
+    is_gpu = np.isfinite(cols["device"])
+    lane, main_key = _lane_labels(cols["kind"], is_gpu, cols["device"], cols["stream"], cols["pid"], cols["tid"],
+                                  cols["start"], meta)
+    meta["main_thread"] = main_key
+    launch = _link_launches(cols["kind"], cols["correlation"], is_gpu)
+    df = _frame(cols, lane, launch, _rank_of(meta))
+    if not (df["kind"] != "other").any():
+        raise TraceError(f"{name}: the trace has no GPU or host activity (only {len(df):,} bookkeeping events)")
+    return df
+
+
+# --------------------------------------------------------------------------------------------
+# Step 1: valid times
+# --------------------------------------------------------------------------------------------
+def _valid_times(raw: RawEvents, name: str, meta: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """``ts`` and ``dur`` as arrays, after dropping (with a warning) events whose times are not numbers."""
+    ts, _ = _times(raw.ts)
+    dur = _num(raw.dur)
+    tsf = ts.astype(np.float64) if ts.dtype.kind in "iu" else ts
+    bad = ~np.isfinite(tsf) | ~np.isfinite(dur) | (dur < 0)
+    n_bad = int(bad.sum())
+    if not n_bad:
+        return ts, dur
+    i = int(np.flatnonzero(bad)[0])
+    why = _why_bad(raw.ts[i], raw.dur[i])
+    if n_bad == len(ts):
+        raise TraceError(f"{name}: no valid events: every complete event has a bad 'ts' or 'dur' (e.g. {why})")
+    warnings.warn(f"{name}: skipped {n_bad:,} malformed event(s) of {len(ts):,} "
+                  f"(e.g. {_short(raw.name[i])}: {why})", TraceWarning, stacklevel=6)
+    keep = np.flatnonzero(~bad)
+    raw.keep(keep)
+    meta["skipped_events"] = n_bad
+    return ts[keep], dur[keep]
+
+
+def _times(values: list) -> tuple[np.ndarray, bool]:
+    """ts list -> (float64 or int64 array, all_integer). Integer µs since the epoch are kept exact."""
+    try:
+        a = np.array(values)
+    except (TypeError, ValueError):  # pragma: no cover - ragged nested lists
+        a = np.array(values, dtype=object)
+    if a.dtype.kind in "iu":
+        return a, True
+    if a.dtype.kind == "f":
+        return a, False
+    return _num(values), False
+
+
+def _why_bad(ts: Any, dur: Any) -> str:
+    t = _num([ts])[0]
+    d = _num([dur])[0]
+    if ts is None:
+        return "no 'ts'"
+    if not np.isfinite(t):
+        return f"ts={_short(ts)} is not a number"
+    if dur is None:
+        return "no 'dur'"
+    if not np.isfinite(d):
+        return f"dur={_short(dur)} is not a number"
+    return f"dur={_short(dur)} is negative"
+
+
+# --------------------------------------------------------------------------------------------
+# Step 2: one time axis
+# --------------------------------------------------------------------------------------------
+def _normalise_times(ts: np.ndarray, dur: np.ndarray, meta: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end in µs from the first event; ``meta`` learns the first event's absolute time."""
+    t0 = ts.min()
+    start = (ts - t0).astype(np.float64)
+    t0f = float(t0)
+    meta["t0_us"] = t0f
+    base_ns = meta.get("baseTimeNanoseconds")
+    if isinstance(base_ns, (int, float)) and not isinstance(base_ns, bool):
+        meta["time_base"] = "baseTimeNanoseconds"
+        meta["t0_epoch_us"] = base_ns / 1000.0 + t0f
+    else:
+        meta["time_base"] = "epoch" if t0f > 1e14 else "unknown"
+        meta["t0_epoch_us"] = t0f if t0f > 1e14 else None
+    return start, start + dur
+
+
+# --------------------------------------------------------------------------------------------
+# Step 3: kinds
+# --------------------------------------------------------------------------------------------
+def _classify(raw: RawEvents) -> tuple[np.ndarray, np.ndarray]:
+    """(kind, name) arrays: the kind from the category, then copies by direction and kernels by what they do."""
+    cat_codes, cat_uniq = pd.factorize(np.array(raw.cat, dtype=object))
+    kind = np.array([kind_of_cat(c) for c in cat_uniq] + ["other"], dtype=object)[cat_codes]
+    names = _str_take(raw.name)
+    kernels = np.flatnonzero(kind == "compute")
+    if len(kernels):
+        k_codes, k_uniq = pd.factorize(names[kernels])
+        is_comm = np.array([comm_kernel(str(u)) for u in k_uniq] + [False])[k_codes]
+        kind[kernels[is_comm]] = "comm"
+    return kind, names
+
+
+# --------------------------------------------------------------------------------------------
+# Step 4: the GPU rows' device, stream, copy endpoints and sizes
+# --------------------------------------------------------------------------------------------
+def _gpu_columns(raw: RawEvents, kind: np.ndarray, names: np.ndarray, pid: np.ndarray,
+                 tid: np.ndarray) -> dict[str, np.ndarray]:
+    """Columns for the GPU rows only (position ``idx`` in the trace); copies get their direction in ``kind``."""
+    idx = np.flatnonzero(np.isin(kind, list(GPU_KINDS) + ["copy"]))
+    mem = idx[np.isin(kind[idx], ("copy", "memset"))]
+    mem_pos = np.searchsorted(idx, mem)
+
+    def mem_arg(key: str, alt: str | None = None) -> np.ndarray:
+        out = np.full(len(idx), np.nan)
+        if len(mem):
+            out[mem_pos] = _num(raw.arg(key, mem, alt))
+        return out
+
+    from_dev, to_dev, in_dev = mem_arg("fromDevice"), mem_arg("toDevice"), mem_arg("inDevice")
+    nbytes = mem_arg("bytes", "Bytes")
+    device = _device_of(_num(raw.arg("device", idx)), _num_by_unique(pid[idx]), in_dev, from_dev, pid[idx])
+    _copy_directions(kind, names, idx, mem_pos, from_dev, to_dev)
+    kind_g = kind[idx]
+    stream = _streams(raw, idx, kind_g, _strip_stream_prefix(tid[idx]))
+    src, dst = _copy_endpoints(kind_g, device, from_dev, to_dev)
+    nbytes = np.where(np.isin(kind_g, COPY_KINDS + ("memset", "other")), nbytes, np.nan)
+    return {"idx": idx, "device": device, "stream": stream, "src": src, "dst": dst, "bytes": nbytes,
+            "correlation": _num(raw.arg("correlation", idx))}
+
+
+def _device_of(dev_arg, pid_num, in_dev, from_dev, pids) -> np.ndarray:
+    """args.device, else the numeric pid, else the memset/copy's device; last, digits in the pid ("GPU 1")."""
+    device = np.where(np.isfinite(dev_arg), dev_arg, pid_num)
+    device = np.where(np.isfinite(device), device, np.where(np.isfinite(in_dev), in_dev, from_dev))
+    if len(device) and not np.isfinite(device).all():
+        miss = ~np.isfinite(device)
+        device[miss] = [_digits(p) for p in pids[miss]]
+        device = np.where(np.isfinite(device), device, 0.0)
+    return device
+
+
+def _copy_directions(kind, names, idx, mem_pos, from_dev, to_dev) -> None:
+    """Set each memcpy's kind (h2d, d2h, d2d, p2p) from its name, then from its endpoints; else "other"."""
+    copies = np.flatnonzero(kind == "copy")
+    if not len(copies):
+        return
+    c_codes, c_uniq = pd.factorize(names[copies])
+    c_kind = np.array([copy_kind(str(u)) or "" for u in c_uniq], dtype=object)[c_codes]
+    pos = np.searchsorted(idx, copies)
+    fd, td = from_dev[pos], to_dev[pos]
+    cross = np.isfinite(fd) & np.isfinite(td) & (fd != td)
+    c_kind = np.where(cross & ((c_kind == "d2d") | (c_kind == "")), "p2p", c_kind)
+    same = np.isfinite(fd) & np.isfinite(td) & (fd == td)
+    c_kind = np.where(same & (c_kind == ""), "d2d", c_kind)
+    kind[copies] = np.where(c_kind == "", "other", c_kind)  # "other" copies stay GPU rows
+
+
+def _streams(raw: RawEvents, idx, kind_g, stream) -> np.ndarray:
+    """The GPU rows' stream as text; sync rows take args.stream, or their tid less the sync offset."""
+    sync_pos = np.flatnonzero(kind_g == "sync")
+    if not len(sync_pos):
+        return stream
+    s_arg = _num(raw.arg("stream", idx[sync_pos]))
+    t_num = _num_by_unique(stream[sync_pos])
+    fixed = []
+    for sa, tn, raw_t in zip(s_arg, t_num, stream[sync_pos]):
+        if np.isfinite(sa):
+            fixed.append(str(int(sa)) if sa >= 0 else "-1")
+        elif np.isfinite(tn) and tn >= SYNC_TID_OFFSET:
+            fixed.append(str(int(tn - SYNC_TID_OFFSET)))
+        else:
+            fixed.append(raw_t)
+    stream[sync_pos] = np.array(fixed, dtype=object)
+    return stream
+
+
+def _copy_endpoints(kind_g, device, from_dev, to_dev) -> tuple[np.ndarray, np.ndarray]:
+    """(src_device, dst_device) of each GPU row: NaN for host memory and for rows that are not copies."""
+    src = np.where(np.isin(kind_g, ("d2h", "d2d", "p2p")), device, np.nan)
+    dst = np.where(np.isin(kind_g, ("h2d", "d2d", "p2p")), device, np.nan)
+    src = np.where(np.isfinite(from_dev), from_dev, src)
+    dst = np.where(np.isfinite(to_dev), to_dev, dst)
+    return np.where(kind_g == "h2d", np.nan, src), np.where(kind_g == "d2h", np.nan, dst)
+
+
+def _platform(raw: RawEvents, kind, names, gpu_idx, meta) -> str:
+    """"cuda", "rocm" (HIP launches or AMD device properties) or "cpu" (no GPU activity at all)."""
+    launch_idx = np.flatnonzero(kind == "launch")
+    if not len(gpu_idx) and not len(launch_idx):
+        return "cpu"
+    if len(launch_idx) and any(str(u).startswith("hip") for u in pd.unique(names[launch_idx])):
+        return "rocm"
+    props = meta.get("deviceProperties")
+    if isinstance(props, list) and any("gcnArch" in str(p) or "AMD" in str(p) for p in props[:8]):
+        return "rocm"
+    return "cuda"
+
+
+def _launch_correlations(raw: RawEvents, kind) -> tuple[np.ndarray, np.ndarray]:
+    idx = np.flatnonzero(kind == "launch")
+    return idx, _num(raw.arg("correlation", idx))
+
+
+# --------------------------------------------------------------------------------------------
+# Step 5: full-length columns, in time order
+# --------------------------------------------------------------------------------------------
+def _full_columns(n: int, kind, gpu: dict[str, np.ndarray], launches) -> dict[str, np.ndarray]:
+    idx = gpu["idx"]
+    cols: dict[str, np.ndarray] = {}
+    for key in ("device", "correlation", "bytes", "src", "dst"):
+        col = np.full(n, np.nan)
+        col[idx] = gpu[key]
+        cols[key] = col
+    l_idx, l_corr = launches
+    cols["correlation"][l_idx] = l_corr
+    stream = np.full(n, None, dtype=object)
+    stream[idx] = gpu["stream"]
+    cols["stream"] = stream
+    return cols
+
+
+def _in_time_order(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every column reordered by start time (stable), unless the events already are."""
+    start = cols["start"]
+    order = np.argsort(start, kind="stable")
+    if len(start) > 1 and (np.diff(order) < 0).any():
+        return {k: v[order] for k, v in cols.items()}
+    return cols
+
+
+def _link_launches(kind, correlation, is_gpu) -> np.ndarray:
+    """For each GPU row, the position of the host launch with the same correlation id (NaN without one)."""
+    launch = np.full(len(kind), np.nan)
+    l_rows = np.flatnonzero((kind == "launch") & np.isfinite(correlation))
+    g_rows = np.flatnonzero(is_gpu & np.isfinite(correlation))
+    if len(l_rows) and len(g_rows):
+        lc = pd.Index(correlation[l_rows])
+        first = ~lc.duplicated(keep="first")
+        hit = lc[first].get_indexer(correlation[g_rows])
+        ok = hit >= 0
+        launch[g_rows[ok]] = l_rows[first][hit[ok]]
+    return launch
+
+
+def _rank_of(meta: dict[str, Any]) -> float:
+    info = meta.get("distributedInfo")
+    rank = info.get("rank") if isinstance(info, dict) else None
+    return float(rank) if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0 else np.nan
+
+
+def _frame(cols: dict[str, np.ndarray], lane, launch, rank: float) -> pd.DataFrame:
+    n = len(cols["start"])
+    return pd.DataFrame({
+        "kind": cols["kind"],
+        "name": cols["name"],
+        "device": _int_array(cols["device"]),
+        "stream": pd.array(cols["stream"], dtype="string"),
+        "lane": lane,
+        "pid": cols["pid"],
+        "tid": cols["tid"],
+        "start_us": cols["start"],
+        "end_us": cols["end"],
+        "dur_us": cols["dur"].astype(np.float64),
+        "correlation": _int_array(cols["correlation"]),
+        "bytes": _int_array(cols["bytes"]),
+        "src_device": _int_array(cols["src"]),
+        "dst_device": _int_array(cols["dst"]),
+        "launch": _int_array(launch),
+        "rank": _int_array(np.full(n, rank)),
+    }, copy=False)
+
+
+# --------------------------------------------------------------------------------------------
+# Step 6: lanes
+# --------------------------------------------------------------------------------------------
+def _gpu_label(dev: int, stream: str, platform: str) -> str:
+    if stream == "-1":
+        return f"GPU {dev} · host syncs"
+    if platform != "rocm" and stream == DEFAULT_CUDA_STREAM:
+        return f"GPU {dev} · stream {stream} (default)"
+    return f"GPU {dev} · stream {stream}"
+
+
+def _gpu_lanes(device, stream, platform) -> np.ndarray:
+    s_codes, s_uniq = pd.factorize(stream)
+    key = device.astype(np.int64) * (len(s_uniq) + 1) + s_codes
+    k_codes, k_uniq = pd.factorize(key)
+    labels = []
+    for k in k_uniq:
+        d, sc = divmod(int(k), len(s_uniq) + 1)
+        labels.append(_gpu_label(d, str(s_uniq[sc]), platform))
+    return np.array(labels, dtype=object)[k_codes]
+
+
+def _main_thread(kh, start_h, k_codes, pairs) -> int | None:
+    """The host thread with the earliest launch; without launches, the one with the earliest CPU op."""
+    numeric = np.array([_is_number(p) for p, _ in pairs], dtype=bool)[k_codes]
+    for want in (("launch",), ("cpu_op", "annotation", "python")):
+        cand = np.flatnonzero(np.isin(kh, want) & numeric)
+        if len(cand):
+            return int(k_codes[cand[np.argmin(start_h[cand])]])
+    return None
+
+
+def _host_lanes(kh, pid_h, tid_h, start_h, meta) -> tuple[np.ndarray, str | None]:
+    p_codes, p_uniq = pd.factorize(pid_h)
+    t_codes, t_uniq = pd.factorize(tid_h)
+    key = p_codes.astype(np.int64) * (len(t_uniq) + 1) + t_codes
+    k_codes, k_uniq = pd.factorize(key)
+    pairs = [(str(p_uniq[k // (len(t_uniq) + 1)]), str(t_uniq[k % (len(t_uniq) + 1)])) for k in k_uniq]
+    main_code = _main_thread(kh, start_h, k_codes, pairs)
+    # CPU threads: those with launches, CPU ops, annotations or python rows (not bookkeeping such
+    # as kineto's "overhead" rows at pid -1 or the "Spans" rows)
+    has_cpu = np.zeros(len(pairs), dtype=bool)
+    has_cpu[np.unique(k_codes[np.isin(kh, ("launch", "cpu_op", "annotation", "python"))])] = True
+    multi = len({pairs[c][0] for c in np.flatnonzero(has_cpu)}) > 1
+    tnames = meta.get("thread_names", {})
+    pnames = meta.get("process_names", {})
+    labels = []
+    seen: set[str] = set()
+    main: str | None = None
+    for c, (p, t) in enumerate(pairs):
+        if c == main_code:
+            lab = "CPU · main thread" + (f" (pid {p})" if multi else "")
+            main = f"{p}/{t}"
+        elif has_cpu[c]:
+            body = tnames.get((p, t)) or f"thread {t}"
+            lab = f"CPU · {body}" if not multi else f"CPU · pid {p} · {body}"
+        elif _is_number(p):
+            lab = f"{pnames.get(p) or f'pid {p}'} · thread {t}"
+        else:
+            lab = f"{p} · {t}" if t else (p or "other")
+        if lab in seen:
+            lab = f"{lab} [{p}/{t}]"
+        seen.add(lab)
+        labels.append(lab)
+    return np.array(labels, dtype=object)[k_codes], main
+
+
+def _lane_labels(kind, is_gpu, device, stream, pid, tid, start, meta) -> tuple[np.ndarray, str | None]:
+    lane = np.empty(len(kind), dtype=object)
+    gi = np.flatnonzero(is_gpu)
+    if len(gi):
+        lane[gi] = _gpu_lanes(device[gi], stream[gi], meta.get("platform", "cuda"))
+    hi = np.flatnonzero(~is_gpu)
+    main = None
+    if len(hi):
+        lane[hi], main = _host_lanes(kind[hi], pid[hi], tid[hi], start[hi], meta)
+    return lane, main
+
+
+def _read_metadata(M: list, meta: dict[str, Any]) -> None:
+    pnames: dict[str, str] = {}
+    plabels: dict[str, str] = {}
+    tnames: dict[tuple[str, str], str] = {}
+    for e in M:
+        a = e.get("args") if isinstance(e, dict) else None
+        if not isinstance(a, dict):
+            continue
+        nm = e.get("name")
+        p = _to_str(e.get("pid"))
+        if nm == "process_name" and isinstance(a.get("name"), str):
+            pnames[p] = a["name"]
+        elif nm == "process_labels" and isinstance(a.get("labels"), str):
+            plabels[p] = a["labels"]
+        elif nm == "thread_name" and isinstance(a.get("name"), str):
+            tnames[(p, _to_str(e.get("tid")))] = a["name"]
+    meta["process_names"] = pnames
+    meta["process_labels"] = plabels
+    meta["thread_names"] = tnames
+
+
+# --------------------------------------------------------------------------------------------
+# Conversions
+# --------------------------------------------------------------------------------------------
+def _num(values: list) -> np.ndarray:
+    """List of JSON scalars -> float64 array; anything that is not a number becomes NaN."""
+    try:
+        return np.array(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        return pd.to_numeric(pd.Series(values, dtype=object).map(_scalar_or_nan),
+                             errors="coerce").to_numpy(np.float64)
+
+
+def _num_by_unique(values: np.ndarray) -> np.ndarray:
+    """Object array of text -> float64 array (NaN where not a number), converting each distinct value once."""
+    if not len(values):
+        return np.zeros(0)
+    codes, uniq = pd.factorize(values)
+    return _num([_scalar_or_nan(u) for u in uniq] + [np.nan])[codes]
+
+
+def _scalar_or_nan(v: Any) -> Any:
+    return v if isinstance(v, (int, float, str)) and not isinstance(v, bool) else np.nan
+
+
+def _int_array(f: np.ndarray) -> pd.arrays.IntegerArray:
+    mask = ~np.isfinite(f)
+    vals = np.where(mask, 0, f).astype(np.int64)
+    return pd.arrays.IntegerArray(vals, mask)
+
+
+def _str_take(values: list) -> np.ndarray:
+    """List of JSON scalars -> object array of str (None -> "")."""
+    try:
+        codes, uniq = pd.factorize(np.array(values, dtype=object), use_na_sentinel=True)
+    except TypeError:  # unhashable values (lists/dicts)
+        codes, uniq = pd.factorize(np.array([_to_str(v) for v in values], dtype=object))
+    table = np.array([_to_str(u) for u in uniq] + [""], dtype=object)
+    return table[codes]
+
+
+def _to_str(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
+_STREAM_PREFIX = re.compile(r"^\s*stream\s*[:#]?\s*", re.IGNORECASE)
+
+
+def _strip_stream_prefix(tids: np.ndarray) -> np.ndarray:
+    """"stream 7" -> "7" (PyTorch 1.x wrote GPU tids that way); other values unchanged."""
+    if not len(tids):
+        return tids.copy()
+    codes, uniq = pd.factorize(tids)
+    fixed = [(_STREAM_PREFIX.sub("", u) or u) if isinstance(u, str) else u for u in uniq]
+    return np.array(fixed + [""], dtype=object)[codes]
+
+
+def _digits(s: str) -> float:
+    m = re.search(r"\d+", str(s))
+    return float(m.group()) if m else np.nan
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 30 else r[:27] + "..."
+
+
+def _is_number(s: str) -> bool:
+    try:
+        float(s)
+        return True
+    except (TypeError, ValueError):
+        return False

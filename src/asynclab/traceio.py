@@ -1,0 +1,407 @@
+"""Read a trace file into raw event columns: gzip, a typed JSON fast path, the stdlib fallback, truncated-file recovery."""
+from __future__ import annotations
+
+import json
+import re
+import typing
+import zlib
+from dataclasses import dataclass, field
+from operator import attrgetter, itemgetter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from asynclab.events import TraceError, a_type
+
+try:  # the fast path; without msgspec every file takes the stdlib path
+    import msgspec as _msgspec
+except ImportError:  # pragma: no cover - msgspec is a dependency
+    _msgspec = None
+
+__all__ = ["RawEvents", "read_file", "from_document"]
+
+
+@dataclass
+class RawEvents:
+    """A trace's complete events (Chrome ``ph == "X"``) as parallel columns, plus everything else the model needs.
+
+    ``args`` holds each event's ``args`` as the parser gave it (a dict, a typed struct or None); read it with
+    :meth:`arg`. ``meta_events`` are the metadata (``ph == "M"``) events as dicts, ``header`` the document's
+    top-level fields other than ``traceEvents``, and ``damage`` says what a truncated file lost (or None).
+
+    Example:
+        >>> raw = from_document({"traceEvents": [{"ph": "X", "name": "k", "ts": 1, "dur": 2,
+        ...                                       "args": {"device": 0}}]}, "<dict>")
+        >>> raw.name, raw.arg("device", [0])
+        (['k'], [0])
+    """
+
+    ts: list
+    dur: list
+    cat: list
+    name: list
+    pid: list
+    tid: list
+    args: list
+    meta_events: list = field(default_factory=list)
+    header: dict = field(default_factory=dict)
+    damage: str | None = None
+    typed: bool = False
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    def arg(self, key: str, rows: Any, alt: str | None = None) -> list:
+        """The value of ``args[key]`` (else ``args[alt]``) for the events at positions ``rows``; None where absent."""
+        args = self.args
+        if self.typed:  # ``args`` holds the events; each has an args struct (an empty one when the file had none)
+            sub = [args[i].args for i in np.asarray(rows, dtype=np.int64).tolist()]
+            values = list(map(attrgetter(key), sub))
+            if alt is not None:
+                values = list(map(_first, values, map(attrgetter(alt), sub)))
+            return values
+        out = []
+        for i in rows:
+            a = args[i]
+            if type(a) is not dict:
+                out.append(None)
+            elif alt is None:
+                out.append(a.get(key))
+            else:
+                out.append(a.get(key, a.get(alt)))
+        return out
+
+    def keep(self, rows: Any) -> None:
+        """Keep only the events at positions ``rows`` (in that order)."""
+        rows = np.asarray(rows, dtype=np.int64).tolist()
+        for col in ("ts", "dur", "cat", "name", "pid", "tid", "args"):
+            values = getattr(self, col)
+            setattr(self, col, [values[i] for i in rows])
+
+
+def _first(a: Any, b: Any) -> Any:
+    return a if a is not None else b
+
+
+# --------------------------------------------------------------------------------------------
+# Reading the bytes
+# --------------------------------------------------------------------------------------------
+def read_file(path: Path, name: str) -> RawEvents:
+    """Read, decompress and parse one trace file; every problem is a one-line :class:`TraceError` naming it.
+
+    Example:
+        >>> read_file(Path("/no/such.json"), "/no/such.json")
+        Traceback (most recent call last):
+        ...
+        asynclab.events.TraceError: /no/such.json: no such file
+    """
+    data = _read_bytes(path, name)
+    fast = _parse_typed(data)
+    if fast is not None:
+        return fast
+    doc, damage = _parse_bytes(data, name)
+    return from_document(doc, name, damage)
+
+
+def _read_bytes(path: Path, name: str) -> bytes:
+    try:
+        if path.is_dir():
+            raise TraceError(f"{name}: is a directory, not a trace file")
+        if not path.exists():
+            raise TraceError(f"{name}: no such file")
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except TraceError:
+        raise
+    except PermissionError:
+        raise TraceError(f"{name}: cannot read the file (permission denied)") from None
+    except OSError as e:
+        raise TraceError(f"{name}: cannot read the file ({e.strerror or e})") from None
+    if not raw:
+        raise TraceError(f"{name}: the file is empty")
+    is_gz = raw[:2] == b"\x1f\x8b"
+    if not is_gz and name.lower().endswith(".gz"):
+        raise TraceError(f"{name}: the name ends in .gz but the content is not gzip data")
+    if is_gz:
+        raw = _gunzip(raw, name)
+        if not raw.strip():
+            raise TraceError(f"{name}: the gzip data decompresses to nothing")
+    return raw
+
+
+def _gunzip(raw: bytes, name: str) -> bytes:
+    """Decompress gzip data in chunks, so that a cut-off or damaged file still yields what precedes
+    the damage (the JSON parser then recovers the complete events)."""
+    chunk = 1 << 18
+    parts: list[bytes] = []
+    pos, n = 0, len(raw)
+    damage: str | None = None
+    while pos < n and raw[pos:pos + 2] == b"\x1f\x8b":  # one gzip member after another
+        d = zlib.decompressobj(wbits=31)
+        while not d.eof and pos < n:
+            piece = raw[pos:pos + chunk]
+            try:
+                parts.append(d.decompress(piece))
+            except zlib.error as e:
+                damage = str(e)
+                break
+            pos += len(piece) - (len(d.unused_data) if d.eof else 0)
+        if damage is not None:
+            break
+        if not d.eof:  # cut off: keep what was decoded
+            try:
+                parts.append(d.flush())
+            except zlib.error:
+                pass
+            break
+    out = b"".join(parts)
+    if not out:
+        if damage is not None:
+            raise TraceError(f"{name}: corrupt gzip data ({damage})")
+        raise TraceError(f"{name}: the gzip data is cut off before any content")
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# The typed fast path: decode only the fields the event model reads
+# --------------------------------------------------------------------------------------------
+if _msgspec is not None:
+    class _Args(_msgspec.Struct, gc=False, frozen=True):
+        device: Any = None
+        stream: Any = None
+        correlation: Any = None
+        bytes: Any = None
+        Bytes: Any = None
+        fromDevice: Any = None
+        toDevice: Any = None
+        inDevice: Any = None
+        name: Any = None
+        labels: Any = None
+
+    _NO_ARGS = _Args()
+
+    class _Complete(_msgspec.Struct, gc=False, tag_field="ph", tag="X"):
+        """A complete event ("X"): the fields the event model reads; the rest of the JSON is skipped."""
+        cat: "str | None" = None
+        name: "str | None" = None
+        pid: "int | str | None" = None
+        tid: "int | str | None" = None
+        ts: "float | None" = None  # integer µs since the epoch stay exact in a float64 (< 2**53)
+        dur: "float | None" = None
+        args: _Args = _NO_ARGS
+
+    class _Metadata(_msgspec.Struct, gc=False, tag_field="ph", tag="M"):
+        name: "str | None" = None
+        pid: "int | str | None" = None
+        tid: "int | str | None" = None
+        args: _Args = _NO_ARGS
+
+    # every other phase (flows, instants, counters, async and object events) is decoded as an empty struct
+    _OTHER_PHASES = ("s", "f", "t", "i", "I", "B", "E", "C", "b", "e", "n", "P", "O", "N", "D", "R", "c", "(", ")")
+    _Other = [_msgspec.defstruct(f"_Phase{i}", [], tag_field="ph", tag=ph, gc=False)
+              for i, ph in enumerate(_OTHER_PHASES)]
+    _Event = typing.Union[tuple([_Complete, _Metadata] + _Other)]
+
+    _HEADER = _msgspec.json.Decoder(dict[str, _msgspec.Raw])
+    _EVENTS = _msgspec.json.Decoder(list[_Event])
+
+_COLUMNS = [attrgetter(f) for f in ("ts", "dur", "cat", "name", "pid", "tid")]
+_NOT_TYPED = None if _msgspec is None else (_msgspec.DecodeError, _msgspec.ValidationError)
+
+
+def _parse_typed(data: bytes) -> RawEvents | None:
+    """Decode a well-formed trace straight into typed events, skipping the args the model never reads.
+
+    Returns None for anything unusual (bad JSON, a truncated file, a value of an unexpected type): the
+    stdlib path then reads the file again and gives the precise error, warning or recovery.
+    """
+    if _msgspec is None:
+        return None
+    try:
+        head = data[:64].lstrip()
+        if head[:1] == b"[":
+            events, header = _EVENTS.decode(data), {}
+        elif head[:1] == b"{":
+            top = _HEADER.decode(data)
+            if "traceEvents" not in top:
+                return None
+            events = _EVENTS.decode(top.pop("traceEvents"))
+            header = {k: _msgspec.json.decode(v) for k, v in top.items()}
+        else:
+            return None
+    except _NOT_TYPED:
+        return None
+    if not events:  # let the stdlib path name the problem
+        return None
+    return _from_typed(events, header)
+
+
+def _from_typed(events: list, header: dict) -> RawEvents:
+    X = [e for e in events if type(e) is _Complete]
+    M = [{"name": e.name, "pid": e.pid, "tid": e.tid, "args": {"name": e.args.name, "labels": e.args.labels}}
+         for e in events if type(e) is _Metadata]
+    cols = [list(map(get, X)) for get in _COLUMNS]
+    return RawEvents(*cols, X, meta_events=M, header=header, typed=True)
+
+
+# --------------------------------------------------------------------------------------------
+# The stdlib path: any JSON, precise errors, recovery of truncated files
+# --------------------------------------------------------------------------------------------
+_TRACE_EVENTS_RE = re.compile(r'"traceEvents"\s*:\s*\[')
+_WS_RE = re.compile(r"\s*")
+
+
+def _parse_bytes(data: bytes, name: str) -> tuple[Any, str | None]:
+    """Parse JSON; on failure try to recover a truncated trace. Returns (document, damage or None)."""
+    head = data[:4096].lstrip()
+    if not head:
+        raise TraceError(f"{name}: the file contains only whitespace")
+    if b"\x00" in data[:4096] and not (data[:2] in (b"\xff\xfe", b"\xfe\xff")):
+        raise TraceError(f"{name}: binary data, not a JSON trace")
+    try:
+        return json.loads(data), None
+    except UnicodeDecodeError:
+        raise TraceError(f"{name}: not text (binary data?), not a JSON trace") from None
+    except RecursionError:
+        raise TraceError(f"{name}: not a trace (JSON nested too deeply)") from None
+    except json.JSONDecodeError as e:
+        err = e
+    # outside the except block, so that no JSON traceback hangs on what we raise
+    if head[:1] not in (b"{", b"["):
+        raise TraceError(f"{name}: not JSON ({err.msg}: line {err.lineno}, column {err.colno})")
+    return _recover(data, name, err)
+
+
+def _recover(data: bytes, name: str, err: json.JSONDecodeError) -> tuple[Any, str]:
+    """Salvage the complete events of a truncated (or damaged) trace."""
+    text = data.decode("utf-8", errors="replace")
+    where = f"line {err.lineno}, column {err.colno}"
+    start = _WS_RE.match(text, 0).end()
+    header: dict[str, Any] = {}
+    if text[start] == "{":
+        m = _TRACE_EVENTS_RE.search(text)
+        if m is None:
+            raise TraceError(f"{name}: invalid JSON ({err.msg}: {where})") from None
+        header = _read_header(text, start + 1, m.start())
+        pos = m.end()
+    elif text[start] == "[":
+        pos = start + 1
+    else:  # pragma: no cover - guarded by the caller
+        raise TraceError(f"{name}: not JSON ({err.msg}: {where})")
+    events, closed = _read_events(text, pos)
+    if not any(isinstance(e, dict) for e in events):
+        raise TraceError(f"{name}: truncated or invalid JSON ({err.msg}: {where}); "
+                         f"no complete event could be recovered")
+    what = "is damaged after its event list" if closed else f"is truncated or damaged at {where}"
+    if text[start] == "[":
+        return events, what
+    header["traceEvents"] = events
+    return header, what
+
+
+def _read_header(text: str, i: int, stop: int) -> dict[str, Any]:
+    """The top-level ``"key": value`` pairs written before ``traceEvents`` (the trace's metadata)."""
+    dec = json.JSONDecoder()
+    header: dict[str, Any] = {}
+    while True:
+        i = _WS_RE.match(text, i).end()
+        if i >= stop:
+            return header
+        try:
+            key, i = dec.raw_decode(text, i)
+            i = _WS_RE.match(text, i).end()
+            if text[i] != ":":
+                return header
+            i = _WS_RE.match(text, i + 1).end()
+            if i >= stop:
+                return header
+            val, i = dec.raw_decode(text, i)
+            if isinstance(key, str):
+                header[key] = val
+            i = _WS_RE.match(text, i).end()
+            if text[i] == ",":
+                i += 1
+        except (json.JSONDecodeError, IndexError, RecursionError):
+            return header
+
+
+def _read_events(text: str, pos: int) -> tuple[list, bool]:
+    """The complete JSON values of an event list from ``pos`` on, and whether the list was closed."""
+    dec = json.JSONDecoder()
+    events: list[Any] = []
+    n = len(text)
+    while True:
+        pos = _WS_RE.match(text, pos).end()
+        if pos >= n:
+            return events, False
+        if text[pos] == "]":
+            return events, True
+        try:
+            obj, pos = dec.raw_decode(text, pos)
+        except (json.JSONDecodeError, RecursionError):
+            return events, False
+        events.append(obj)
+        pos = _WS_RE.match(text, pos).end()
+        if pos < n and text[pos] == ",":
+            pos += 1
+        elif pos < n and text[pos] == "]":
+            return events, True
+        else:
+            return events, False
+
+
+_FIELDS = itemgetter("ts", "dur", "cat", "name", "pid", "tid")
+
+
+def from_document(doc: Any, name: str, damage: str | None = None) -> RawEvents:
+    """Raw columns from a parsed trace document (a dict with ``traceEvents``, or a bare list of events).
+
+    Example:
+        >>> from_document({"traceEvents": {}}, "t.json")
+        Traceback (most recent call last):
+        ...
+        asynclab.events.TraceError: t.json: 'traceEvents' is a dict, not a list of events
+    """
+    header: dict[str, Any] = {}
+    if isinstance(doc, dict):
+        if "traceEvents" not in doc:
+            keys = ", ".join(list(map(str, doc.keys()))[:5]) or "none"
+            raise TraceError(f"{name}: JSON but not a torch.profiler trace (no 'traceEvents' key; keys: {keys})")
+        raw = doc["traceEvents"]
+        if not isinstance(raw, list):
+            raise TraceError(f"{name}: 'traceEvents' is {a_type(raw)}, not a list of events")
+        header = {k: v for k, v in doc.items() if k != "traceEvents"}
+    elif isinstance(doc, list):
+        raw = doc
+    else:
+        raise TraceError(f"{name}: JSON but not a trace ({a_type(doc)} at the top level)")
+    if not raw:
+        raise TraceError(f"{name}: the trace has no events (traceEvents is empty)")
+    X, M = _split(raw)
+    if not X and not M and not any(type(e) is dict for e in raw):
+        raise TraceError(f"{name}: not a trace: the event list holds no event objects "
+                         f"(found {type(raw[0]).__name__} values)")
+    try:
+        cols = [list(c) for c in zip(*[_FIELDS(e) for e in X])] or [[] for _ in range(6)]
+    except KeyError:
+        cols = [[e.get(k) for e in X] for k in ("ts", "dur", "cat", "name", "pid", "tid")]
+    return RawEvents(*cols, [e.get("args") for e in X], meta_events=M, header=header, damage=damage)
+
+
+def _split(raw: list) -> tuple[list, list]:
+    """Complete events ("X"; an event without "ph" counts as one) and metadata events ("M")."""
+    try:  # fast path: every entry is an object
+        return [e for e in raw if e.get("ph", "X") == "X"], [e for e in raw if e.get("ph") == "M"]
+    except AttributeError:
+        pass
+    X: list = []
+    M: list = []
+    for e in raw:
+        if type(e) is dict:
+            ph = e.get("ph", "X")
+            if ph == "X":
+                X.append(e)
+            elif ph == "M":
+                M.append(e)
+    return X, M
