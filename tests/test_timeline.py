@@ -229,3 +229,20 @@ def test_gpu_lanes_with_nothing_to_draw_are_left_out():
     b.gpu_annotation(0, 50, "step", stream=13)
     tl = draw_timeline(b.to_dict())
     assert not any("stream 13" in lane for lane in tl.lanes)
+
+
+def test_legend_lists_only_kinds_drawn_in_the_window():
+    b = TraceBuilder()
+    b.launch(0, 2, corr=1)
+    b.kernel(3, 10, corr=1)
+    b.memcpy(13, 5, direction="HtoD")  # starts exactly where the window ends: not in it
+    b.memset(1, 2)  # ends exactly where the window starts... and before it
+    b.kernel(20, 5, name="ncclDevKernel_AllReduce_Sum_f32_RING_LL", stream=20)
+    t = load_trace(b.to_dict())
+    tl = draw_timeline(t, start_us=3, end_us=13)
+    labels = [x.get_text() for x in tl.ax.get_legend().get_texts()]
+    assert "compute kernel" in labels
+    assert not any("H2D" in x or "memset" in x or "NCCL" in x for x in labels), labels
+    full = [x.get_text() for x in draw_timeline(t).ax.get_legend().get_texts()]
+    assert "communication kernel (NCCL)" in full and "H2D copy (host → GPU)" in full
+    plt.close("all")

@@ -158,11 +158,13 @@ def concurrency(trace: Any, device: int | None = None) -> pd.Series:
         >>> concurrency(load_trace(_EXAMPLE)).to_dict()
         {0: 0.0, 1: 5.0}
     """
-    tr = _trace(trace)
-    w = _work(tr, device)
+    return _concurrency(_work(_trace(trace), device))
+
+
+def _concurrency(w: pd.DataFrame) -> pd.Series:
     if not len(w):
         return pd.Series({0: 0.0}, name="time_us", dtype=np.float64).rename_axis("streams_busy")
-    groups = [_u(g) for _, g in w.groupby(["device", "stream"], sort=True)]
+    groups = [_u(g) for _, g in w.groupby(["rank", "device", "stream"], sort=True, dropna=False)]
     t, count = _coverage(groups)
     seg = np.diff(t)
     kmax = len(groups)
@@ -615,9 +617,14 @@ def _short(s: str, n: int = 70) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
+def _gpu_name(rank: Any, device: int) -> str:
+    return f"GPU {device}" if pd.isna(rank) else f"rank {int(rank)} · GPU {device}"
+
+
 def summary(trace: Any, top: int = 10) -> str:
     """A plain-text report: devices, lanes and their busy time, idle time, copy–compute overlap and
-    hidden fraction, launch latency, and the top kernels by total time.
+    hidden fraction, communication overlapped by compute, the per-step breakdown, launch latency, and
+    the top kernels by total time. A trace of several ranks reports each rank's GPUs.
 
     Example:
         >>> from asynclab.trace import _EXAMPLE
@@ -625,80 +632,129 @@ def summary(trace: Any, top: int = 10) -> str:
         Trace <dict>: 2 events, span 6.0 µs...
     """
     tr = _trace(trace)
+    sections = [_summary_head(tr), _summary_lanes(tr)]
+    if tr.devices:
+        sections += [_summary_gpus(tr), _summary_copies(tr), _summary_comm(tr), _summary_steps(tr),
+                     _summary_launches(tr), _summary_kernels(tr, top)]
+    else:
+        sections.append(_summary_cpu_ops(tr, top))
+    return "\n\n".join("\n".join(lines) for lines in sections if lines)
+
+
+def _summary_head(tr: Trace) -> list[str]:
     ev = tr.events
-    lines: list[str] = []
-    plat = tr.meta.get("platform", "?")
-    lines.append(f"Trace {tr.source}: {len(ev):,} events, span {_fmt(tr.span_us())} ({plat})")
+    lines = [f"Trace {tr.source}: {len(ev):,} events, span {_fmt(tr.span_us())} ({tr.meta.get('platform', '?')})"]
+    ranks = sorted(int(r) for r in ev["rank"].dropna().unique())
+    if len(ranks) > 1:
+        how = "distributedInfo" if tr.meta.get("rank_source") == "distributedInfo" else "file order"
+        lines.append(f"Ranks: {', '.join(map(str, ranks))} (from {how}; clocks aligned)")
     if "window" in tr.meta:
         a, b = tr.meta["window"]
         lines.append(f"Window: {_fmt(a)} – {_fmt(b)} from the trace start")
     devs = tr.devices
     lines.append("Devices: " + (", ".join(f"GPU {d}" for d in devs) if devs else "none (CPU-only trace)"))
+    return lines
+
+
+def _summary_lanes(tr: Trace) -> list[str]:
     lanes = tr.lanes()
+    if not lanes:
+        return []
     busy = busy_time(tr, by="lane")
-    counts = ev["lane"].value_counts()
-    if lanes:
-        lines.append("")
-        lines.append("Lanes (busy time = union of its events):")
-        width = max(len(x) for x in lanes)
-        for lane in lanes:
-            lines.append(f"  {lane:<{width}}  busy {_fmt(busy.get(lane, 0.0)):>11}  {int(counts.get(lane, 0)):>8,} events")
-    if devs:
-        lines.append("")
-        bd = busy_time(tr, by="device")
-        gaps = idle_gaps(tr)
-        for d in devs:
-            w = _work(tr, d)
-            span = float(w["end_us"].max() - w["start_us"].min()) if len(w) else 0.0
-            b = float(bd.get(d, 0.0))
-            idle = span - b
-            g = gaps[gaps["device"] == d]
-            share = f" ({idle / span:.1%})" if span > 0 else ""
-            big = f", longest gap {_fmt(float(g['dur_us'].max()))}" if len(g) else ""
-            lines.append(f"GPU {d}: busy {_fmt(b)} of {_fmt(span)} active span; idle {_fmt(idle)}{share} "
-                         f"in {len(g)} gap(s){big}")
-            conc = concurrency(tr, d)
-            if len(conc) > 2:
-                parts = ", ".join(f"{k} streams {_fmt(v)}" for k, v in conc.items() if v > 0 and k >= 2)
-                if parts:
-                    lines.append(f"  concurrent streams: {parts}")
-        lines.append("")
-        overlap_total = 0.0
-        copy_total = 0.0
-        for d in devs:
-            c = _u(_rows(tr, COPY_KINDS, d))
-            k = _u(_rows(tr, ("compute",), d))
-            copy_total += float((c[1] - c[0]).sum())
-            overlap_total += _intersection_length(c, k)
-        ov = overlap_total
-        if copy_total > 0:
-            lines.append(f"Copies: {_fmt(copy_total)} in total; overlapping compute {_fmt(ov)}; "
-                         f"hidden fraction {ov / copy_total:.1%}")
-            by_kind = _rows(tr, COPY_KINDS).groupby("kind")["dur_us"].agg(["count", "sum"])
-            lines.append("  " + ", ".join(f"{k.upper()} {int(r['count'])}× {_fmt(float(r['sum']))}"
-                                          for k, r in by_kind.iterrows()))
-        else:
-            lines.append("Copies: none (hidden fraction n/a)")
-        ll = launch_latency(tr)
-        if len(ll):
-            q = ll["latency_us"].quantile([0.5, 0.9]).tolist()
-            lines.append(f"Launch → start latency: median {_fmt(q[0])}, p90 {_fmt(q[1])} over {len(ll):,} GPU events")
-        n_orphan = int((ev["device"].notna() & ev["launch"].isna() & ev["kind"].isin(WORK_KINDS)).sum())
-        if n_orphan:
-            lines.append(f"GPU events without a launch in the trace: {n_orphan:,}")
-        tk = top_kernels(tr, top)
-        if len(tk):
-            lines.append("")
-            lines.append("Top kernels by total time:")
-            for i, (name, r) in enumerate(tk.iterrows(), 1):
-                lines.append(f"  {i:>2}. {_fmt(float(r['total_us'])):>11}  {r['share']:6.1%}  "
-                             f"{int(r['count']):>6}×  {_short(name)}")
-    else:
-        ops = ev[ev["kind"] == "cpu_op"]
-        if len(ops):
-            lines.append("")
-            lines.append("Top CPU ops by total time:")
-            agg = ops.groupby("name")["dur_us"].agg(["count", "sum"]).sort_values("sum", ascending=False).head(top)
-            for i, (name, r) in enumerate(agg.iterrows(), 1):
-                lines.append(f"  {i:>2}. {_fmt(float(r['sum'])):>11}  {int(r['count']):>6}×  {_short(name)}")
-    return "\n".join(lines)
+    counts = tr.events["lane"].value_counts()
+    width = max(len(x) for x in lanes)
+    return ["Lanes (busy time = union of its events):"] + [
+        f"  {lane:<{width}}  busy {_fmt(busy.get(lane, 0.0)):>11}  {int(counts.get(lane, 0)):>8,} events"
+        for lane in lanes]
+
+
+def _summary_gpus(tr: Trace) -> list[str]:
+    lines = []
+    for rank, dev in _gpus(tr):
+        work = _on_gpu(tr, rank, dev, WORK_KINDS)
+        s, e = _u(work)
+        span = float(e[-1] - s[0])
+        busy = float((e - s).sum())
+        gaps = s[1:] - e[:-1]
+        gaps = gaps[gaps > 0]
+        share = f" ({(span - busy) / span:.1%})" if span > 0 else ""
+        big = f", longest gap {_fmt(float(gaps.max()))}" if len(gaps) else ""
+        lines.append(f"{_gpu_name(rank, dev)}: busy {_fmt(busy)} of {_fmt(span)} active span; "
+                     f"idle {_fmt(span - busy)}{share} in {len(gaps)} gap(s){big}")
+        conc = _concurrency(work)
+        parts = ", ".join(f"{k} streams {_fmt(v)}" for k, v in conc.items() if v > 0 and k >= 2)
+        if parts:
+            lines.append(f"  concurrent streams: {parts}")
+    return lines
+
+
+def _summary_copies(tr: Trace) -> list[str]:
+    copy_total = hidden = 0.0
+    for rank, dev in _gpus(tr):
+        c = _u(_on_gpu(tr, rank, dev, COPY_KINDS))
+        copy_total += float((c[1] - c[0]).sum())
+        hidden += _intersection_length(c, _u(_on_gpu(tr, rank, dev, ("compute",))))
+    if copy_total <= 0:
+        return ["Copies: none (hidden fraction n/a)"]
+    by_kind = _rows(tr, COPY_KINDS).groupby("kind")["dur_us"].agg(["count", "sum"])
+    return [f"Copies: {_fmt(copy_total)} in total; overlapping compute {_fmt(hidden)}; "
+            f"hidden fraction {hidden / copy_total:.1%}",
+            "  " + ", ".join(f"{k.upper()} {int(r['count'])}× {_fmt(float(r['sum']))}" for k, r in by_kind.iterrows())]
+
+
+def _summary_comm(tr: Trace) -> list[str]:
+    co = comm_overlap(tr)
+    co = co[co["comm_us"] > 0]
+    if not len(co):
+        return []
+    lines = ["Communication (NCCL/RCCL kernels) overlapped by compute:"]
+    for (rank, dev), r in co.iterrows():
+        lines.append(f"  {_gpu_name(rank, dev)}: {_fmt(float(r['comm_us']))} of communication, "
+                     f"{r['overlap']:.1%} of it overlapped by compute")
+    return lines
+
+
+def _summary_steps(tr: Trace) -> list[str]:
+    if not len(_profiler_steps(tr)):
+        return []
+    table = pd.concat([step_breakdown(tr).assign(step=lambda d: d["step"].astype(str)),
+                       time_breakdown(tr).reset_index().assign(step="all")], ignore_index=True)
+    head = f"  {'step':>5}  {'GPU':<16}{'span':>11}{'compute':>11}{'comm':>11}{'copies':>11}{'memset':>11}{'idle':>11}"
+    lines = ["Per step (ProfilerStep#N; each instant counted once: compute, comm, copies, memset, else idle):", head]
+    for _, r in table.iterrows():
+        cells = "".join(f"{_fmt(float(r[c])):>11}" for c in ("span_us", "compute_us", "comm_us", "copy_us",
+                                                              "memset_us", "idle_us"))
+        lines.append(f"  {r['step']:>5}  {_gpu_name(r['rank'], int(r['device'])):<16}{cells}")
+    return lines
+
+
+def _summary_launches(tr: Trace) -> list[str]:
+    lines = []
+    ll = launch_latency(tr)
+    if len(ll):
+        q = ll["latency_us"].quantile([0.5, 0.9]).tolist()
+        lines.append(f"Launch → start latency: median {_fmt(q[0])}, p90 {_fmt(q[1])} over {len(ll):,} GPU events")
+    ev = tr.events
+    n_orphan = int((ev["device"].notna() & ev["launch"].isna() & ev["kind"].isin(WORK_KINDS)).sum())
+    if n_orphan:
+        lines.append(f"GPU events without a launch in the trace: {n_orphan:,}")
+    return lines
+
+
+def _summary_kernels(tr: Trace, top: int) -> list[str]:
+    tk = top_kernels(tr, top, kinds=("compute", "comm"))
+    if not len(tk):
+        return []
+    return ["Top kernels by total time:"] + [
+        f"  {i:>2}. {_fmt(float(r['total_us'])):>11}  {r['share']:6.1%}  {int(r['count']):>6}×  {_short(name)}"
+        for i, (name, r) in enumerate(tk.iterrows(), 1)]
+
+
+def _summary_cpu_ops(tr: Trace, top: int) -> list[str]:
+    ops = tr.events[tr.events["kind"] == "cpu_op"]
+    if not len(ops):
+        return []
+    agg = ops.groupby("name")["dur_us"].agg(["count", "sum"]).sort_values("sum", ascending=False).head(top)
+    return ["Top CPU ops by total time:"] + [
+        f"  {i:>2}. {_fmt(float(r['sum'])):>11}  {int(r['count']):>6}×  {_short(name)}"
+        for i, (name, r) in enumerate(agg.iterrows(), 1)]

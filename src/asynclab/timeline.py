@@ -16,6 +16,7 @@ __all__ = ["draw_timeline", "Timeline", "KIND_COLORS", "KIND_LABELS"]
 #: Colour of each kind (GPU kinds; host rows are drawn in greys).
 KIND_COLORS = {
     "compute": "#3b6fb6",   # blue
+    "comm": "#d45dbf",      # magenta
     "h2d": "#f28e2b",       # orange
     "d2h": "#59a14f",       # green
     "d2d": "#9467bd",       # purple
@@ -30,6 +31,7 @@ KIND_COLORS = {
 #: Legend text of each kind.
 KIND_LABELS = {
     "compute": "compute kernel",
+    "comm": "communication kernel (NCCL)",
     "h2d": "H2D copy (host → GPU)",
     "d2h": "D2H copy (GPU → host)",
     "d2d": "D2D / P2P copy",
@@ -41,11 +43,11 @@ KIND_LABELS = {
     "launch": "launch / runtime call (host)",
     "host_sync": "synchronize call (host)",
 }
-_GPU_DRAW = ("compute", "h2d", "d2h", "d2d", "p2p", "memset", "sync", "other")
+_GPU_DRAW = ("compute", "comm", "h2d", "d2h", "d2d", "p2p", "memset", "sync", "other")
 _HOST_DRAW = ("cpu_op", "launch", "host_sync")
 # bottom to top: rare kinds are drawn over kernels, so a copy inside a dense run of kernels stays visible
-_DRAW_ORDER = ("cpu_op", "launch", "host_sync", "compute", "other", "memset", "d2d", "p2p", "h2d", "d2h", "sync")
-_LEGEND_ORDER = ("compute", "h2d", "d2h", "d2d", "p2p", "memset", "sync", "other", "cpu_op", "launch", "host_sync")
+_DRAW_ORDER = ("cpu_op", "launch", "host_sync", "compute", "comm", "other", "memset", "d2d", "p2p", "h2d", "d2h", "sync")
+_LEGEND_ORDER = ("compute", "comm", "h2d", "d2h", "d2d", "p2p", "memset", "sync", "other", "cpu_op", "launch", "host_sync")
 _MAX_SUBLANES = 8
 _BAR = 0.8
 _OVERLAP_TOL_US = 0.01
@@ -231,9 +233,10 @@ def _lanes_to_draw(tr: Trace, host_syncs: bool) -> list[str]:
     """The trace's lanes, less GPU lanes with nothing drawable (only GPU annotations) and, unless asked for,
     the "host syncs" lanes."""
     ev = tr.events
+    gpu = set(ev.loc[ev["device"].notna(), "lane"].astype(str))
     drawable = set(ev.loc[ev["kind"].isin(_GPU_DRAW), "lane"].astype(str))
     return [lane for lane in tr.lanes()
-            if not lane.startswith("GPU ") or (lane in drawable and (host_syncs or not lane.endswith("· host syncs")))]
+            if lane not in gpu or (lane in drawable and (host_syncs or not lane.endswith("· host syncs")))]
 
 
 def _bracket_rows(ev: pd.DataFrame, candidates: np.ndarray, skip: str | None) -> np.ndarray:
@@ -257,6 +260,51 @@ def _bracket_levels(lane: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.
     return level
 
 
+@dataclass
+class _Frame:
+    """The window being drawn and its x scale."""
+
+    trace: Trace
+    w0: float
+    w1: float
+    span: float
+    unit: str
+    scale: float
+
+
+@dataclass
+class _Rows:
+    """The events to draw, as arrays (positions ``rows`` in the trace's event table)."""
+
+    rows: np.ndarray
+    S: np.ndarray
+    E: np.ndarray
+    L: np.ndarray
+    K: np.ndarray
+    KC: np.ndarray
+    kinds: list[str]
+    lane_codes: np.ndarray
+    on_gpu: np.ndarray
+    ok: np.ndarray
+
+
+@dataclass
+class _Layout:
+    """Where each lane sits: sub-lanes, the sync strip under it, the annotation brackets above it."""
+
+    sub: np.ndarray
+    nsub: np.ndarray
+    strip: np.ndarray
+    in_strip: np.ndarray
+    ann: np.ndarray
+    ann_pos: np.ndarray
+    ann_lane: np.ndarray
+    ann_level: np.ndarray
+    y0: np.ndarray
+    total_h: float
+    gap: float = 0.5
+
+
 def draw_timeline(trace: Any, ax: Any = None, *, start_us: float | None = None, end_us: float | None = None,
                   annotation: str | None = None, occurrence: int | None = None, arrows: bool = False,
                   host: bool = True, annotations: bool = True, host_syncs: bool = False,
@@ -265,7 +313,8 @@ def draw_timeline(trace: Any, ax: Any = None, *, start_us: float | None = None, 
     """Draw a trace: one lane per (GPU, stream) and per host thread that launched work, coloured by
     kind, overlapping events in sub-lanes, with optional launch → kernel arrows.
 
-    ``trace`` is a :class:`~asynclab.trace.Trace` or anything :func:`load_trace` takes. Zoom with
+    ``trace`` is a :class:`~asynclab.trace.Trace` or anything :func:`load_trace` takes (a folder of rank
+    files too: each rank's lanes are then drawn together, "rank 1 · GPU 1 · stream 7"). Zoom with
     ``start_us``/``end_us`` (µs from the trace start) or ``annotation`` (a ``record_function`` name;
     all its occurrences, or only the ``occurrence``-th);
     the x axis starts at 0 at the window's start, in µs, ms or s depending on the span. ``ax=`` draws
@@ -274,8 +323,9 @@ def draw_timeline(trace: Any, ax: Any = None, *, start_us: float | None = None, 
     window was cut by, are left out; nested brackets stack). ``host_syncs=True`` also draws the lanes
     "GPU n · host syncs": what the profiler records on the GPU side when the host waits (with
     ``cuda_sync_events``), which the host lane's synchronize calls already show. GPU lanes with nothing
-    to draw in the window are left out. Drawing is vectorised (one collection per kind); events closer than a pixel
-    are merged and every bar is at least one pixel wide, so short kernels stay visible.
+    to draw in the window are left out, and the legend lists only the kinds drawn. Drawing is vectorised
+    (one collection per kind); events closer than a pixel are merged and every bar is at least one pixel
+    wide, so short kernels stay visible.
 
     Example:
         >>> from asynclab.trace import _EXAMPLE
@@ -283,10 +333,31 @@ def draw_timeline(trace: Any, ax: Any = None, *, start_us: float | None = None, 
         >>> tl.unit, sorted(tl.collections)
         ('µs', ['arrows', 'compute', 'launch'])
     """
-    import matplotlib.pyplot as plt
-    from matplotlib.collections import LineCollection, PolyCollection
-    from matplotlib.patches import Patch
+    fr = _frame(trace, start_us, end_us, annotation, occurrence)
+    lanes, is_gpu_lane = _choose_lanes(fr.trace, host, host_syncs)
+    fig, ax, own_fig, width_px = _figure(ax, figsize, width_px)
+    px = fr.span / width_px  # µs per pixel
+    sel = _select(fr.trace.events, lanes, is_gpu_lane)
+    lay = _layout(fr.trace.events, lanes, is_gpu_lane, sel, annotation if annotations else False)
+    if own_fig and figsize is None:
+        fig.set_size_inches(13.0, float(np.clip(1.4 + 0.42 * lay.total_h, 2.4, 16.0)))
+    collections = _draw_bars(ax, fr, sel, lay, px)
+    n_arrows = _draw_arrows(ax, fr, sel, lay, max_arrows, collections) if arrows else 0
+    _draw_brackets(ax, fr, lay, px, collections)
+    _style_axes(ax, fr, lanes, is_gpu_lane, lay)
+    _legend(ax, collections)
+    if not len(sel.rows):
+        ax.text(0.5, 0.5, "no GPU or launch activity in this range", transform=ax.transAxes,
+                ha="center", va="center", color="#777777")
+    title = _title(fr, len(sel.rows), n_arrows) if title is None else title
+    if title:
+        ax.set_title(title, fontsize=10, loc="left")
+    return Timeline(fig=fig, ax=ax, lanes=list(lanes), unit=fr.unit, t0_us=fr.w0, collections=collections,
+                    sublanes={lane: int(lay.nsub[i]) for i, lane in enumerate(lanes)}, n_events=int(len(sel.rows)))
 
+
+def _frame(trace: Any, start_us, end_us, annotation, occurrence) -> _Frame:
+    """Load and window the trace; pick the x unit for its span."""
     tr = trace if isinstance(trace, Trace) else load_trace(trace)
     if annotation is not None or start_us is not None or end_us is not None:
         tr = tr.window(start_us, end_us, annotation=annotation, occurrence=occurrence)
@@ -298,55 +369,59 @@ def draw_timeline(trace: Any, ax: Any = None, *, start_us: float | None = None, 
         w1 = float(ev["end_us"].max()) if len(ev) else 1.0
     span = max(w1 - w0, 1e-3)
     unit, scale = _unit(span)
+    return _Frame(tr, w0, w1, span, unit, scale)
 
+
+def _choose_lanes(tr: Trace, host: bool, host_syncs: bool) -> tuple[list[str], np.ndarray]:
     lanes = _lanes_to_draw(tr, host_syncs)
-    gpu_lanes = [x for x in lanes if x.startswith("GPU ")]
+    gpu_lanes = set(tr.events.loc[tr.events["device"].notna(), "lane"].astype(str))
     if not host:
-        lanes = [x for x in lanes if x in gpu_lanes] or lanes[:0]
-    is_gpu_lane = np.array([lane in set(gpu_lanes) for lane in lanes], dtype=bool)
+        lanes = [x for x in lanes if x in gpu_lanes]
+    return lanes, np.array([lane in gpu_lanes for lane in lanes], dtype=bool)
 
-    # ---- figure ----------------------------------------------------------------------------------
-    if ax is None:
-        if figsize is None:
-            figsize = (13.0, 2.0)  # height fixed below once sub-lanes are known
-        fig, ax = plt.subplots(figsize=figsize)
-        own_fig = True
+
+def _figure(ax: Any, figsize, width_px) -> tuple[Any, Any, bool, int]:
+    import matplotlib.pyplot as plt
+
+    own_fig = ax is None
+    if own_fig:
+        fig, ax = plt.subplots(figsize=figsize or (13.0, 2.0))  # the height follows the lanes (draw_timeline)
     else:
         fig = ax.figure
-        own_fig = False
     if width_px is None:
-        bbox = ax.get_window_extent()
-        width_px = int(max(bbox.width, 300))
-    px = span / width_px  # µs per pixel
+        width_px = int(max(ax.get_window_extent().width, 300))
+    return fig, ax, own_fig, width_px
 
-    # ---- select rows --------------------------------------------------------------------------------
+
+def _select(ev: pd.DataFrame, lanes: list[str], is_gpu_lane: np.ndarray) -> _Rows:
+    """The drawable rows of the chosen lanes: GPU work and sync waits, host CPU ops and runtime calls
+    (synchronize calls get a kind of their own)."""
     lane_codes = np.asarray(pd.Index(lanes, dtype=object).get_indexer(ev["lane"].astype(object)), dtype=np.int64)
     kind = ev["kind"].to_numpy(dtype=object)
     on_gpu = np.zeros(len(ev), dtype=bool)
     ok = lane_codes >= 0
     on_gpu[ok] = is_gpu_lane[lane_codes[ok]]
     draw_kind = kind.copy()
-    host_rows = ok & ~on_gpu
-    if host_rows.any():
-        names = ev["name"].to_numpy(dtype=object)
-        hl = np.flatnonzero(host_rows & (kind == "launch"))
-        if len(hl):
-            is_sync = np.array(["ynchronize" in str(x) for x in names[hl]], dtype=bool)
-            draw_kind[hl[is_sync]] = "host_sync"
+    hl = np.flatnonzero(ok & ~on_gpu & (kind == "launch"))
+    if len(hl):
+        names = ev["name"].to_numpy(dtype=object)[hl]
+        draw_kind[hl[np.array(["ynchronize" in str(x) for x in names], dtype=bool)]] = "host_sync"
     sel = ok & ((on_gpu & np.isin(kind, _GPU_DRAW)) | (~on_gpu & np.isin(draw_kind, _HOST_DRAW)))
     rows = np.flatnonzero(sel)
-    S = ev["start_us"].to_numpy(np.float64)[rows]
-    E = ev["end_us"].to_numpy(np.float64)[rows]
-    L = lane_codes[rows]
     K = draw_kind[rows]
-    kinds_present = [k for k in _DRAW_ORDER if (K == k).any()]
-    kind_code = {k: i for i, k in enumerate(kinds_present)}
-    KC = np.array([kind_code[k] for k in K], dtype=np.int64) if len(K) else np.zeros(0, np.int64)
+    kinds = [k for k in _DRAW_ORDER if (K == k).any()]
+    code = {k: i for i, k in enumerate(kinds)}
+    KC = np.array([code[k] for k in K], dtype=np.int64) if len(K) else np.zeros(0, np.int64)
+    return _Rows(rows, ev["start_us"].to_numpy(np.float64)[rows], ev["end_us"].to_numpy(np.float64)[rows],
+                 lane_codes[rows], K, KC, kinds, lane_codes, on_gpu, ok)
 
-    # ---- sub-lanes (GPU lanes only; host lanes overlay CPU ops and calls) ------------------------------
-    # GPU sync waits ("Stream Sync", "Stream Wait Event") span the time something waited, on top of
-    # the stream's kernels: they get a thin strip under the lane instead of sub-lanes of their own.
-    SUB = np.zeros(len(rows), dtype=np.int64)
+
+def _layout(ev: pd.DataFrame, lanes: list[str], is_gpu_lane: np.ndarray, sel: _Rows, annotation: Any) -> _Layout:
+    """Sub-lanes for overlapping GPU work, a strip under GPU lanes with sync waits (which span the time
+    something waited, on top of the stream's kernels), and bracket rows above host lanes with
+    ``record_function`` ranges (``annotation=False`` draws none; a name leaves that one out)."""
+    S, E, L, K = sel.S, sel.E, sel.L, sel.K
+    sub = np.zeros(len(sel.rows), dtype=np.int64)
     nsub = np.ones(len(lanes), dtype=np.int64)
     strip = np.zeros(len(lanes))
     is_sync = K == "sync"
@@ -354,160 +429,174 @@ def draw_timeline(trace: Any, ax: Any = None, *, start_us: float | None = None, 
         on = L == li
         m = np.flatnonzero(on & ~is_sync)
         if len(m) > 1:
-            sub = _sublanes(S[m], E[m])
-            SUB[m] = sub
-            nsub[li] = int(sub.max()) + 1
+            sub[m] = _sublanes(S[m], E[m])
+            nsub[li] = int(sub[m].max()) + 1
         if len(m) and (on & is_sync).any():
             strip[li] = _STRIP
     in_strip = is_sync & (strip[L] > 0) if len(L) else np.zeros(0, dtype=bool)
-    # host annotations (record_function ranges): a bracket strip above their lane
     ann_pos, ann_level = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     ann = np.zeros(len(lanes))
-    if annotations and len(lanes):
-        ann_pos = _bracket_rows(ev, ok & ~on_gpu & (kind == "annotation"), skip=annotation)
-        ann_level = _bracket_levels(lane_codes[ann_pos], ev["start_us"].to_numpy(np.float64)[ann_pos],
+    if annotation is not False and len(lanes):
+        kind = ev["kind"].to_numpy(dtype=object)
+        ann_pos = _bracket_rows(ev, sel.ok & ~sel.on_gpu & (kind == "annotation"), skip=annotation)
+        ann_level = _bracket_levels(sel.lane_codes[ann_pos], ev["start_us"].to_numpy(np.float64)[ann_pos],
                                     ev["end_us"].to_numpy(np.float64)[ann_pos])
-        for li in np.unique(lane_codes[ann_pos]):
-            ann[li] = _ANN_STRIP * (int(ann_level[lane_codes[ann_pos] == li].max()) + 1)
-    # y layout, top to bottom
+        for li in np.unique(sel.lane_codes[ann_pos]):
+            ann[li] = _ANN_STRIP * (int(ann_level[sel.lane_codes[ann_pos] == li].max()) + 1)
     gap = 0.5
     y0 = np.zeros(len(lanes))
     y = 0.0
-    for i in range(len(lanes)):
+    for i in range(len(lanes)):  # top to bottom
         y += ann[i]
         y0[i] = y
         y += nsub[i] + strip[i] + gap
     total_h = y - gap if len(lanes) else 1.0
-    if own_fig and figsize == (13.0, 2.0):
-        fig.set_size_inches(13.0, float(np.clip(1.4 + 0.42 * total_h, 2.4, 16.0)))
+    return _Layout(sub, nsub, strip, in_strip, ann, ann_pos, sel.lane_codes[ann_pos], ann_level, y0, total_h, gap)
 
-    # ---- aggregate and draw ---------------------------------------------------------------------
-    collections: dict[str, Any] = {}
-    nk = max(len(kinds_present), 1)
-    host_cls = np.array([k in _HOST_DRAW or k == "sync" for k in kinds_present], dtype=bool)
+
+def _draw_bars(ax: Any, fr: _Frame, sel: _Rows, lay: _Layout, px: float) -> dict[str, Any]:
+    """One PolyCollection per kind, of the bars :func:`_bars` makes of the rows."""
+    from matplotlib.collections import PolyCollection
+
+    kinds = sel.kinds
+    nk = max(len(kinds), 1)
+    host_cls = np.array([k in _HOST_DRAW or k == "sync" for k in kinds], dtype=bool)
     # a "slot" is one sub-lane, plus, on host lanes, one layer per kind (CPU ops and calls overlay)
-    cls = np.where(host_cls[KC], KC + 1, 0) if len(KC) else KC
-    slot = (L * _MAX_SUBLANES + SUB) * (nk + 1) + cls
-    rank = np.array([_DRAW_ORDER.index(k) for k in kinds_present] or [0], dtype=np.int64)
-    a_slot, a_kind, a_s, a_e, f_lo, f_hi = _bars(slot, KC, S, E, px, w0, w1, nk, rank)
+    cls = np.where(host_cls[sel.KC], sel.KC + 1, 0) if len(sel.KC) else sel.KC
+    slot = (sel.L * _MAX_SUBLANES + lay.sub) * (nk + 1) + cls
+    order = np.array([_DRAW_ORDER.index(k) for k in kinds] or [0], dtype=np.int64)
+    a_slot, a_kind, a_s, a_e, f_lo, f_hi = _bars(slot, sel.KC, sel.S, sel.E, px, fr.w0, fr.w1, nk, order)
     ls = a_slot // (nk + 1)
-    a_sub = ls % _MAX_SUBLANES
-    a_lane = ls // _MAX_SUBLANES
-    xs, xe = (a_s - w0) / scale, (a_e - w0) / scale
-    for k in kinds_present:
-        m = a_kind == kind_code[k]
+    a_sub, a_lane = ls % _MAX_SUBLANES, ls // _MAX_SUBLANES
+    xs, xe = (a_s - fr.w0) / fr.scale, (a_e - fr.w0) / fr.scale
+    collections: dict[str, Any] = {}
+    for code, k in enumerate(kinds):
+        m = a_kind == code
         if not m.any():
             continue
-        top = y0[a_lane[m]] + a_sub[m]
+        top = lay.y0[a_lane[m]] + a_sub[m]
         bar = 0.5 if k in ("launch", "host_sync") else _BAR
         pad = 0.5 - bar / 2
         # y grows downwards (inverted axis): fraction 0 is the bar's bottom edge
         yb = top + 1 - pad - f_lo[m] * bar
         yt = top + 1 - pad - f_hi[m] * bar
         if k == "sync":
-            st = strip[a_lane[m]]
-            s_on = st > 0
-            s_top = y0[a_lane[m]] + nsub[a_lane[m]]
-            yb = np.where(s_on, s_top + st * 0.85 - f_lo[m] * st * 0.7, yb)
-            yt = np.where(s_on, s_top + st * 0.85 - f_hi[m] * st * 0.7, yt)
+            st = lay.strip[a_lane[m]]
+            s_top = lay.y0[a_lane[m]] + lay.nsub[a_lane[m]]
+            yb = np.where(st > 0, s_top + st * 0.85 - f_lo[m] * st * 0.7, yb)
+            yt = np.where(st > 0, s_top + st * 0.85 - f_hi[m] * st * 0.7, yt)
         x0, x1 = xs[m], xe[m]
         verts = np.stack([np.column_stack([x0, yt]), np.column_stack([x0, yb]),
                           np.column_stack([x1, yb]), np.column_stack([x1, yt])], axis=1)
-        wide = (x1 - x0) * scale >= 4 * px  # white edges separate neighbours, but never hide a thin bar
+        wide = (x1 - x0) * fr.scale >= 4 * px  # white edges separate neighbours, but never hide a thin bar
         pc = PolyCollection(verts, facecolors=KIND_COLORS.get(k, "#7f7f7f"), edgecolors="white",
-                            linewidths=np.where(wide, 0.6, 0.0), antialiased=False, zorder=2 + _DRAW_ORDER.index(k) * 0.01,
-                            label=KIND_LABELS.get(k, k))
+                            linewidths=np.where(wide, 0.6, 0.0), antialiased=False,
+                            zorder=2 + _DRAW_ORDER.index(k) * 0.01, label=KIND_LABELS.get(k, k))
         ax.add_collection(pc)
         collections[k] = pc
+    return collections
 
-    # ---- arrows: launch start (host lane) -> GPU start (its sub-lane) --------------------------------
-    n_arrows = 0
-    if arrows and len(rows):
-        g = np.flatnonzero(on_gpu[rows] & np.isin(K, _GPU_DRAW))
-        launch = ev["launch"].to_numpy(dtype=np.float64, na_value=np.nan)[rows[g]]
-        has = np.isfinite(launch)
-        g, launch = g[has], launch[has].astype(np.int64)
-        if len(g):
-            pos = ev.index.get_indexer(launch)
-            okp = pos >= 0
-            g, pos = g[okp], pos[okp]
-            src_lane = lane_codes[pos]
-            okl = src_lane >= 0
-            g, pos, src_lane = g[okl], pos[okl], src_lane[okl]
-            if len(g) > max_arrows:
-                pick = np.linspace(0, len(g) - 1, max_arrows).astype(np.int64)
-                g, pos, src_lane = g[pick], pos[pick], src_lane[pick]
-            if len(g):
-                lx = (ev["start_us"].to_numpy(np.float64)[pos] - w0) / scale
-                ly = y0[src_lane] + 0.5
-                gx = (S[g] - w0) / scale
-                gy = np.where(in_strip[g], y0[L[g]] + nsub[L[g]] + strip[L[g]] / 2, y0[L[g]] + SUB[g] + 0.5)
-                segs = np.stack([np.column_stack([lx, ly]), np.column_stack([gx, gy])], axis=1)
-                lc = LineCollection(segs, colors="#444444", linewidths=0.6, alpha=0.45, zorder=5)
-                ax.add_collection(lc)
-                head = np.where(in_strip[g], gy - strip[L[g]] / 2, gy - 0.45)
-                ax.scatter(gx, head, marker="v", s=10, c="#444444", alpha=0.6, zorder=6, linewidths=0)
-                collections["arrows"] = lc
-                n_arrows = len(g)
 
-    # ---- annotation brackets ----------------------------------------------------------------------------
-    if len(ann_pos):
-        a_s = np.clip(ev["start_us"].to_numpy(np.float64)[ann_pos], w0, w1)
-        a_e = np.clip(ev["end_us"].to_numpy(np.float64)[ann_pos], w0, w1)
-        ax0, ax1 = (a_s - w0) / scale, (a_e - w0) / scale
-        yy = y0[lane_codes[ann_pos]] - 0.12 - _ANN_STRIP * ann_level
-        tick = 0.2
-        segs = np.concatenate([
-            np.stack([np.column_stack([ax0, yy]), np.column_stack([ax1, yy])], axis=1),
-            np.stack([np.column_stack([ax0, yy]), np.column_stack([ax0, yy + tick])], axis=1),
-            np.stack([np.column_stack([ax1, yy]), np.column_stack([ax1, yy + tick])], axis=1)])
-        ax.add_collection(LineCollection(segs, colors="#6a3d9a", linewidths=1.0, zorder=4))
-        collections["annotations"] = segs
-        names_a = ev["name"].to_numpy(dtype=object)[ann_pos]
-        for x_a, x_b, y_a, name in zip(ax0, ax1, yy, names_a):
-            if (x_b - x_a) * scale / px >= 5.0 * len(str(name)) + 4:  # only where the label fits its bracket
-                ax.text(x_a, y_a - 0.05, str(name), fontsize=7, color="#6a3d9a", va="bottom", ha="left",
-                        clip_on=True, zorder=6)
+def _draw_arrows(ax: Any, fr: _Frame, sel: _Rows, lay: _Layout, max_arrows: int, collections: dict) -> int:
+    """Lines from each launch's start on its host lane to its GPU work's start; returns how many."""
+    from matplotlib.collections import LineCollection
 
-    # ---- axes ---------------------------------------------------------------------------------------
-    centers = y0 + (nsub + strip) / 2.0
+    ev = fr.trace.events
+    g = np.flatnonzero(sel.on_gpu[sel.rows] & np.isin(sel.K, _GPU_DRAW))
+    launch = ev["launch"].to_numpy(dtype=np.float64, na_value=np.nan)[sel.rows[g]]
+    has = np.isfinite(launch)
+    g, launch = g[has], launch[has].astype(np.int64)
+    pos = ev.index.get_indexer(launch)
+    g, pos = g[pos >= 0], pos[pos >= 0]
+    src_lane = sel.lane_codes[pos]
+    g, pos, src_lane = g[src_lane >= 0], pos[src_lane >= 0], src_lane[src_lane >= 0]
+    if len(g) > max_arrows:
+        pick = np.linspace(0, len(g) - 1, max_arrows).astype(np.int64)
+        g, pos, src_lane = g[pick], pos[pick], src_lane[pick]
+    if not len(g):
+        return 0
+    L = sel.L
+    lx = (ev["start_us"].to_numpy(np.float64)[pos] - fr.w0) / fr.scale
+    ly = lay.y0[src_lane] + 0.5
+    gx = (sel.S[g] - fr.w0) / fr.scale
+    gy = np.where(lay.in_strip[g], lay.y0[L[g]] + lay.nsub[L[g]] + lay.strip[L[g]] / 2, lay.y0[L[g]] + lay.sub[g] + 0.5)
+    segs = np.stack([np.column_stack([lx, ly]), np.column_stack([gx, gy])], axis=1)
+    lc = LineCollection(segs, colors="#444444", linewidths=0.6, alpha=0.45, zorder=5)
+    ax.add_collection(lc)
+    head = np.where(lay.in_strip[g], gy - lay.strip[L[g]] / 2, gy - 0.45)
+    ax.scatter(gx, head, marker="v", s=10, c="#444444", alpha=0.6, zorder=6, linewidths=0)
+    collections["arrows"] = lc
+    return len(g)
+
+
+def _draw_brackets(ax: Any, fr: _Frame, lay: _Layout, px: float, collections: dict) -> None:
+    """The host's record_function ranges as brackets above their lane, labelled where the name fits."""
+    from matplotlib.collections import LineCollection
+
+    if not len(lay.ann_pos):
+        return
+    ev, pos = fr.trace.events, lay.ann_pos
+    a_s = np.clip(ev["start_us"].to_numpy(np.float64)[pos], fr.w0, fr.w1)
+    a_e = np.clip(ev["end_us"].to_numpy(np.float64)[pos], fr.w0, fr.w1)
+    ax0, ax1 = (a_s - fr.w0) / fr.scale, (a_e - fr.w0) / fr.scale
+    yy = lay.y0[lay.ann_lane] - 0.12 - _ANN_STRIP * lay.ann_level
+    tick = 0.2
+    segs = np.concatenate([
+        np.stack([np.column_stack([ax0, yy]), np.column_stack([ax1, yy])], axis=1),
+        np.stack([np.column_stack([ax0, yy]), np.column_stack([ax0, yy + tick])], axis=1),
+        np.stack([np.column_stack([ax1, yy]), np.column_stack([ax1, yy + tick])], axis=1)])
+    ax.add_collection(LineCollection(segs, colors="#6a3d9a", linewidths=1.0, zorder=4))
+    collections["annotations"] = segs
+    for x_a, x_b, y_a, name in zip(ax0, ax1, yy, ev["name"].to_numpy(dtype=object)[pos]):
+        if (x_b - x_a) * fr.scale / px >= 5.0 * len(str(name)) + 4:  # only where the label fits its bracket
+            ax.text(x_a, y_a - 0.05, str(name), fontsize=7, color="#6a3d9a", va="bottom", ha="left",
+                    clip_on=True, zorder=6)
+
+
+def _style_axes(ax: Any, fr: _Frame, lanes: list[str], is_gpu_lane: np.ndarray, lay: _Layout) -> None:
+    """Lane labels, separators (darker between a rank's GPU and host lanes, darkest between ranks), limits."""
+    centers = lay.y0 + (lay.nsub + lay.strip) / 2.0
     ax.set_yticks(centers)
-    ax.set_yticklabels([f"{lane}" + (f"  [{nsub[i]} rows]" if nsub[i] > 1 else "") for i, lane in enumerate(lanes)])
+    ax.set_yticklabels([lane + (f"  [{lay.nsub[i]} rows]" if lay.nsub[i] > 1 else "") for i, lane in enumerate(lanes)])
+    rank_of = [lane.split(" · ", 1)[0] if lane.startswith("rank ") else "" for lane in lanes]
     for i in range(1, len(lanes)):
-        sep = y0[i] - ann[i] - gap / 2
-        ax.axhline(sep, color="#999999", lw=0.5, zorder=1)
-        if is_gpu_lane[i - 1] and not is_gpu_lane[i]:
+        sep = lay.y0[i] - lay.ann[i] - lay.gap / 2
+        if rank_of[i] != rank_of[i - 1]:
+            ax.axhline(sep, color="#000000", lw=1.6, zorder=1)
+        elif is_gpu_lane[i - 1] and not is_gpu_lane[i]:
             ax.axhline(sep, color="#333333", lw=1.0, zorder=1)
-    ax.set_ylim(total_h + 0.2, -0.2 - (ann[0] if len(ann) else 0.0))
-    ax.set_xlim(-0.01 * span / scale, span * 1.01 / scale)
-    ax.set_xlabel(f"time ({unit}) from " + ("the window start" if "window" in tr.meta else "the trace start"))
+        else:
+            ax.axhline(sep, color="#999999", lw=0.5, zorder=1)
+    ax.set_ylim(lay.total_h + 0.2, -0.2 - (lay.ann[0] if len(lay.ann) else 0.0))
+    ax.set_xlim(-0.01 * fr.span / fr.scale, fr.span * 1.01 / fr.scale)
+    ax.set_xlabel(f"time ({fr.unit}) from " + ("the window start" if "window" in fr.trace.meta else "the trace start"))
     ax.grid(axis="x", color="#e6e6e6", lw=0.6, zorder=0)
     ax.set_axisbelow(True)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    handles = []
-    seen = set()
+
+
+def _legend(ax: Any, collections: dict) -> None:
+    """One entry per kind drawn (D2D and P2P share one), plus the arrows when there are any."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles, seen = [], set()
     for k in _LEGEND_ORDER:
         if k in collections and KIND_LABELS[k] not in seen:
             seen.add(KIND_LABELS[k])
             handles.append(Patch(facecolor=KIND_COLORS[k], label=KIND_LABELS[k]))
     if "arrows" in collections:
-        from matplotlib.lines import Line2D
-
         handles.append(Line2D([], [], color="#444444", lw=0.8, label="launch → GPU start"))
     if handles:
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, frameon=False)
-    if not len(rows):
-        ax.text(0.5, 0.5, "no GPU or launch activity in this range", transform=ax.transAxes,
-                ha="center", va="center", color="#777777")
-    if title is None:
-        base = os.path.basename(tr.source) or tr.source
-        title = f"{base}: {len(rows):,} events"
-        if "window" in tr.meta:
-            title += f", window {_fmt_us(w0)} – {_fmt_us(w1)} of the trace"
-        if n_arrows:
-            title += f", {n_arrows} launch arrows"
-    if title:
-        ax.set_title(title, fontsize=10, loc="left")
-    return Timeline(fig=fig, ax=ax, lanes=list(lanes), unit=unit, t0_us=w0, collections=collections,
-                    sublanes={lane: int(nsub[i]) for i, lane in enumerate(lanes)}, n_events=int(len(rows)))
+
+
+def _title(fr: _Frame, n_rows: int, n_arrows: int) -> str:
+    base = os.path.basename(fr.trace.source) or fr.trace.source
+    title = f"{base}: {n_rows:,} events"
+    if "window" in fr.trace.meta:
+        title += f", window {_fmt_us(fr.w0)} – {_fmt_us(fr.w1)} of the trace"
+    if n_arrows:
+        title += f", {n_arrows} launch arrows"
+    return title

@@ -202,7 +202,8 @@ class Trace:
             raise TraceError(f"{self.source}: window start ({s:g} µs) is after its end ({e:g} µs)")
         st = ev["start_us"].to_numpy()
         en = ev["end_us"].to_numpy()
-        keep = (st < e) & (en > s) | ((st >= s) & (st <= e))
+        # events that overlap the range, and instants inside it (an event that only touches an edge is outside)
+        keep = ((st < e) & (en > s)) | ((st == en) & (st >= s) & (st <= e))
         sub = ev[keep].copy()
         if clip and len(sub):
             a = np.maximum(sub["start_us"].to_numpy(), s)
