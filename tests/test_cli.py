@@ -188,3 +188,58 @@ def test_module_entry_point_subprocess(tmp_path, good):
                         capture_output=True, text=True, env=env, timeout=120)
     assert ok.returncode == 0, ok.stderr
     assert out_png.read_bytes()[:4] == b"\x89PNG"
+
+
+# ---------------------------------------------------------------------------------------------
+# several ranks, and a command line that never imports torch for traces
+# ---------------------------------------------------------------------------------------------
+RANKS = Path(__file__).parent / "fixtures" / "recorded" / "h200x2_ddp"
+
+
+def test_summary_of_a_folder_reports_each_rank_and_step(capsys):
+    code, out, err = run(capsys, "summary", RANKS)
+    assert code == 0, err
+    assert "Ranks: 0, 1 (from distributedInfo; clocks aligned)" in out
+    for rank in (0, 1):
+        assert f"rank {rank} · GPU {rank}: " in out and f"rank {rank} · GPU {rank} · stream 17" in out
+    comm = [line for line in out.splitlines() if "of it overlapped by compute" in line]
+    assert len(comm) == 2
+    steps = [line.split()[0] for line in out.split("Per step")[1].splitlines()[2:8]]
+    assert steps == ["2", "3", "2", "3", "all", "all"]
+    # several files given one by one are the same run
+    code2, out2, _ = run(capsys, "summary", *sorted(RANKS.iterdir()))
+    assert code2 == 0 and out2.split("\n", 1)[1] == out.split("\n", 1)[1]
+
+
+def test_timeline_of_a_folder(capsys, tmp_path):
+    png = tmp_path / "ranks.png"
+    code, out, err = run(capsys, "timeline", RANKS, "-o", png)
+    assert code == 0, err
+    assert "8 lanes" in out and png.stat().st_size > 10_000
+
+
+_NO_TORCH = r"""
+import sys, matplotlib
+matplotlib.use("Agg")
+from asynclab.cli import main
+import asynclab as al
+t = al.load_trace(sys.argv[1])
+al.draw_timeline(t, arrows=True)
+al.summary(t); al.comm_overlap(t); al.step_breakdown(t)
+assert main(["summary", sys.argv[1]]) == 0
+assert main(["timeline", sys.argv[1], "-o", sys.argv[2]]) == 0
+assert main(["hardware", "--no-torch"]) == 0
+print("torch imported:", "torch" in sys.modules)
+"""
+
+
+def test_trace_commands_never_import_torch(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", _NO_TORCH, str(RANKS), str(tmp_path / "t.png")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "torch imported: False"
+
+
+def test_hardware_no_torch(capsys):
+    code, out, err = run(capsys, "hardware", "--no-torch")
+    assert code == 0 and "torch not imported (--no-torch)" in out and out.rstrip().splitlines()[-1].startswith("mode: ")

@@ -54,3 +54,20 @@ def test_cli_hardware(capsys):
 
     assert main(["hardware"]) == 0
     assert capsys.readouterr().out.startswith("asynclab hardware report")
+
+
+def test_topology_report_drops_escape_codes_and_unused_legend():
+    from pathlib import Path
+
+    from asynclab.hardware import clean_topology
+
+    raw = (Path(__file__).parent / "fixtures" / "nvidia_smi_topo_2gpu.txt").read_text()
+    assert "\x1b[" in raw and "PHB  =" in raw  # as nvidia-smi printed it on 2x H200
+    out = clean_topology(raw)
+    assert "\x1b" not in out
+    lines = out.splitlines()
+    assert lines[1].split("\t")[:3] == ["GPU0", " X ", "NV18"]
+    legend = lines[lines.index("Legend:") + 1:]
+    assert [x.split("=")[0].strip() for x in legend] == ["X", "NV#"]
+    assert clean_topology("GPU0\tGPU1\nGPU0\t X \tSYS\nGPU1\tSYS\t X \n\nLegend:\n  X = Self\n"
+                          "  SYS  = Connection traversing PCIe\n  NV#  = NVLinks").endswith("SYS  = Connection traversing PCIe")

@@ -13,6 +13,7 @@ from asynclab.metrics import (
     BubbleReport, bubble_fraction, busy_time, concurrency, hidden_fraction, idle_gaps, launch_latency, overlap,
     host_lead, summary, top_kernels, union_length,
 )
+import asynclab as al
 from asynclab.trace import load_trace
 from tracegen import TraceBuilder, simple_trace
 
@@ -284,3 +285,54 @@ def test_stream_waits_finds_held_back_work_and_what_it_waited_for():
 def test_stream_waits_on_a_trace_without_waits_is_empty():
     t = load_trace({"traceEvents": [_launch(0, 1), _kernel("k", 7, 5, 5, corr=1)]})
     assert stream_waits(t).empty and list(stream_waits(t).columns)[:2] == ["lane", "name"]
+
+
+# ---------------------------------------------------------------------------------------------
+# communication and breakdowns, on the 2-rank DDP step recorded on 2x H200
+# ---------------------------------------------------------------------------------------------
+DDP = Path(__file__).parent / "fixtures" / "recorded" / "h200x2_ddp"
+#: HTA 0.5.0 on the same two files: TraceAnalysis(trace_dir, include_last_profiler_step=True)
+#: .get_comm_comp_overlap() and .get_temporal_breakdown() (see tests/fixtures/README.md).
+HTA_OVERLAP_PCT = {0: 82.01, 1: 84.68}
+HTA_KERNEL_TIME_US = {0: 21801.0, 1: 21929.0}
+HTA_NON_COMPUTE_US = {0: 870.0, 1: 1074.0}
+
+
+def test_comm_overlap_agrees_with_hta_on_a_recorded_ddp_step():
+    co = al.comm_overlap(load_trace(DDP))
+    assert list(co.index) == [(0, 0), (1, 1)]
+    for (rank, _), r in co.iterrows():
+        assert abs(100 * r["overlap"] - HTA_OVERLAP_PCT[rank]) < 2.0, (rank, r["overlap"])
+        assert 0 < r["overlapped_us"] < r["comm_us"]
+
+
+def test_time_breakdown_adds_up_and_agrees_with_hta():
+    tb = al.time_breakdown(load_trace(DDP))
+    parts = tb[["compute_us", "comm_us", "copy_us", "memset_us", "idle_us"]].sum(axis=1)
+    assert np.allclose(parts, tb["span_us"])
+    for (rank, _), r in tb.iterrows():
+        assert r["span_us"] == pytest.approx(HTA_KERNEL_TIME_US[rank], abs=2.0)
+        non_compute = r["comm_us"] + r["copy_us"] + r["memset_us"]
+        assert non_compute == pytest.approx(HTA_NON_COMPUTE_US[rank], abs=10.0)
+
+
+def test_step_breakdown_cuts_at_host_steps():
+    t = load_trace(DDP)
+    sb = al.step_breakdown(t)
+    assert sorted(sb["step"].unique().tolist()) == [2, 3] and len(sb) == 4
+    assert np.allclose(sb[["compute_us", "comm_us", "copy_us", "memset_us", "idle_us"]].sum(axis=1), sb["span_us"])
+    # steps of one GPU tile its time: step 3 starts where step 2 ends
+    for _, g in sb.groupby("rank"):
+        g = g.sort_values("step")
+        assert g["start_us"].iloc[0] + g["span_us"].iloc[0] == pytest.approx(g["start_us"].iloc[1])
+    with pytest.raises(ValueError, match="no ProfilerStep"):
+        al.step_breakdown(simple_trace().to_dict())
+
+
+def test_nccl_kernels_of_the_two_ranks_end_together():
+    """Clock alignment on real data: each all-reduce ends on both ranks at (nearly) the same moment."""
+    ev = load_trace(DDP).events
+    comm = ev[ev["kind"] == "comm"]
+    ends = [comm[comm["rank"] == r]["end_us"].to_numpy() for r in (0, 1)]
+    assert len(ends[0]) == len(ends[1]) == 16
+    assert np.median(np.abs(ends[0] - ends[1])) < 50.0

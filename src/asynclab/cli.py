@@ -21,17 +21,22 @@ class _Parser(argparse.ArgumentParser):
 def _cmd_hardware(args: argparse.Namespace) -> int:
     from asynclab import hardware
 
-    print(hardware.report())
+    print(hardware.report(hardware.inventory(use_torch=args.torch)))
     return 0
 
 
-def _load(path: str):
+def _load(paths: list[str]):
+    """One trace file, or several rank files (given one by one, or as their folder) as one trace."""
     from asynclab.trace import TraceError, load_trace
 
     try:
-        return load_trace(path)
+        return load_trace(paths[0] if len(paths) == 1 else paths)
     except TraceError as e:
         raise UsageError(str(e)) from None
+
+
+def _name(args: argparse.Namespace) -> str:
+    return args.trace[0] if len(args.trace) == 1 else f"{args.trace[0]} + {len(args.trace) - 1} more"
 
 
 def _check_output(out: str) -> None:
@@ -45,16 +50,17 @@ def _check_output(out: str) -> None:
 
 def _cmd_timeline(args: argparse.Namespace) -> int:
     _check_output(args.output)
+    who = _name(args)
     if args.annotation is not None and (args.start_ms is not None or args.end_ms is not None):
-        raise UsageError(f"{args.trace}: give --annotation or --start-ms/--end-ms, not both")
+        raise UsageError(f"{who}: give --annotation or --start-ms/--end-ms, not both")
     for name in ("start_ms", "end_ms"):
         v = getattr(args, name)
         if v is not None and not (v == v and abs(v) != float("inf")):
-            raise UsageError(f"{args.trace}: --{name.replace('_', '-')} must be a finite number")
+            raise UsageError(f"{who}: --{name.replace('_', '-')} must be a finite number")
     if args.start_ms is not None and args.end_ms is not None and args.start_ms > args.end_ms:
-        raise UsageError(f"{args.trace}: --start-ms {args.start_ms:g} is after --end-ms {args.end_ms:g}")
+        raise UsageError(f"{who}: --start-ms {args.start_ms:g} is after --end-ms {args.end_ms:g}")
     if args.occurrence is not None and args.annotation is None:
-        raise UsageError(f"{args.trace}: --occurrence needs --annotation")
+        raise UsageError(f"{who}: --occurrence needs --annotation")
     trace = _load(args.trace)
     from asynclab.trace import TraceError
 
@@ -68,7 +74,7 @@ def _cmd_timeline(args: argparse.Namespace) -> int:
     except TraceError as err:
         raise UsageError(str(err)) from None
     if len(trace) == 0:
-        raise UsageError(f"{args.trace}: no events in the window {args.start_ms} to {args.end_ms} ms "
+        raise UsageError(f"{who}: no events in the window {args.start_ms} to {args.end_ms} ms "
                          f"(asynclab summary shows the trace's span)")
 
     import matplotlib
@@ -107,12 +113,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="asynclab", description="asynclab: see what the GPU really did.")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("hardware", help="print the hardware report and the course mode")
+    p.add_argument("--no-torch", dest="torch", action="store_false",
+                   help="ask nvidia-smi only, without importing torch (fast; no P2P matrix)")
     p.set_defaults(func=_cmd_hardware)
 
     p = sub.add_parser("timeline", help="draw a torch.profiler trace as a timeline image (.png or .svg)",
                        description="Draw a torch.profiler trace (.json or .json.gz): one lane per GPU stream "
-                                   "and per host thread that launched work.")
-    p.add_argument("trace", help="trace file (.json or .json.gz)")
+                                   "and per host thread that launched work. Several files, or a folder of "
+                                   "them, are the ranks of one run: drawn on one timeline, clocks aligned.")
+    p.add_argument("trace", nargs="+", help="trace file (.json or .json.gz), several rank files, or their folder")
     p.add_argument("-o", "--output", required=True, help="image to write (.png or .svg)")
     p.add_argument("--start-ms", type=float, default=None, help="window start, ms from the trace start")
     p.add_argument("--end-ms", type=float, default=None, help="window end, ms from the trace start")
@@ -125,9 +134,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dpi", type=int, default=120, help="PNG resolution (default 120)")
     p.set_defaults(func=_cmd_timeline)
 
-    p = sub.add_parser("summary", help="print what a trace shows: devices, streams, busy/idle, overlap, top kernels",
-                       description="Summarise a torch.profiler trace (.json or .json.gz).")
-    p.add_argument("trace", help="trace file (.json or .json.gz)")
+    p = sub.add_parser("summary", help="print what a trace shows: devices, streams, busy/idle, overlap, "
+                                       "communication, steps, top kernels",
+                       description="Summarise a torch.profiler trace (.json or .json.gz), or the rank files "
+                                   "of one run (several files, or their folder).")
+    p.add_argument("trace", nargs="+", help="trace file (.json or .json.gz), several rank files, or their folder")
     p.add_argument("--top", type=int, default=10, help="how many kernels to list (default 10)")
     p.set_defaults(func=_cmd_summary)
 
@@ -176,7 +187,7 @@ def _one_line(e: BaseException) -> str:
 
 
 def _print_warnings(caught: list) -> None:
-    from asynclab.trace import TraceWarning
+    from asynclab.events import TraceWarning
 
     for w in caught:
         if issubclass(w.category, TraceWarning):

@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import platform
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
 
 CPU, ONE_GPU, MULTI_GPU = "no-gpu", "one-gpu", "multi-gpu"
+#: ``Hardware.torch_version`` of an inventory taken without importing torch.
+NO_TORCH = "not imported"
 
 MODE_TEXT = {
     CPU: "no GPU: measurement cells replay references recorded on real NVIDIA GPUs; CPU experiments run live",
@@ -128,14 +131,63 @@ def pcie_link(index: int = 0) -> tuple[int, int] | None:
     return gen, width
 
 
-def inventory() -> Hardware:
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_LEGEND_LINE = re.compile(r"^\s*(\S+)\s+=\s")
+
+
+def clean_topology(text: str) -> str:
+    r"""``nvidia-smi topo -m`` made readable: no terminal escape codes, trailing blanks trimmed, and its legend
+    cut to the link types the matrix uses ("NV#" stands for every NV18, NV4...).
+
+    Example:
+        >>> raw = ("\x1b[4m\tGPU0\tGPU1\x1b[0m\nGPU0\t X \tNV18\nGPU1\tNV18\t X \n\nLegend:\n\n"
+        ...        "  X    = Self\n  SYS  = Connection traversing PCIe and the SMP interconnect\n"
+        ...        "  NV#  = Connection traversing a bonded set of # NVLinks")
+        >>> clean_topology(raw).splitlines()
+        ['\tGPU0\tGPU1', 'GPU0\t X \tNV18', 'GPU1\tNV18\t X', '', 'Legend:', '  X    = Self', '  NV#  = Connection traversing a bonded set of # NVLinks']
+    """
+    text = _ANSI.sub("", text)
+    lines = [line.rstrip() for line in text.splitlines()]
+    cut = next((i for i, line in enumerate(lines) if line.strip() == "Legend:"), len(lines))
+    matrix = lines[:cut]
+    while matrix and not matrix[-1].strip():
+        matrix.pop()
+    cells = {c.strip() for row in matrix[1:] for c in row.split("\t")[1:]}
+    used = {("NV#" if re.fullmatch(r"NV\d+", c) else c) for c in cells}
+    legend = [line for line in lines[cut + 1:]
+              if (m := _LEGEND_LINE.match(line)) and m.group(1) in used]
+    return "\n".join(matrix + (["", "Legend:"] + legend if legend else []))
+
+
+def _smi_gpus() -> tuple[GPU, ...]:
+    """The GPUs as nvidia-smi lists them (no SM count without CUDA: 0)."""
+    out = _run(["nvidia-smi", "--query-gpu=index,name,memory.total,compute_cap", "--format=csv,noheader,nounits"])
+    gpus = []
+    for line in (out or "").splitlines():
+        try:
+            idx, name, mem, cap = (x.strip() for x in line.split(","))
+            gpus.append(GPU(int(idx), name, float(mem) / 1024.0, 0, cap))
+        except ValueError:
+            continue
+    return tuple(gpus)
+
+
+def inventory(use_torch: bool = True) -> Hardware:
     """Inspect this machine. Never raises: without torch, CUDA or nvidia-smi it reports what it can.
+
+    ``use_torch=False`` asks only nvidia-smi (GPUs, driver, topology; no P2P matrix), which takes a
+    fraction of a second where importing torch takes seconds.
 
     Example:
         >>> hw = inventory()
         >>> hw.mode in ("no-gpu", "one-gpu", "multi-gpu")
         True
     """
+    if not use_torch:
+        gpus = _smi_gpus()
+        driver = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]) if gpus else None
+        return Hardware(gpus=gpus, topology=_topology(len(gpus)), driver=driver.splitlines()[0] if driver else None,
+                        torch_version=NO_TORCH)
     try:
         import torch
     except ImportError:
@@ -149,15 +201,19 @@ def inventory() -> Hardware:
     except Exception:  # noqa: BLE001 - a broken driver must not stop the course
         gpus, p2p = (), ()
     driver = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]) if gpus else None
-    topology = _run(["nvidia-smi", "topo", "-m"]) if len(gpus) > 1 else None
     return Hardware(
         gpus=gpus,
         p2p=p2p,
-        topology=topology,
+        topology=_topology(len(gpus)),
         driver=driver.splitlines()[0] if driver else None,
         torch_version=torch.__version__,
         cuda_version=torch.version.cuda,
     )
+
+
+def _topology(n_gpus: int) -> str | None:
+    raw = _run(["nvidia-smi", "topo", "-m"]) if n_gpus > 1 else None
+    return clean_topology(raw) if raw else None
 
 
 def p2p_table(hw: Hardware) -> str:
@@ -192,12 +248,17 @@ def report(hw: Hardware | None = None) -> str:
     if hw.gpus:
         lines += [f"  {g}" for g in hw.gpus]
     else:
-        lines.append("  no CUDA GPU visible to torch")
-    cuda = f"CUDA {hw.cuda_version}" if hw.cuda_version else "CPU-only build"
-    lines.append(f"  torch {hw.torch_version} ({cuda}), driver {hw.driver or 'n/a'}, Python {hw.python_version}")
+        lines.append("  no NVIDIA GPU found by nvidia-smi" if hw.torch_version == NO_TORCH
+                     else "  no CUDA GPU visible to torch")
+    if hw.torch_version == NO_TORCH:
+        torch_text = "torch not imported (--no-torch)"
+    else:
+        torch_text = f"torch {hw.torch_version} ({f'CUDA {hw.cuda_version}' if hw.cuda_version else 'CPU-only build'})"
+    lines.append(f"  {torch_text}, driver {hw.driver or 'n/a'}, Python {hw.python_version}")
     if hw.gpu_count > 1:
-        lines.append("  P2P access:")
-        lines += ["    " + row for row in p2p_table(hw).splitlines()]
+        if hw.p2p:
+            lines.append("  P2P access:")
+            lines += ["    " + row for row in p2p_table(hw).splitlines()]
         if hw.topology:
             lines.append("  topology (nvidia-smi topo -m):")
             lines += ["    " + row for row in hw.topology.splitlines()]
