@@ -186,7 +186,7 @@ def _both_waits_with_events(work, x):
     (_both_waits, True, "both races are closed"),
     (_both_waits_with_events, True, "both races are closed"),
     (lambda work, x: work(x), False, "ran on the caller's stream"),
-    (lambda work, x: 3, False, "not a int"),
+    (lambda work, x: 3, False, "not an int"),
     (lambda work, x: 1 / 0, False, "ZeroDivisionError"),
 ])
 def test_wait_stream_fix_checks_what_the_code_does(fn, right, says):

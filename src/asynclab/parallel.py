@@ -6,6 +6,8 @@ from typing import Any, Iterator
 import torch
 from torch import nn
 
+from asynclab.events import a_type
+
 
 def _tensors(obj: Any) -> Iterator[torch.Tensor]:
     """Every tensor inside a branch's output (a tensor, or lists, tuples and dicts of them)."""
@@ -53,7 +55,7 @@ class Parallel(nn.Module):
             raise ValueError("Parallel needs at least one branch, e.g. Parallel(block1, block2)")
         for i, branch in enumerate(branches):
             if not callable(branch):
-                raise TypeError(f"branch {i} is a {type(branch).__name__}, not a module or function")
+                raise TypeError(f"branch {i} is {a_type(branch)}, not a module or function")
         self.branches = nn.ModuleList(b if isinstance(b, nn.Module) else _Wrapped(b) for b in branches)
         self._streams: dict[int, list[torch.cuda.Stream]] = {}
 

@@ -150,26 +150,26 @@ def _classify(raw: RawEvents) -> tuple[np.ndarray, np.ndarray]:
 def _gpu_columns(raw: RawEvents, kind: np.ndarray, names: np.ndarray, pid: np.ndarray,
                  tid: np.ndarray) -> dict[str, np.ndarray]:
     """Columns for the GPU rows only (position ``idx`` in the trace); copies get their direction in ``kind``."""
-    idx = np.flatnonzero(np.isin(kind, list(GPU_KINDS) + ["copy"]))
-    mem = idx[np.isin(kind[idx], ("copy", "memset"))]
+    idx = np.flatnonzero(_among(kind, list(GPU_KINDS) + ["copy"]))
+    mem = idx[_among(kind[idx], ("copy", "memset"))]
     mem_pos = np.searchsorted(idx, mem)
 
-    def mem_arg(key: str, alt: str | None = None) -> np.ndarray:
-        out = np.full(len(idx), np.nan)
-        if len(mem):
-            out[mem_pos] = _num(raw.arg(key, mem, alt))
-        return out
-
-    from_dev, to_dev, in_dev = mem_arg("fromDevice"), mem_arg("toDevice"), mem_arg("inDevice")
-    nbytes = mem_arg("bytes", "Bytes")
-    device = _device_of(_num(raw.arg("device", idx)), _num_by_unique(pid[idx]), in_dev, from_dev, pid[idx])
+    mem_cols = []
+    for values in raw.args_of(mem, "fromDevice", "toDevice", "inDevice", "bytes", "Bytes"):
+        col = np.full(len(idx), np.nan)
+        col[mem_pos] = _num(values)
+        mem_cols.append(col)
+    from_dev, to_dev, in_dev, nbytes, nbytes_alt = mem_cols
+    nbytes = np.where(np.isfinite(nbytes), nbytes, nbytes_alt)
+    dev_arg, corr = raw.args_of(idx, "device", "correlation")
+    device = _device_of(_num(dev_arg), _num_by_unique(pid[idx]), in_dev, from_dev, pid[idx])
     _copy_directions(kind, names, idx, mem_pos, from_dev, to_dev)
     kind_g = kind[idx]
     stream = _streams(raw, idx, kind_g, _strip_stream_prefix(tid[idx]))
     src, dst = _copy_endpoints(kind_g, device, from_dev, to_dev)
-    nbytes = np.where(np.isin(kind_g, COPY_KINDS + ("memset", "other")), nbytes, np.nan)
+    nbytes = np.where(_among(kind_g, COPY_KINDS + ("memset", "other")), nbytes, np.nan)
     return {"idx": idx, "device": device, "stream": stream, "src": src, "dst": dst, "bytes": nbytes,
-            "correlation": _num(raw.arg("correlation", idx))}
+            "correlation": _num(corr)}
 
 
 def _device_of(dev_arg, pid_num, in_dev, from_dev, pids) -> np.ndarray:
@@ -220,8 +220,8 @@ def _streams(raw: RawEvents, idx, kind_g, stream) -> np.ndarray:
 
 def _copy_endpoints(kind_g, device, from_dev, to_dev) -> tuple[np.ndarray, np.ndarray]:
     """(src_device, dst_device) of each GPU row: NaN for host memory and for rows that are not copies."""
-    src = np.where(np.isin(kind_g, ("d2h", "d2d", "p2p")), device, np.nan)
-    dst = np.where(np.isin(kind_g, ("h2d", "d2d", "p2p")), device, np.nan)
+    src = np.where(_among(kind_g, ("d2h", "d2d", "p2p")), device, np.nan)
+    dst = np.where(_among(kind_g, ("h2d", "d2d", "p2p")), device, np.nan)
     src = np.where(np.isfinite(from_dev), from_dev, src)
     dst = np.where(np.isfinite(to_dev), to_dev, dst)
     return np.where(kind_g == "h2d", np.nan, src), np.where(kind_g == "d2h", np.nan, dst)
@@ -340,7 +340,7 @@ def _main_thread(kh, start_h, k_codes, pairs) -> int | None:
     """The host thread with the earliest launch; without launches, the one with the earliest CPU op."""
     numeric = np.array([_is_number(p) for p, _ in pairs], dtype=bool)[k_codes]
     for want in (("launch",), ("cpu_op", "annotation", "python")):
-        cand = np.flatnonzero(np.isin(kh, want) & numeric)
+        cand = np.flatnonzero(_among(kh, want) & numeric)
         if len(cand):
             return int(k_codes[cand[np.argmin(start_h[cand])]])
     return None
@@ -356,7 +356,7 @@ def _host_lanes(kh, pid_h, tid_h, start_h, meta) -> tuple[np.ndarray, str | None
     # CPU threads: those with launches, CPU ops, annotations or python rows (not bookkeeping such
     # as kineto's "overhead" rows at pid -1 or the "Spans" rows)
     has_cpu = np.zeros(len(pairs), dtype=bool)
-    has_cpu[np.unique(k_codes[np.isin(kh, ("launch", "cpu_op", "annotation", "python"))])] = True
+    has_cpu[np.unique(k_codes[_among(kh, ("launch", "cpu_op", "annotation", "python"))])] = True
     multi = len({pairs[c][0] for c in np.flatnonzero(has_cpu)}) > 1
     tnames = meta.get("thread_names", {})
     pnames = meta.get("process_names", {})
@@ -417,6 +417,11 @@ def _read_metadata(M: list, meta: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------------------------
 # Conversions
 # --------------------------------------------------------------------------------------------
+def _among(values: np.ndarray, wanted: Any) -> np.ndarray:
+    """``np.isin`` for arrays of text, by hashing (numpy sorts object arrays, which is slower)."""
+    return pd.Series(values, dtype=object, copy=False).isin(list(wanted)).to_numpy(dtype=bool)
+
+
 def _num(values: list) -> np.ndarray:
     """List of JSON scalars -> float64 array; anything that is not a number becomes NaN."""
     try:
@@ -446,6 +451,10 @@ def _int_array(f: np.ndarray) -> pd.arrays.IntegerArray:
 
 def _str_take(values: list) -> np.ndarray:
     """List of JSON scalars -> object array of str (None -> "")."""
+    ints = np.asarray(values) if values and type(values[0]) is int else None
+    if ints is not None and ints.dtype.kind in "iu":  # the common case, integer ids: factorize as int64
+        codes, uniq = pd.factorize(ints)
+        return np.array([str(u) for u in uniq] + [""], dtype=object)[codes]
     try:
         codes, uniq = pd.factorize(np.array(values, dtype=object), use_na_sentinel=True)
     except TypeError:  # unhashable values (lists/dicts)

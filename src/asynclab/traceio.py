@@ -54,23 +54,18 @@ class RawEvents:
 
     def arg(self, key: str, rows: Any, alt: str | None = None) -> list:
         """The value of ``args[key]`` (else ``args[alt]``) for the events at positions ``rows``; None where absent."""
+        (values,) = self.args_of(rows, key) if alt is None else [list(map(_first, *self.args_of(rows, key, alt)))]
+        return values
+
+    def args_of(self, rows: Any, *keys: str) -> list[list]:
+        """``[arg(key, rows) for key in keys]``, reading each event's args once."""
+        rows = np.asarray(rows, dtype=np.int64).tolist()
         args = self.args
         if self.typed:  # ``args`` holds the events; each has an args struct (an empty one when the file had none)
-            sub = [args[i].args for i in np.asarray(rows, dtype=np.int64).tolist()]
-            values = list(map(attrgetter(key), sub))
-            if alt is not None:
-                values = list(map(_first, values, map(attrgetter(alt), sub)))
-            return values
-        out = []
-        for i in rows:
-            a = args[i]
-            if type(a) is not dict:
-                out.append(None)
-            elif alt is None:
-                out.append(a.get(key))
-            else:
-                out.append(a.get(key, a.get(alt)))
-        return out
+            sub = [args[i].args for i in rows]
+            return [list(map(attrgetter(key), sub)) for key in keys]
+        sub = [a if type(a) is dict else _EMPTY for a in (args[i] for i in rows)]
+        return [[a.get(key) for a in sub] for key in keys]
 
     def keep(self, rows: Any) -> None:
         """Keep only the events at positions ``rows`` (in that order)."""
@@ -78,6 +73,9 @@ class RawEvents:
         for col in ("ts", "dur", "cat", "name", "pid", "tid", "args"):
             values = getattr(self, col)
             setattr(self, col, [values[i] for i in rows])
+
+
+_EMPTY: dict = {}
 
 
 def _first(a: Any, b: Any) -> Any:

@@ -6,6 +6,7 @@ import random
 from typing import Any, Callable
 
 from asynclab.checks import Verdict, exercise, harness
+from asynclab.events import a_type
 from asynclab.simgpu import SimHostTensor, SimTensor, StreamSim
 
 #: Chunks the overlap checker feeds the learner's loop.
@@ -61,7 +62,7 @@ def _as_list(results: Any) -> list:
     """The learner's results as a list; a clear error for anything else."""
     if isinstance(results, (list, tuple)):
         return list(results)
-    raise _NotAList(f"return a list of the results, one per chunk, not {type(results).__name__}")
+    raise _NotAList(f"return a list of the results, one per chunk, not {a_type(results)}")
 
 
 class _NotAList(TypeError):
@@ -195,7 +196,7 @@ def d2h_read(read_losses: Callable) -> Verdict:
         return Verdict(False, f"your function raised {type(err).__name__}: {err}")
     if not isinstance(got, list) or len(got) != len(truth) or not all(isinstance(v, (int, float)) for v in got):
         return Verdict(False, f"return the {len(truth)} losses as a list of numbers (out.tolist()), "
-                              f"not {type(got).__name__} {str(got)[:40]}.")
+                              f"not {a_type(got)} {str(got)[:40]}.")
     if [round(float(v), 3) for v in got] != truth:
         stale = all(float(v) == -1.0 for v in got)
         return Verdict(False, ("you read out before the copy had landed: it still held the step before's numbers"

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from asynclab.checks import Verdict, exercise, harness, set_answer
+from asynclab.events import a_type
 from asynclab.simgpu import StreamSim
 
 #: The workloads of exercise 2, and the reference figure that says how much streams changed each
@@ -59,7 +60,7 @@ def _run_on_gpu(on_side_stream: Callable, late: str) -> tuple[bool, bool, bool]:
     x.fill_(1.0)
     result = on_side_stream(work, x)
     if not isinstance(result, torch.Tensor):
-        raise _NotATensor(type(result).__name__)
+        raise _NotATensor(a_type(result))
     seen.copy_(result)  # the caller uses the result on its stream, at once
     torch.cuda.synchronize()
     side = bool(streams_seen) and all(s != default for s in streams_seen)
@@ -80,7 +81,7 @@ def _run_simulated(on_side_stream: Callable, late: str) -> tuple[bool, bool, boo
 
         result = on_side_stream(work, x)
         if not hasattr(result, "ready_at"):
-            raise _NotATensor(type(result).__name__)
+            raise _NotATensor(a_type(result))
         seen = sim.kernel([result], ms=0.1)  # the caller uses the result on its stream, at once
         side = bool(streams_seen) and all(s is not sim.default for s in streams_seen)
         return result.right, seen.right or not result.right, side
@@ -108,7 +109,7 @@ def wait_stream_fix(on_side_stream: Callable) -> Verdict:
         try:
             outcomes.append(run(on_side_stream, late))
         except _NotATensor as err:
-            return Verdict(False, f"return work(x)'s result, not a {err}.")
+            return Verdict(False, f"return work(x)'s result, not {err}.")
         except Exception as err:  # noqa: BLE001 - the learner's code
             return Verdict(False, f"your function raised {type(err).__name__}: {err}")
     if not all(side for _, _, side in outcomes):
