@@ -103,6 +103,9 @@ class Trace:
         span = float(ev["end_us"].max() - ev["start_us"].min()) if len(ev) else 0.0
         name = os.path.basename(self.source) or self.source
         gpus = f"{len(devs)} GPU{'s' if len(devs) != 1 else ''}" + (f" {tuple(devs)}" if devs else "")
+        n_ranks = int(ev["rank"].nunique()) if "rank" in ev and len(ev) else 0
+        if n_ranks > 1:
+            gpus = f"{n_ranks} ranks, {gpus}"
         win = ""
         if "window" in self.meta:
             a, b = self.meta["window"]
