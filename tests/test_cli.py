@@ -204,7 +204,7 @@ def test_summary_of_a_folder_reports_each_rank_and_step(capsys):
         assert f"rank {rank} · GPU {rank}: " in out and f"rank {rank} · GPU {rank} · stream 17" in out
     comm = [line for line in out.splitlines() if "of it overlapped by compute" in line]
     assert len(comm) == 2
-    steps = [line.split()[0] for line in out.split("Per step")[1].splitlines()[2:8]]
+    steps = [line.split()[0] for line in out.split("Per step")[1].splitlines()[4:10]]
     assert steps == ["2", "3", "2", "3", "all", "all"]
     # several files given one by one are the same run
     code2, out2, _ = run(capsys, "summary", *sorted(RANKS.iterdir()))

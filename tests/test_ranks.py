@@ -117,7 +117,8 @@ def test_a_folder_of_ranks_is_one_trace_with_aligned_clocks(tmp_path):
 def test_files_without_distributed_info_take_their_sorted_place(tmp_path):
     d = _write(tmp_path / "run", {"x1.json": _rank_trace(1, BASE_NS, 50.0, info=False),
                                   "x0.json": _rank_trace(0, BASE_NS, 50.0, info=False)})
-    t = load_trace(d)
+    with pytest.warns(TraceWarning, match="ranks are their places in sorted order"):
+        t = load_trace(d)
     assert t.meta["rank_source"] == "file order"
     assert t.events.groupby("rank")["device"].max().tolist() == [0, 1]
 
@@ -129,6 +130,7 @@ def test_one_rank_file_keeps_plain_lanes(tmp_path):
 
 @pytest.mark.parametrize("case,needle", [
     ("broken", "rank1.json: invalid JSON"),
+    ("truncated", "every rank file of a run must be complete"),
     ("twice", "rank 0 again"),
     ("no_info", "has no distributedInfo rank"),
     ("no_clock", "its clock cannot be placed"),
@@ -145,6 +147,8 @@ def test_bad_rank_files_give_one_line_naming_the_file(tmp_path, case, needle):
     d = _write(tmp_path / "run", docs)
     if case == "broken":
         (d / "rank1.json").write_text(json.dumps(r1)[:40])
+    elif case == "truncated":  # loads on its own with a warning, but not as a rank of a run
+        (d / "rank1.json").write_text(json.dumps(r1)[:-300])
     with pytest.raises(TraceError) as ei:
         load_trace(d)
     msg = str(ei.value)
@@ -155,4 +159,11 @@ def test_a_missing_rank_warns(tmp_path):
     d = _write(tmp_path / "run", {"rank0.json": _rank_trace(0, BASE_NS, 50.0, world=3),
                                   "rank1.json": _rank_trace(1, BASE_NS, 50.0, world=3)})
     with pytest.warns(TraceWarning, match="no file for rank"):
+        load_trace(d)
+
+
+def test_files_of_different_runs_warn(tmp_path):
+    d = _write(tmp_path / "run", {"rank0.json": _rank_trace(0, BASE_NS, 50.0),
+                                  "rank1.json": _rank_trace(1, BASE_NS + 3_600 * 10**9, 50.0)})  # an hour later
+    with pytest.warns(TraceWarning, match="ran at another time than the other ranks"):
         load_trace(d)

@@ -89,9 +89,9 @@ def set_answer(answer, right: set, choices: set, *, noun: str, example: str, why
 _EXERCISES: dict[str, Callable[..., Verdict]] = {}
 
 
-def harness(on_gpu: Callable, simulated: Callable) -> tuple[Callable, str]:
-    """The checker's harness for this machine (the GPU one, or the simulated one without a GPU), and the words
-    its verdicts add about where they ran.
+def harness(on_gpu: Callable, simulated: Callable, gpus: int = 1) -> tuple[Callable, str]:
+    """The checker's harness for this machine (the GPU one when it has ``gpus`` GPUs, else the simulated one),
+    and the words its verdicts add about where they ran.
 
     Example:
         >>> run, where = harness(lambda fn: "gpu", lambda fn: "sim")
@@ -100,9 +100,12 @@ def harness(on_gpu: Callable, simulated: Callable) -> tuple[Callable, str]:
     """
     import torch
 
-    if torch.cuda.is_available():
+    have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if have >= gpus:
         return on_gpu, ""
-    return simulated, " (on a simulated GPU: this machine has none)"
+    if gpus == 1:
+        return simulated, " (on a simulated GPU: this machine has none)"
+    return simulated, f" (on {gpus} simulated GPUs: this machine has {have or 'no'} GPU{'s' if have != 1 else ''})"
 
 
 def exercise(name: str):

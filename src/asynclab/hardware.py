@@ -216,6 +216,42 @@ def _topology(n_gpus: int) -> str | None:
     return clean_topology(raw) if raw else None
 
 
+#: NVLink bandwidth per link and direction, GB/s, by the GPU's compute capability major (NVIDIA's figures:
+#: NVLink 3 on Ampere and NVLink 4 on Hopper carry 25 GB/s per link each way, NVLink 5 on Blackwell 50).
+NVLINK_GBPS_PER_LINK = {8: 25.0, 9: 25.0, 10: 50.0}
+
+
+def nvlink_links(topology: str | None) -> dict[tuple[int, int], int]:
+    r"""NVLink links between each pair of GPUs, read from ``nvidia-smi topo -m`` ("NV18": 18 bonded links).
+
+    Example:
+        >>> nvlink_links("\tGPU0\tGPU1\nGPU0\t X \tNV18\nGPU1\tNV18\t X ")
+        {(0, 1): 18, (1, 0): 18}
+    """
+    links: dict[tuple[int, int], int] = {}
+    for line in (topology or "").splitlines():
+        cells = line.split("\t")
+        row = re.fullmatch(r"GPU(\d+)", cells[0].strip())
+        if not row:
+            continue
+        for j, cell in enumerate(cells[1:]):
+            m = re.fullmatch(r"NV(\d+)", cell.strip())
+            if m:
+                links[(int(row.group(1)), j)] = int(m.group(1))
+    return links
+
+
+def nvlink_peak_gbps(links: int, capability_major: int) -> float | None:
+    """Peak GB/s each way over ``links`` NVLink links of a GPU of that compute capability (None if unknown).
+
+    Example:
+        >>> nvlink_peak_gbps(18, 9)  # an H100 or H200 pair, NV18
+        450.0
+    """
+    per_link = NVLINK_GBPS_PER_LINK.get(int(capability_major))
+    return None if per_link is None or links <= 0 else links * per_link
+
+
 def p2p_table(hw: Hardware) -> str:
     """The peer-to-peer access matrix as text (row = from, column = to).
 

@@ -720,7 +720,9 @@ def _summary_steps(tr: Trace) -> list[str]:
     table = pd.concat([step_breakdown(tr).assign(step=lambda d: d["step"].astype(str)),
                        time_breakdown(tr).reset_index().assign(step="all")], ignore_index=True)
     head = f"  {'step':>5}  {'GPU':<16}{'span':>11}{'compute':>11}{'comm':>11}{'copies':>11}{'memset':>11}{'idle':>11}"
-    lines = ["Per step (ProfilerStep#N; each instant counted once: compute, comm, copies, memset, else idle):", head]
+    lines = ["Per step (ProfilerStep#N) and whole trace (all). Each instant is counted once, in the first of compute,",
+             "comm, copies, memset that is busy, else idle: comm here is communication NOT overlapped by compute.",
+             "A step runs from its host start to the next step's; 'all' from each GPU's first work to its last.", head]
     for _, r in table.iterrows():
         cells = "".join(f"{_fmt(float(r[c])):>11}" for c in ("span_us", "compute_us", "comm_us", "copy_us",
                                                               "memset_us", "idle_us"))

@@ -61,6 +61,11 @@ def load_ranks(sources: str | os.PathLike | Iterable[str | os.PathLike]) -> Trac
     paths, label = _paths(sources)
     with _gc_paused():
         traces = [_load(p) for p in paths]
+    if len(traces) > 1:
+        for t in traces:
+            if "damage" in t.meta:  # one rank cut short would show a run that never happened
+                raise TraceError(f"{t.source}: the trace {t.meta['damage']}; every rank file of a run must be "
+                                 f"complete (load this file on its own to see what it holds)")
     ranks, how = _ranks(traces)
     offsets = _clock_offsets(traces)
     order = np.argsort(ranks, kind="stable")
@@ -74,6 +79,7 @@ def load_ranks(sources: str | os.PathLike | Iterable[str | os.PathLike]) -> Trac
     events["launch"] = _relabel(events.pop("index"), events["launch"])
     meta = _merged_meta(traces, ranks, offsets, how, label)
     _warn_missing(traces, ranks, label)
+    _warn_unrelated(traces, ranks, offsets, how, label)
     return Trace(events, meta, label)
 
 
@@ -180,3 +186,20 @@ def _warn_missing(traces: list[Trace], ranks: list[int], label: str) -> None:
         if missing:
             warnings.warn(f"{label}: world size {world}, but no file for rank(s) "
                           f"{', '.join(map(str, missing))}", TraceWarning, stacklevel=3)
+
+
+def _warn_unrelated(traces: list[Trace], ranks: list[int], offsets: list[float], how: str, label: str) -> None:
+    """Warn when the files do not look like one run: ranks guessed from file order, or a rank that ran at
+    another time than all the others."""
+    if len(traces) < 2:
+        return
+    if how == "file order":
+        warnings.warn(f"{label}: no distributedInfo in the files; ranks are their places in sorted order",
+                      TraceWarning, stacklevel=3)
+    spans = [(off, off + t.span_us()) for t, off in zip(traces, offsets)]
+    for i, (a, b) in enumerate(spans):
+        if not any(a < d and c < b for j, (c, d) in enumerate(spans) if j != i):
+            warnings.warn(f"{traces[i].source}: rank {ranks[i]} ran at another time than the other ranks "
+                          f"(no overlap on the shared clock): are these files from one run?", TraceWarning,
+                          stacklevel=3)
+            return

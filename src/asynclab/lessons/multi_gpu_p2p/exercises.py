@@ -1,0 +1,193 @@
+"""Lesson 06 exercise checkers: arrange the streams so a GPU-to-GPU copy overlaps compute, and predict a both-ways copy."""
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any, Callable
+
+from asynclab.checks import Verdict, exercise, harness
+from asynclab.events import a_type
+from asynclab.simpeers import PeerSim
+
+#: The share of the multiplication that must run while the copy runs.
+MIN_OVERLAP = 0.8
+#: How close a prediction of the both-ways copy must come to the measurement.
+TOLERANCE = 0.2
+
+
+# -- exercise 1: streams so that the copy overlaps ------------------------------------------------------------
+def _returned(result: Any) -> tuple[Any, Any]:
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise _Shape(f"return (what send() returned, what multiply() returned), not {a_type(result)}")
+    return result[0], result[1]
+
+
+class _Shape(TypeError):
+    """What step() returned is not a pair."""
+
+
+def _overlap_share(trace: Any, mult: Any) -> float:
+    """The share of the multiplication's time (rows ``mult`` of the trace) during which the copy ran too."""
+    from asynclab.metrics import _intersection_length, _u
+
+    ev = trace.events
+    copies = ev[ev["kind"].isin(("p2p", "d2d"))]
+    total = float(mult["dur_us"].sum())
+    return _intersection_length(_u(copies), _u(mult)) / total if total > 0 else 0.0
+
+
+def _launched_in(trace: Any, annotation: str) -> Any:
+    """The compute kernels launched inside the host annotation ``annotation``."""
+    ev = trace.events
+    lo, hi = trace.annotation_range(annotation, occurrence=0)  # the host's range (the GPU's runs on past it)
+    kernels = ev[(ev["kind"] == "compute") & ev["launch"].notna()]
+    at = ev.loc[kernels["launch"].astype(int), "start_us"].to_numpy()
+    return kernels[(at >= lo) & (at <= hi)]
+
+
+def _step_on_gpus(step: Callable) -> tuple[int, float]:
+    """Run ``step(send, multiply)`` on GPUs 0 and 1, profiled; returns ``(wrong results, overlap share)``.
+
+    The copy is 1 GiB (about three times the multiplication); both results are read on GPU 1's default
+    stream right after ``step`` returns, as the rest of a program would.
+    """
+    import torch
+
+    from asynclab.record import record
+
+    d0, d1 = torch.device("cuda", 0), torch.device("cuda", 1)
+    src = torch.empty(1 << 28, device=d0)
+    dst = torch.empty(1 << 28, device=d1)
+    a = torch.randn(7168, 7168, device=d1, dtype=torch.bfloat16)  # about 1 ms on an H200; the copy about 3 ms
+    c = torch.empty_like(a)
+    want = a @ a
+    runs = itertools.count(1)
+    wrong = {"n": 0}
+
+    def send() -> Any:
+        dst.copy_(src)
+        return dst
+
+    def multiply() -> Any:
+        with torch.cuda.device(d1):
+            return torch.mm(a, a, out=c)
+
+    def once() -> None:
+        value = float(next(runs))  # new numbers every run: a read before the copy ends sees old ones
+        src.fill_(value), dst.fill_(-1.0), c.zero_()
+        torch.cuda.synchronize(d0), torch.cuda.synchronize(d1)
+        with torch.profiler.record_function("step"):
+            y, z = _returned(step(send, multiply))
+        with torch.cuda.device(d1):  # GPU 1's default stream reads both results at once
+            bad = int((y != value).sum()) if isinstance(y, torch.Tensor) else y.numel() if hasattr(y, "numel") else 1
+            off = (z.float() - want.float()).abs() > 0.05 * float(want.float().abs().max()) \
+                if isinstance(z, torch.Tensor) and z.shape == want.shape else None
+            bad += 1 if off is None else int(off.sum())
+        torch.cuda.synchronize(d0), torch.cuda.synchronize(d1)
+        wrong["n"] = bad
+
+    trace = record(once, warmup=1, steps=1)
+    return wrong["n"], _overlap_share(trace, _launched_in(trace, "step"))
+
+
+def _step_simulated(step: Callable) -> tuple[int, float]:
+    """The same on :class:`asynclab.simpeers.PeerSim`: a 3 ms copy, a 1 ms multiplication."""
+    import torch
+
+    with PeerSim(copy_ms=3.0, multiply_ms=1.0) as sim:
+        y, z = _returned(step(sim.send, sim.multiply))
+        for t in (y, z):
+            if not hasattr(t, "ready_at"):
+                raise _Shape(f"return what send() and multiply() returned, not {a_type(t)}")
+        with torch.cuda.device(1):  # GPU 1's default stream reads both results at once
+            check = sim.kernel([y, z], ms=0.01)
+        trace = sim.trace()
+    ev = trace.events
+    return (0 if check.right else 1), _overlap_share(trace, ev[ev["name"] == "multiply (GPU 1)"])
+
+
+@exercise("06.overlap_copy")
+def overlap_copy(step: Callable) -> Verdict:
+    """Check ``step(send, multiply)``: copy GPU 0's tensor to GPU 1 with ``send()`` and multiply on GPU 1 with
+    ``multiply()``, so that the two overlap, and return ``(send(), multiply())`` ready for GPU 1's default stream.
+
+    ``send()`` runs ``y1.copy_(x0)``, a copy between GPUs, with whatever streams are current; ``multiply()``
+    runs a matrix product on GPU 1's current stream. After ``step`` returns, GPU 1's default stream reads
+    both results. The checker needs at least :data:`MIN_OVERLAP` of the multiplication to run during the copy
+    (read from a profiler trace with two GPUs, or from a simulation of PyTorch's copy barrier without them)
+    and both results right (the tensor holds new numbers every run).
+
+    Example:
+        >>> def plain(send, multiply):
+        ...     import torch
+        ...     y = send()
+        ...     with torch.cuda.device(1):
+        ...         z = multiply()
+        ...     return y, z
+        >>> overlap_copy(plain).right
+        False
+    """
+    if not callable(step):
+        return Verdict(False, "pass your function step itself (no parentheses).")
+    run, where = harness(_step_on_gpus, _step_simulated, gpus=2)
+    try:
+        wrong, share = run(step)
+    except _Shape as err:
+        return Verdict(False, f"{err}.")
+    except Exception as err:  # noqa: BLE001 - the learner's code
+        return Verdict(False, f"your function raised {type(err).__name__}: {err}")
+    if wrong:
+        return Verdict(False, f"GPU 1's default stream read a result before it was there{where}: after the copy (or "
+                              "the product) on a side stream, make GPU 1's default stream wait for that stream "
+                              "(torch.cuda.default_stream(1).wait_stream(side), lesson 04).")
+    if share < MIN_OVERLAP:
+        return Verdict(False, f"right results, but only {share:.0%} of the multiplication ran during the copy{where} "
+                              f"(needed: {MIN_OVERLAP:.0%}). The copy makes the receiver's *current* stream wait for "
+                              "it: which stream is current on GPU 1 while you call send(), and which one does "
+                              "multiply() run on?")
+    return Verdict(True, f"{share:.0%} of the multiplication ran during the copy, and GPU 1's default stream read "
+                         f"both results right{where}: the copy fenced only the stream that was current on GPU 1 "
+                         "while it was issued.")
+
+
+# -- exercise 2: a both-ways copy ----------------------------------------------------------------------------------
+def _measured_both_ways() -> tuple[float, float, str]:
+    """(one-way ms, both-ways ms) for 1 GiB each way: measured live with two GPUs, else the reference's."""
+    import torch
+
+    from asynclab.lessons.multi_gpu_p2p import experiments as ex
+
+    if torch.cuda.is_available() and torch.cuda.device_count() >= 2:
+        r = ex.bandwidth("cuda", reps=3)
+        return r["one_way_ms"], r["both_ways_ms"], "measured on your GPUs"
+    from asynclab import reference
+
+    r = reference.results("06")["bandwidth"]
+    return r["one_way_ms"], r["both_ways_ms"], reference.describe("06").replace("reference recorded", "the reference, recorded")
+
+
+@exercise("06.both_ways")
+def both_ways(predicted_ms: Any) -> Verdict:
+    """Check a prediction, in ms, of copying 1 GiB from GPU 0 to GPU 1 and 1 GiB back at the same time.
+
+    Right within :data:`TOLERANCE` of the measurement (live with two GPUs, else the reference's).
+
+    Example:
+        >>> both_ways("soon").right
+        False
+    """
+    if isinstance(predicted_ms, bool) or not isinstance(predicted_ms, (int, float)) or not math.isfinite(predicted_ms):
+        return Verdict(False, f"give the time in milliseconds as a number, not {a_type(predicted_ms)}.")
+    if predicted_ms <= 0:
+        return Verdict(False, "a copy takes some time: give a positive number of milliseconds.")
+    one, both, where = _measured_both_ways()
+    error = predicted_ms / both - 1
+    if abs(error) <= TOLERANCE:
+        return Verdict(True, f"{both:.2f} ms measured ({where}), against {one:.2f} ms one way: NVLink carries each "
+                             "direction on its own lanes, so two opposite copies barely slow each other.")
+    if predicted_ms >= 1.6 * one:
+        return Verdict(False, f"{predicted_ms:.2f} ms is about two one-way copies, as if the two directions took "
+                              "turns. Do they share the same wires?")
+    return Verdict(False, f"{predicted_ms:.2f} ms is {abs(error):.0%} {'over' if error > 0 else 'under'} the "
+                          f"measurement. Can two copies finish faster than one?" if error < 0 else
+                          f"{predicted_ms:.2f} ms is {error:.0%} over the measurement.")
