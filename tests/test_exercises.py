@@ -390,3 +390,84 @@ def test_d2h_read_copy_on_an_unordered_stream_reads_stale_data_simulated():
 def test_d2h_read_needs_the_sync(fn, right, says):
     verdict = al.check("05.d2h_read", fn)
     assert verdict.right is right and says in verdict.message, verdict.message
+
+
+# ---------------------------------------------------------------------------------------------
+# lesson 06: a copy between GPUs that overlaps, on the simulation of PyTorch's copy rule
+# ---------------------------------------------------------------------------------------------
+def _06_plain(send, multiply):
+    y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+    return y, z
+
+
+def _06_both_sides(send, multiply):
+    s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+    torch.cuda.current_stream(1).wait_stream(s1)
+    return y, z
+
+
+def _06_no_wait(send, multiply):
+    s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+    return y, z
+
+
+def _06_sender_side_only(send, multiply):
+    s0 = torch.cuda.Stream(0)
+    with torch.cuda.stream(s0):
+        y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+    return y, z
+
+
+def _06_product_on_side(send, multiply):
+    s1 = torch.cuda.Stream(1)
+    y = send()
+    with torch.cuda.stream(s1):
+        z = multiply()
+    torch.cuda.default_stream(1).wait_stream(s1)
+    return y, z
+
+
+def _06_product_on_gpu0(send, multiply):
+    return send(), multiply()
+
+
+@pytest.mark.skipif(torch.cuda.is_available() and torch.cuda.device_count() >= 2, reason="checks the simulation")
+@pytest.mark.parametrize("fn,right,says", [
+    (_06_plain, False, "only 0% of the multiplication"),
+    (_06_sender_side_only, False, "only 0% of the multiplication"),
+    (_06_both_sides, True, "100% of the multiplication ran during the copy"),
+    (_06_product_on_side, True, "100% of the multiplication ran during the copy"),
+    (_06_no_wait, False, "read a result before it was there"),
+    (_06_product_on_gpu0, False, "only 0% of the multiplication"),  # multiply() always runs on GPU 1
+    (lambda send, multiply: 3, False, "not an int"),
+    ("step", False, "pass your function"),
+])
+def test_overlap_copy_checks_what_the_streams_do(fn, right, says):
+    v = al.check("06.overlap_copy", fn)
+    assert v.right is right and says in v.message, v.message
+    assert "simulated GPUs" in v.message or not right or "pass" in says
+
+
+@pytest.mark.skipif(torch.cuda.is_available() and torch.cuda.device_count() >= 2, reason="checks the reference")
+def test_both_ways_prediction_against_the_reference():
+    from asynclab import reference
+
+    bw = reference.results("06")["bandwidth"]
+    assert al.check("06.both_ways", bw["both_ways_ms"] * 1.1).right
+    assert al.check("06.both_ways", bw["one_way_ms"]).right  # the full-duplex answer
+    wrong = al.check("06.both_ways", 2 * bw["one_way_ms"])
+    assert not wrong.right and "took turns" in wrong.message
+    for bad in ("soon", -1.0, float("nan"), True):
+        assert not al.check("06.both_ways", bad).right

@@ -71,3 +71,15 @@ def test_topology_report_drops_escape_codes_and_unused_legend():
     assert [x.split("=")[0].strip() for x in legend] == ["X", "NV#"]
     assert clean_topology("GPU0\tGPU1\nGPU0\t X \tSYS\nGPU1\tSYS\t X \n\nLegend:\n  X = Self\n"
                           "  SYS  = Connection traversing PCIe\n  NV#  = NVLinks").endswith("SYS  = Connection traversing PCIe")
+
+
+def test_nvlink_links_and_peak_from_the_recorded_topology():
+    from pathlib import Path
+
+    from asynclab.hardware import clean_topology, nvlink_links, nvlink_peak_gbps
+
+    raw = (Path(__file__).parent / "fixtures" / "nvidia_smi_topo_2gpu.txt").read_text()
+    for text in (raw, clean_topology(raw)):
+        assert nvlink_links(text) == {(0, 1): 18, (1, 0): 18}
+    assert nvlink_peak_gbps(18, 9) == 450.0 and nvlink_peak_gbps(12, 8) == 300.0
+    assert nvlink_peak_gbps(18, 7) is None and nvlink_links(None) == {}

@@ -37,8 +37,7 @@ class PeerSim(_StandsInForCuda):
         >>> with PeerSim(copy_ms=3.0, multiply_ms=1.0) as sim:
         ...     import torch
         ...     y = sim.send()                   # both GPUs on their default streams
-        ...     with torch.cuda.device(1):
-        ...         z = sim.multiply()           # waits for the whole copy
+        ...     z = sim.multiply()               # on GPU 1's default stream: waits for the whole copy
         >>> z.ready_at
         4.0
     """
@@ -76,18 +75,17 @@ class PeerSim(_StandsInForCuda):
         return SimTensor(end, True, stream=None)
 
     def multiply(self) -> SimTensor:
-        """A matrix product on GPU 1's current stream (the current device must be GPU 1)."""
-        if self.device != 1:
-            raise RuntimeError("multiply() computes on GPU 1: call it inside torch.cuda.device(1) "
-                               "or with a GPU 1 stream current")
-        return self.kernel([], self.multiply_ms, name="multiply (GPU 1)")
+        """A matrix product on GPU 1's current stream, whichever device is current (as ``with device(1)`` inside)."""
+        return self.kernel([], self.multiply_ms, name="multiply (GPU 1)", device=1)
 
-    def kernel(self, reads: list[SimTensor], ms: float, name: str = "kernel") -> SimTensor:
-        """Queue a kernel on the current device's current stream; it reads ``reads`` (stale if they are not ready)."""
-        stream = self.current
+    def kernel(self, reads: list[SimTensor], ms: float, name: str = "kernel", device: int | None = None) -> SimTensor:
+        """Queue a kernel on the current stream of ``device`` (default: the current device); it reads ``reads``
+        (stale if they are not ready)."""
+        device = self.device if device is None else device
+        stream = self.current_of[device]
         start = max(stream.ready, self.host)
         stream.ready = start + ms
-        self.ran.append(("kernel", name, self.device, stream.number, start, stream.ready))
+        self.ran.append(("kernel", name, device, stream.number, start, stream.ready))
         return SimTensor(stream.ready, all(t.right and start >= t.ready_at for t in reads))
 
     def trace(self):

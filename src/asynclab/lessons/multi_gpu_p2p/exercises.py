@@ -112,7 +112,7 @@ def overlap_copy(step: Callable) -> Verdict:
     ``multiply()``, so that the two overlap, and return ``(send(), multiply())`` ready for GPU 1's default stream.
 
     ``send()`` runs ``y1.copy_(x0)``, a copy between GPUs, with whatever streams are current; ``multiply()``
-    runs a matrix product on GPU 1's current stream. After ``step`` returns, GPU 1's default stream reads
+    runs a matrix product on GPU 1's current stream (whichever device is current). After ``step`` returns, GPU 1's default stream reads
     both results. The checker needs at least :data:`MIN_OVERLAP` of the multiplication to run during the copy
     (read from a profiler trace with two GPUs, or from a simulation of PyTorch's copy barrier without them)
     and both results right (the tensor holds new numbers every run).
