@@ -471,3 +471,16 @@ def test_both_ways_prediction_against_the_reference():
     assert not wrong.right and "took turns" in wrong.message
     for bad in ("soon", -1.0, float("nan"), True):
         assert not al.check("06.both_ways", bad).right
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not (torch.cuda.is_available() and torch.cuda.device_count() >= 2), reason="needs two CUDA GPUs")
+@pytest.mark.parametrize("fn,right,says", [
+    (_06_plain, False, "of the multiplication ran during the copy"),
+    (_06_both_sides, True, "GPU 1's default stream read both results right"),
+    (_06_product_on_side, True, "GPU 1's default stream read both results right"),
+    (_06_no_wait, False, "read a result before it was there"),
+])
+def test_overlap_copy_on_two_gpus(fn, right, says):
+    v = al.check("06.overlap_copy", fn)
+    assert v.right is right and says in v.message, v.message

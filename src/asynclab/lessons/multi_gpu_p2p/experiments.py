@@ -112,7 +112,7 @@ def machine(device: Any = None) -> dict[str, Any]:
         True
     """
     dev = resolve_device(device)
-    if not _two_gpus():
+    if dev.type != "cuda" or not _two_gpus():
         return _no_gpus(dev, gpus=None, p2p=None, topology=None, links_0_1=None, gbps_per_link=None,
                         nvlink_peak_gbps=None, capability=None)
     hw = hardware.inventory()
@@ -159,7 +159,7 @@ def seed004(device: Any = None, nbytes: int = GiB, multiply_ms: float = 2.0, rep
         True
     """
     dev = resolve_device(device)
-    if not _two_gpus():
+    if dev.type != "cuda" or not _two_gpus():
         return _no_gpus(dev, copy_ms=None, multiply_ms=None, matrix_n=None, nbytes=nbytes, setups=None, controls=None)
     d0, d1 = torch.device("cuda", 0), torch.device("cuda", 1)
     src = torch.ones(nbytes // 4, device=d0)
@@ -243,7 +243,7 @@ def bandwidth(device: Any = None, nbytes: int = GiB, reps: int = 5, batch: int =
         True
     """
     dev = resolve_device(device)
-    if not _two_gpus():
+    if dev.type != "cuda" or not _two_gpus():
         return _no_gpus(dev, nbytes=nbytes, one_way_ms=None, one_way_gbps=None, both_ways_ms=None,
                         both_ways_gbps=None, via_host_ms=None, via_host_gbps=None, via_cpu_ms=None, via_cpu_gbps=None)
     d0, d1 = torch.device("cuda", 0), torch.device("cuda", 1)
@@ -303,7 +303,7 @@ def latency(device: Any = None, sizes: tuple[int, ...] = LATENCY_SIZES, copies: 
         True
     """
     dev = resolve_device(device)
-    if not _two_gpus():
+    if dev.type != "cuda" or not _two_gpus():
         return _no_gpus(dev, sizes=list(sizes), us_per_copy=None, local_us_per_copy=None, copies=copies)
     d0, d1 = torch.device("cuda", 0), torch.device("cuda", 1)
     s0, s1 = torch.cuda.Stream(d0), torch.cuda.Stream(d1)
@@ -347,7 +347,7 @@ def matrix(device: Any = None, nbytes: int = 256 * MiB, reps: int = 3, batch: in
         True
     """
     dev = resolve_device(device)
-    if not _two_gpus():
+    if dev.type != "cuda" or not _two_gpus():
         return _no_gpus(dev, gpus=None, one_way_gbps=None, both_ways_gbps=None, nbytes=nbytes)
     n = torch.cuda.device_count()
     devs = [torch.device("cuda", i) for i in range(n)]
