@@ -11,9 +11,9 @@ __all__ = ["PeerSim"]
 
 def _index(device: Any) -> int:
     """A device given as 1, "cuda:1" or torch.device("cuda", 1), as its index."""
-    if isinstance(device, int):
+    if isinstance(device, int) and not isinstance(device, bool):
         return device
-    index = getattr(device, "index", None)
+    index = None if isinstance(device, str) else getattr(device, "index", None)
     if index is not None:
         return int(index)
     text = str(device)
@@ -28,7 +28,9 @@ class PeerSim(_StandsInForCuda):
 
     The copy runs on the *sender's* current stream. Before it starts, that stream waits for the receiver's
     current stream; when it ends, the receiver's current stream waits for it. So whatever is queued later
-    on the receiver's current stream runs after the whole copy. Learner code uses the real API
+    on the receiver's current stream runs after the whole copy. As measured on 2x H200 (lesson 06), a copy
+    issued on GPU 0's default stream also holds later work on GPU 1's default stream (CUDA's legacy
+    default streams). Learner code uses the real API
     (``torch.cuda.Stream(device)``, ``torch.cuda.stream(s)``, ``torch.cuda.device(i)``,
     ``torch.cuda.current_stream(i)``, ``wait_stream``, ``Event``) and the checker's ``send`` and
     ``multiply``; :meth:`trace` gives what ran as a Trace.
@@ -71,6 +73,8 @@ class PeerSim(_StandsInForCuda):
         end = start + self.copy_ms
         copy_stream.ready = end
         receiver.ready = max(receiver.ready, end)  # and the receiver's stream waits for the copy
+        if copy_stream is self.defaults[0]:  # the legacy default streams: GPU 1's waits too
+            self.defaults[1].ready = max(self.defaults[1].ready, end)
         self.ran.append(("gpu_memcpy", "Memcpy PtoP (Device -> Device)", 0, copy_stream.number, start, end))
         return SimTensor(end, True, stream=None)
 
