@@ -1,4 +1,5 @@
 """Exercise checkers say right to right answers and not yet to the starter code."""
+import math
 import statistics
 import time
 
@@ -504,4 +505,34 @@ def test_both_ways_prediction_against_the_reference():
 ])
 def test_overlap_copy_on_two_gpus(fn, right, says):
     v = al.check("06.overlap_copy", fn)
+    assert v.right is right and says in v.message, v.message
+
+
+# ---------------------------------------------------------------------------------------------
+# lesson 07: checked against the schedule simulator
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("fn,right,says", [
+    (lambda p, m, t_f, t_b: (m + p - 1) * (t_f + t_b), True, "within 1% of the simulator"),
+    (lambda p, m, t_f, t_b: m * (t_f + t_b), False, "the time with no bubble"),
+    (lambda p, m, t_f, t_b: (m + p) * (t_f + t_b), False, "the simulator"),
+    (lambda p, m, t_f, t_b: "soon", False, "must be a finite number"),
+    (lambda p, m, t_f, t_b: max(op.end for op in __import__("asynclab.schedules").schedules.simulate(
+        "gpipe", p, m, t_f, t_b)), False, "work it out"),
+])
+def test_step_time_prediction(fn, right, says):
+    v = al.check("07.step_time", fn)
+    assert v.right is right and says in v.message, v.message
+    from asynclab import schedules
+
+    assert max(op.end for op in schedules.simulate("gpipe", 2, 2)) == 9.0  # the simulator is back afterwards
+
+
+@pytest.mark.parametrize("fn,right,says", [
+    (lambda p, t: max(1, math.ceil((p - 1) * (1 - t) / t - 1e-9)), True, "the fewest"),
+    (lambda p, t: 64, False, "is enough"),
+    (lambda p, t: 1, False, "over the target"),
+    (lambda p, t: 2.5, False, "positive integer"),
+])
+def test_pick_m(fn, right, says):
+    v = al.check("07.pick_m", fn)
     assert v.right is right and says in v.message, v.message

@@ -1,0 +1,131 @@
+"""Lesson 07 exercise checkers: predict a pipeline's step time, and pick the micro-batches that shrink its bubble."""
+from __future__ import annotations
+
+import contextlib
+import math
+import numbers
+import random
+from typing import Any, Callable, Iterator
+
+from asynclab import schedules
+from asynclab.checks import Verdict, exercise
+from asynclab.events import a_type
+
+#: Configurations each checker draws at random (new ones every call).
+TRIALS = 12
+
+
+@contextlib.contextmanager
+def _no_simulator() -> Iterator[None]:
+    """While the learner's function runs, the schedule simulator refuses to answer for it."""
+    saved = schedules.simulate
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise _Simulated("work it out from p, m and the stage times: the checker compares with the simulator")
+
+    schedules.simulate = refuse
+    try:
+        yield
+    finally:
+        schedules.simulate = saved
+
+
+class _Simulated(RuntimeError):
+    """The learner's function called the simulator."""
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
+        raise _NotANumber(f"{what} must be a finite number, not {a_type(value)}")
+    return float(value)
+
+
+class _NotANumber(TypeError):
+    """The learner's function returned something else than a number."""
+
+
+def _call(fn: Callable, *args: Any) -> tuple[Any, Verdict | None]:
+    try:
+        with _no_simulator():
+            return fn(*args), None
+    except (_Simulated, _NotANumber) as err:
+        return None, Verdict(False, f"{err}.")
+    except Exception as err:  # noqa: BLE001 - the learner's code
+        return None, Verdict(False, f"your function raised {type(err).__name__}: {err}")
+
+
+@exercise("07.step_time")
+def step_time(predict: Callable) -> Verdict:
+    """Check ``predict(p, m, t_f, t_b)``: the step time of a GPipe schedule with ``p`` stages, ``m`` micro-batches,
+    and ``t_f``/``t_b`` the forward/backward time of one micro-batch on one stage (ms).
+
+    It is compared with the schedule simulator (:func:`asynclab.schedules.simulate`) on configurations drawn at
+    random, within 1%; the simulator is off limits while ``predict`` runs.
+
+    Example:
+        >>> step_time(lambda p, m, t_f, t_b: m * (t_f + t_b)).right  # no bubble: too fast
+        False
+    """
+    if not callable(predict):
+        return Verdict(False, "pass your function predict itself (no parentheses).")
+    rng = random.Random()
+    for _ in range(TRIALS):
+        p, m = rng.randint(2, 8), rng.randint(1, 32)
+        t_f = round(rng.uniform(0.5, 5.0), 2)
+        t_b = round(t_f * rng.uniform(1.5, 2.5), 2)
+        got, verdict = _call(predict, p, m, t_f, t_b)
+        if verdict is not None:
+            return verdict
+        try:
+            got = _number(got, "predict(...)")
+        except _NotANumber as err:
+            return Verdict(False, f"{err}.")
+        truth = max(op.end for op in schedules.simulate("gpipe", p, m, t_f, t_b))
+        if abs(got / truth - 1) > 0.01:
+            ideal = m * (t_f + t_b)
+            hint = ("that is the time with no bubble: the first micro-batch must go through every stage before the "
+                    "last stage is busy" if abs(got / ideal - 1) <= 0.01 else
+                    "count how many stage-times the last micro-batch waits for, forward and backward")
+            return Verdict(False, f"p={p}, m={m}, t_f={t_f}, t_b={t_b}: you said {got:.2f} ms, the simulator "
+                                  f"{truth:.2f} ms; {hint}.")
+    return Verdict(True, f"{TRIALS} random pipelines, each within 1% of the simulator: a GPipe step takes "
+                         "(m + p - 1) stage-times of forward and backward.")
+
+
+@exercise("07.pick_m")
+def pick_m(choose: Callable) -> Verdict:
+    """Check ``choose(p, target)``: the fewest micro-batches ``m`` that bring a GPipe pipeline of ``p`` stages to
+    a bubble fraction (idle share of the step) of at most ``target``.
+
+    Checked against the closed form (p-1)/(m+p-1) and, for the chosen ``m``, against the bubble measured with
+    :func:`asynclab.metrics.bubble_fraction` on the simulator's trace, on configurations drawn at random.
+
+    Example:
+        >>> pick_m(lambda p, target: 64).right  # enough, but not the fewest
+        False
+    """
+    from asynclab.metrics import bubble_fraction
+
+    if not callable(choose):
+        return Verdict(False, "pass your function choose itself (no parentheses).")
+    rng = random.Random()
+    for _ in range(TRIALS):
+        p = rng.randint(2, 8)
+        target = round(rng.uniform(0.05, 0.4), 3)
+        while abs((p - 1) / target - round((p - 1) / target)) < 1e-6:  # no target exactly on a boundary
+            target = round(rng.uniform(0.05, 0.4), 3)
+        got, verdict = _call(choose, p, target)
+        if verdict is not None:
+            return verdict
+        if isinstance(got, bool) or not isinstance(got, numbers.Integral) or got < 1:
+            return Verdict(False, f"return a number of micro-batches (a positive integer), not {a_type(got)} {got!r}.")
+        best = next(m for m in range(1, 10_000) if (p - 1) / (m + p - 1) <= target + 1e-12)
+        measured = bubble_fraction(schedules.simulate_trace("gpipe", p, int(got))).mean
+        if measured > target + 1e-9:
+            return Verdict(False, f"p={p}, target {target:.1%}: with m={got} the simulated bubble is {measured:.1%}, "
+                                  f"over the target. Write the bubble as a function of m and solve for m.")
+        if got != best:
+            return Verdict(False, f"p={p}, target {target:.1%}: m={got} works, but m={best} is enough, and every "
+                                  f"extra micro-batch adds its own overhead (section 2).")
+    return Verdict(True, f"{TRIALS} random pipelines: each m is the fewest whose bubble, (p-1)/(m+p-1), measured on "
+                         "the simulated trace, is within the target.")
