@@ -26,7 +26,7 @@ def test_for_lesson_and_helpers():
     assert experiments.for_lesson(1) is A and experiments.for_lesson("02") is T
     assert experiments.for_lesson("01_async_dispatch") is A
     with pytest.raises(ValueError, match="has no experiments module"):
-        experiments.for_lesson(7)
+        experiments.for_lesson(0)
     assert experiments.dtype_name(torch.float16) == "float16"
     assert experiments.percentile([3.0, 1.0, 2.0], 50) == 2.0
     assert experiments.percentile([0.0, 10.0], 95) == pytest.approx(9.5)

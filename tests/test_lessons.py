@@ -71,6 +71,6 @@ def test_lesson_lookup_by_any_of_its_names():
     assert lessons.lesson("03") is lessons.lesson("streams") is lessons.lesson("03_streams") is item
     assert item.module("experiments").__name__ == "asynclab.lessons.streams.experiments"
     with pytest.raises(ValueError, match="has no experiments module yet"):
-        lessons.lesson(7).module("experiments")
+        lessons.lesson(0).module("experiments")
     with pytest.raises(ValueError, match="parts are"):
         item.module_name("data")

@@ -182,7 +182,7 @@ def test_script_refuses_without_a_gpu(capsys):
 def test_script_rejects_unknown_lessons(capsys):
     script = load_script()
     with pytest.raises(SystemExit):
-        script.main(["--lessons", "07"])
+        script.main(["--lessons", "00"])
     assert "has no experiments" in capsys.readouterr().err
 
 

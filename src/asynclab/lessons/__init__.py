@@ -67,7 +67,7 @@ class Lesson:
         """True when this lesson has that part (lessons still being written may not).
 
         Example:
-            >>> lesson(0).has("exercises"), lesson(7).has("experiments")
+            >>> lesson(0).has("exercises"), lesson(0).has("experiments")
             (True, False)
         """
         return (self.package_dir / f"{part}.py").is_file()

@@ -1,0 +1,402 @@
+"""Lesson 07 experiments: seed 000's model split over two GPUs, naive and pipelined by hand; GPipe over m; 1F1B's memory; torch.distributed.pipelining."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from asynclab.experiments import annotate as _annotate
+from asynclab.experiments import record_gpu_trace as _record_trace
+from asynclab.experiments import resolve_device, wall_ms
+
+LESSON = "07"
+
+#: One stage: LAYERS x (Linear(WIDTH, WIDTH) + ReLU); the batch the step trains on.
+WIDTH, LAYERS, BATCH = 4096, 8, 8192
+#: Micro-batch counts of the GPipe sweep.
+MICRO_BATCHES = (1, 2, 4, 8, 16, 32)
+#: GPipe traces kept in the reference (the sweep measures every m, from traces of its own).
+KEEP_M = (1, 4, 32)
+#: Environment every process of a multi-GPU run gets (NVLink multicast off, as the course's machines need).
+MULTI_GPU_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+#: Every experiment needs two GPUs (without them each returns a note saying so): nothing to size down.
+CPU_KWARGS: dict[str, dict[str, Any]] = {name: {} for name in (
+    "one_stage", "naive", "asker", "gpipe", "memory", "torch_pipelining")}
+
+NO_GPUS = "needs two CUDA GPUs: a model split over two GPUs"
+
+
+def stage_module(layers: int = LAYERS, width: int = WIDTH) -> nn.Sequential:
+    """One pipeline stage: ``layers`` x (Linear + ReLU), ``width`` wide (seed 000's ToyModel, made big enough to time).
+
+    Example:
+        >>> len(stage_module(2, 8))
+        4
+    """
+    mods: list[nn.Module] = []
+    for _ in range(layers):
+        mods += [nn.Linear(width, width), nn.ReLU()]
+    return nn.Sequential(*mods)
+
+
+class TwoGPUModel(nn.Module):
+    """Seed 000's ``MyModel``: one stage on GPU 0, the next on GPU 1, and the activations copied between them.
+
+    Example:
+        >>> TwoGPUModel.__name__
+        'TwoGPUModel'
+    """
+
+    def __init__(self, layers: int = LAYERS, width: int = WIDTH):
+        super().__init__()
+        self.d0, self.d1 = torch.device("cuda", 0), torch.device("cuda", 1)
+        self.stage0 = stage_module(layers, width).to(self.d0)
+        self.stage1 = stage_module(layers, width).to(self.d1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.stage1(self.stage0(x.to(self.d0)).to(self.d1))
+
+
+def _two_gpus() -> bool:
+    return torch.cuda.is_available() and torch.cuda.device_count() >= 2
+
+
+def _no_gpus(dev: Any, **fields: Any) -> dict[str, Any]:
+    return {"device": str(dev), "note": NO_GPUS, **fields}
+
+
+def _sync_all() -> None:
+    for i in range(torch.cuda.device_count()):
+        torch.cuda.synchronize(i)
+
+
+def _median_ms(fn: Callable[[], Any], reps: int, warm: int = 2) -> float:
+    for _ in range(warm):
+        fn()
+    times = []
+    for _ in range(reps):
+        _sync_all()
+        t0 = time.perf_counter()
+        fn()
+        _sync_all()
+        times.append(wall_ms(t0))
+    return statistics.median(times)
+
+
+def _busy_share(trace: Any, annotation: str) -> list[float]:
+    """Each GPU's busy share (1 - idle) over the window of one annotation, from the trace."""
+    from asynclab.metrics import bubble_fraction
+
+    report = bubble_fraction(trace.window(annotation=annotation), devices=[0, 1])
+    return [1.0 - float(report.per_device[d]) for d in (0, 1)]
+
+
+def _loss(y: torch.Tensor) -> torch.Tensor:
+    return y.square().mean()
+
+
+class _Trainer:
+    """The model, its optimizer and a batch, for the training steps below."""
+
+    def __init__(self) -> None:
+        torch.manual_seed(0)
+        self.model = TwoGPUModel()
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=1e-6)
+        self.x = torch.randn(BATCH, WIDTH, device=self.model.d0)
+
+    def finish(self) -> None:
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+
+    def plain(self) -> None:
+        """The ordinary training step: forward, loss, backward, optimizer step."""
+        _loss(self.model(self.x)).backward()
+        self.finish()
+
+    def chunk_by_chunk(self, m: int) -> None:
+        """The asker's ``train_pipeline``: the batch in ``m`` chunks, each forward and backward before the next."""
+        for xc in self.x.chunk(m):
+            _loss(self.model(xc)).backward()
+        self.finish()
+
+    def gpipe(self, m: int) -> None:
+        """GPipe by hand: every micro-batch's forward, then every backward (one autograd call)."""
+        losses = [_loss(self.model(xc)) for xc in self.x.chunk(m)]
+        torch.autograd.backward(losses)
+        self.finish()
+
+    def one_f_one_b(self, m: int, p: int = 2) -> None:
+        """1F1B by hand: at most ``p`` micro-batches in flight; each backward as soon as ``p`` forwards wait."""
+        waiting: list[torch.Tensor] = []
+        for xc in self.x.chunk(m):
+            waiting.append(_loss(self.model(xc)))
+            if len(waiting) == p:
+                waiting.pop(0).backward()
+        for loss in waiting:
+            loss.backward()
+        self.finish()
+
+
+# -- 1: one stage, and the naive split -------------------------------------------------------------------------
+def one_stage(device: Any = None, reps: int = 5) -> dict[str, Any]:
+    """Forward and backward of one stage alone, on the whole batch, on GPU 0: the unit of every pipeline figure.
+
+    Returns ``{"ms", "forward_ms", "batch", "layers", "width", "device"}``.
+
+    Example:
+        >>> one_stage("cpu")["ms"] is None
+        True
+    """
+    dev = resolve_device(device)
+    if dev.type != "cuda" or not _two_gpus():
+        return _no_gpus(dev, ms=None, forward_ms=None, batch=BATCH, layers=LAYERS, width=WIDTH)
+    d0 = torch.device("cuda", 0)
+    torch.manual_seed(0)
+    stage = stage_module().to(d0)
+    x = torch.randn(BATCH, WIDTH, device=d0)
+
+    def fwd() -> torch.Tensor:
+        return stage(x)
+
+    def fwd_bwd() -> None:
+        _loss(stage(x)).backward()
+
+    out = {"forward_ms": _median_ms(lambda: fwd(), reps), "ms": _median_ms(fwd_bwd, reps)}
+    return {**out, "batch": BATCH, "layers": LAYERS, "width": WIDTH, "device": str(dev)}
+
+
+def naive(device: Any = None, reps: int = 5, path: str | Path | None = None) -> dict[str, Any]:
+    """Seed 000's model trained the plain way: each GPU's busy share of a step, from its trace.
+
+    Returns ``{"step_ms", "busy_share" ([GPU 0, GPU 1]), "device"}``.
+
+    Example:
+        >>> naive("cpu")["busy_share"] is None
+        True
+    """
+    dev = resolve_device(device)
+    if dev.type != "cuda" or not _two_gpus():
+        return _no_gpus(dev, step_ms=None, busy_share=None)
+    t = _Trainer()
+    step_ms = _median_ms(t.plain, reps)
+    trace = _record_trace(path or _tmp("naive"), lambda: _annotated("naive step", t.plain))
+    return {"step_ms": step_ms, "busy_share": _busy_share(trace, "naive step"), "device": str(dev)}
+
+
+def asker(device: Any = None, m: int = 4, reps: int = 5, path: str | Path | None = None) -> dict[str, Any]:
+    """The asker's ``train_pipeline`` (each chunk's forward and backward before the next) beside the smallest
+    change that pipelines it: every forward first, then every backward (GPipe, same ``m`` chunks).
+
+    Returns ``{"m", "chunk_by_chunk": {"step_ms", "busy_share"}, "forwards_first": {...}, "device"}``.
+
+    Example:
+        >>> asker("cpu")["chunk_by_chunk"] is None
+        True
+    """
+    dev = resolve_device(device)
+    if dev.type != "cuda" or not _two_gpus():
+        return _no_gpus(dev, m=m, chunk_by_chunk=None, forwards_first=None)
+    t = _Trainer()
+    runs = {"chunk_by_chunk": lambda: t.chunk_by_chunk(m), "forwards_first": lambda: t.gpipe(m)}
+    step_ms = {name: _median_ms(fn, reps) for name, fn in runs.items()}
+    trace = _record_trace(path or _tmp("asker"), lambda: [_annotated(name, fn) for name, fn in runs.items()])
+    return {"m": m, **{name: {"step_ms": step_ms[name], "busy_share": _busy_share(trace, name)} for name in runs},
+            "device": str(dev)}
+
+
+# -- 2: GPipe over m -------------------------------------------------------------------------------------------
+def gpipe(device: Any = None, micro_batches: tuple[int, ...] = MICRO_BATCHES, reps: int = 5,
+          trace_dir: str | Path | None = None) -> dict[str, Any]:
+    """GPipe by hand for each ``m``: the step time, and the bubble fraction measured on its trace (the idle share
+    of the two GPUs between the step's first and last GPU work), beside the formula (p-1)/(m+p-1).
+
+    With ``trace_dir`` the traces of m in :data:`KEEP_M` are kept there as ``gpipe_m{m}.json.gz``.
+
+    Returns ``{"p", "m": [...], "step_ms": [...], "bubble_measured": [...], "bubble_formula": [...],
+    "traces": {m: path}, "device"}``.
+
+    Example:
+        >>> gpipe("cpu")["step_ms"] is None
+        True
+    """
+    dev = resolve_device(device)
+    if dev.type != "cuda" or not _two_gpus():
+        return _no_gpus(dev, p=2, m=list(micro_batches), step_ms=None, bubble_measured=None, bubble_formula=None,
+                        traces={})
+    from asynclab.metrics import bubble_fraction
+
+    t = _Trainer()
+    p = 2
+    out: dict[str, Any] = {"p": p, "m": list(micro_batches), "step_ms": [], "bubble_measured": [],
+                           "bubble_formula": [], "traces": {}}
+    for m in micro_batches:
+        out["step_ms"].append(_median_ms(lambda: t.gpipe(m), reps))
+        keep = trace_dir is not None and m in KEEP_M
+        path = Path(trace_dir) / f"gpipe_m{m}.json.gz" if keep else _tmp(f"gpipe_m{m}")
+        trace = _record_trace(path, lambda: _annotated(f"gpipe m={m}", lambda: t.gpipe(m)))
+        out["bubble_measured"].append(bubble_fraction(trace.window(annotation=f"gpipe m={m}"), devices=[0, 1]).mean)
+        out["bubble_formula"].append((p - 1) / (m + p - 1))
+        if keep:
+            out["traces"][m] = str(path)
+    out["device"] = str(dev)
+    return out
+
+
+# -- 3: memory, GPipe against 1F1B -----------------------------------------------------------------------------
+def memory(device: Any = None, m: int = 8, reps: int = 3) -> dict[str, Any]:
+    """Peak memory on each GPU during one step, GPipe against 1F1B, both by hand with ``m`` micro-batches.
+
+    ``peak_gib`` is ``torch.cuda.max_memory_allocated`` during the step, ``activation_gib`` that peak less what
+    was allocated before the step (weights, gradients, the batch). Returns ``{"m", "gpipe": {"peak_gib",
+    "activation_gib", "step_ms"} per GPU as lists, "1f1b": {...}, "device"}``.
+
+    Example:
+        >>> memory("cpu")["gpipe"] is None
+        True
+    """
+    dev = resolve_device(device)
+    if dev.type != "cuda" or not _two_gpus():
+        return _no_gpus(dev, m=m, gpipe=None, **{"1f1b": None})
+    t = _Trainer()
+    out: dict[str, Any] = {"m": m}
+    for name, fn in (("gpipe", lambda: t.gpipe(m)), ("1f1b", lambda: t.one_f_one_b(m))):
+        step_ms = _median_ms(fn, reps)
+        _sync_all()
+        before = [torch.cuda.memory_allocated(d) for d in (0, 1)]
+        for d in (0, 1):
+            torch.cuda.reset_peak_memory_stats(d)
+        fn()
+        _sync_all()
+        peak = [torch.cuda.max_memory_allocated(d) for d in (0, 1)]
+        out[name] = {"peak_gib": [v / 2**30 for v in peak],
+                     "activation_gib": [(v - b) / 2**30 for v, b in zip(peak, before)], "step_ms": step_ms}
+    out["micro_batch_activation_gib"] = LAYERS * 2 * (BATCH // m) * WIDTH * 4 / 2**30  # saved per stage
+    out["device"] = str(dev)
+    return out
+
+
+# -- 4: torch.distributed.pipelining under torchrun ----------------------------------------------------------
+def torch_pipelining(device: Any = None, schedules: tuple[str, ...] = ("gpipe", "1f1b"), m: int = 8,
+                     trace_dir: str | Path | None = None, timeout_s: float = 300.0) -> dict[str, Any]:
+    """Run ``torch.distributed.pipelining`` under ``torchrun``, one process per GPU, for each schedule.
+
+    Each run is a subprocess (:mod:`asynclab.lessons.pipeline_bubbles.stages`) whose ranks write their own
+    traces; the bubble is measured on the ranks' traces loaded as one (clocks aligned), over the last profiled
+    step. With ``trace_dir`` the rank traces are kept there as ``pipelining_{schedule}_rank{r}.json.gz``.
+
+    Returns ``{schedule: {"gpus", "m", "step_ms", "bubble_measured", "traces"}, "device"}``.
+
+    Example:
+        >>> torch_pipelining("cpu")["gpipe"] is None
+        True
+    """
+    dev = resolve_device(device)
+    if dev.type != "cuda" or not _two_gpus():
+        return _no_gpus(dev, **{s: None for s in schedules})
+    from asynclab.metrics import bubble_fraction
+    from asynclab.ranks import load_ranks
+
+    gpus = torch.cuda.device_count()
+    out: dict[str, Any] = {}
+    for sched in schedules:
+        folder = Path(tempfile.mkdtemp(prefix=f"asynclab_07_{sched}_"))
+        env = {**os.environ, **MULTI_GPU_ENV, "PYTHONPATH": os.pathsep.join(filter(None, [
+            str(Path(__file__).resolve().parents[3]), os.environ.get("PYTHONPATH", "")]))}
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}",
+               "-m", "asynclab.lessons.pipeline_bubbles.stages", str(folder), sched, str(m)]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or ["?"])[-1]
+            raise RuntimeError(f"torchrun ({sched}) failed: {last[:300]}")
+        result = json.loads((folder / "result.json").read_text())
+        ranks = sorted(folder.glob("rank*.json.gz"))
+        trace = load_ranks(ranks)
+        last_step = trace.window(annotation="ProfilerStep#3")
+        result["bubble_measured"] = bubble_fraction(last_step, devices=list(range(gpus))).mean
+        result["traces"] = {}
+        if trace_dir is not None:
+            for r, f in enumerate(ranks):
+                kept = Path(trace_dir) / f"pipelining_{sched}_rank{r}.json.gz"
+                shutil.copy(f, kept)
+                result["traces"][r] = str(kept)
+        out[sched] = result
+    out["device"] = str(dev)
+    return out
+
+
+# -- helpers, headline and run_all -----------------------------------------------------------------------------
+def _tmp(name: str) -> Path:
+    return Path(tempfile.mkdtemp(prefix="asynclab_07_")) / f"{name}.json.gz"
+
+
+def _annotated(label: str, fn: Callable[[], Any]) -> None:
+    _sync_all()
+    with _annotate(label):
+        fn()
+        _sync_all()
+
+
+def headline(results: dict[str, Any]) -> dict[str, Any]:
+    """The figures the lesson's claims rest on, under the names its issue gives."""
+    naive_, stage, gp, mem, tp = (results.get(k) or {} for k in ("naive", "one_stage", "gpipe", "memory",
+                                                                    "torch_pipelining"))
+    ms = gp.get("m") or []
+    by_m = lambda key: dict(zip(map(str, ms), gp.get(key) or []))  # noqa: E731
+    pipelining = {s: r for s, r in tp.items() if isinstance(r, dict)}
+    return {
+        "naive_busy_share_per_gpu": naive_.get("busy_share"),
+        "one_stage_ms": stage.get("ms"),
+        "gpipe_step_ms": by_m("step_ms"),
+        "gpipe_bubble_measured": by_m("bubble_measured"),
+        "gpipe_bubble_formula": by_m("bubble_formula"),
+        "peak_mem_gib_gpipe_m8": (mem.get("gpipe") or {}).get("peak_gib"),
+        "peak_mem_gib_1f1b_m8": (mem.get("1f1b") or {}).get("peak_gib"),
+        "torch_pipelining_step_ms": {f"{s} {r['gpus']} GPUs": r["step_ms"] for s, r in pipelining.items()},
+        "torch_pipelining_bubble_measured": {f"{s} {r['gpus']} GPUs": r["bubble_measured"] for s, r in pipelining.items()},
+    }
+
+
+def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bool = True
+            ) -> tuple[dict[str, Any], dict[str, Path]]:
+    """Run every lesson 07 experiment once, as the recording script does.
+
+    Returns ``(results, traces)``: results keyed by experiment function name, plus ``"headline"``; traces
+    ``{name: path}`` of the .json.gz files written into ``trace_dir`` (two GPUs only).
+
+    Example:
+        >>> results, traces = run_all("cuda", "/tmp/ref07")  # doctest: +SKIP
+    """
+    from asynclab.experiments import TraceFolder, run_setup
+
+    dev, _, out = run_setup(device, trace_dir, CPU_KWARGS)
+    trace = TraceFolder(out, dev.type == "cuda")
+    keep = out if (out is not None and dev.type == "cuda" and _two_gpus()) else None
+    results: dict[str, Any] = {
+        "one_stage": one_stage(dev),
+        "naive": naive(dev, path=trace("naive", needs=2)),
+        "asker": asker(dev, path=trace("asker", needs=2)),
+        "gpipe": gpipe(dev, trace_dir=keep),
+        "memory": memory(dev),
+        "torch_pipelining": torch_pipelining(dev, trace_dir=keep),
+    }
+    written = dict(trace.written)
+    for m, p in (results["gpipe"].get("traces") or {}).items():
+        written[f"gpipe_m{m}"] = Path(p)
+    for sched, r in results["torch_pipelining"].items():
+        for rank, p in ((r.get("traces") or {}) if isinstance(r, dict) else {}).items():
+            written[f"pipelining_{sched}_rank{rank}"] = Path(p)
+    results["headline"] = headline(results)
+    if verbose:
+        print(f"lesson {LESSON}: {len(results) - 1} experiments on {dev}, {len(written)} traces")
+    return results, written
