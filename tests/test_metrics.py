@@ -336,3 +336,12 @@ def test_nccl_kernels_of_the_two_ranks_end_together():
     ends = [comm[comm["rank"] == r]["end_us"].to_numpy() for r in (0, 1)]
     assert len(ends[0]) == len(ends[1]) == 16
     assert np.median(np.abs(ends[0] - ends[1])) < 50.0
+
+
+def test_bubble_fraction_counts_a_waiting_nccl_kernel_as_idle():
+    b = TraceBuilder()
+    b.kernel(0, 10, device=0, name="gemm")
+    b.kernel(0, 10, device=1, name="ncclDevKernel_SendRecv(ncclDevKernelArgsStorage)", stream=20)  # waits for GPU 0
+    b.kernel(10, 10, device=1, name="gemm")
+    report = al.bubble_fraction(load_trace(b.to_dict()))
+    assert report.per_device.to_dict() == {0: 0.5, 1: 0.5}

@@ -401,6 +401,9 @@ def bubble_fraction(trace: Any, devices: Iterable[int] | None = None, start_us: 
     """Pipeline bubble: the idle share of each GPU over one window, by default from the first GPU
     work start to the last GPU work end across ``devices`` (all GPUs when None).
 
+    Busy means computing, copying or setting memory. A communication kernel does not count: a pipeline
+    stage waiting for its input sits in a NCCL receive kernel, and that wait is the bubble.
+
     Example:
         >>> from asynclab.trace import _EXAMPLE
         >>> bubble_fraction(load_trace(_EXAMPLE)).mean
@@ -410,7 +413,7 @@ def bubble_fraction(trace: Any, devices: Iterable[int] | None = None, start_us: 
     devs = sorted(int(d) for d in (devices if devices is not None else tr.devices))
     if not devs:
         raise ValueError(f"{tr.source}: no GPU work in this trace, so no bubble fraction")
-    work = {d: _work(tr, d) for d in devs}
+    work = {d: (lambda w: w[w["kind"] != "comm"])(_work(tr, d)) for d in devs}
     allw = pd.concat(list(work.values()))
     if not len(allw):
         raise ValueError(f"{tr.source}: no GPU work on devices {devs}")
