@@ -154,6 +154,45 @@ def record_gpu_trace(path: Any, step: Any) -> Any:
     return record(step, path=path, warmup=0, steps=1, cuda_sync_events=True)
 
 
+def gbps(nbytes: float, ms: float) -> float:
+    """Bytes per millisecond as GB/s (10^9 bytes per second, as link speeds are quoted).
+
+    Example:
+        >>> gbps(1_000_000_000, 20.0)
+        50.0
+    """
+    return nbytes / (ms * 1e6)
+
+
+def gpu_count() -> int:
+    """How many CUDA GPUs torch sees (0 without CUDA).
+
+    Example:
+        >>> gpu_count() >= 0
+        True
+    """
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def sync_all() -> None:
+    """Wait for every GPU (``torch.cuda.synchronize`` waits for the current one only)."""
+    for i in range(gpu_count()):
+        torch.cuda.synchronize(i)
+
+
+def run_annotated(label: str, fn: Any) -> None:
+    """Run ``fn()`` inside ``record_function(label)``, every GPU idle before and finished after, so that the
+    label's bracket on the timeline holds exactly that work.
+
+    Example:
+        >>> run_annotated("nothing", lambda: None)
+    """
+    sync_all()
+    with annotate(label):
+        fn()
+        sync_all()
+
+
 class TraceFolder:
     """Where ``run_all`` writes its traces: ``folder(name, needs=1)`` is ``<out>/<name>.json.gz`` when there is a
     folder and ``needs`` GPUs (0: a trace the CPU records too), else None, so the experiment records nothing;
@@ -195,4 +234,5 @@ def run_setup(device: Any, trace_dir: Any, cpu_kwargs: dict[str, dict[str, Any]]
 
 
 __all__ = ["for_lesson", "with_experiments", "on_device", "resolve_device", "sync", "dtype_name", "spin_cycles", "percentile", "wall_ms",
-           "dig", "run_setup", "annotate", "record_gpu_trace", "TraceFolder"]
+           "dig", "run_setup", "annotate", "record_gpu_trace", "TraceFolder", "gbps", "gpu_count", "sync_all",
+           "run_annotated"]

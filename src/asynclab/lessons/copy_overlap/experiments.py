@@ -11,7 +11,7 @@ from typing import Any, Callable
 import torch
 
 from asynclab.experiments import annotate as _annotate
-from asynclab.experiments import dig, resolve_device, spin_cycles, wall_ms
+from asynclab.experiments import dig, gbps, resolve_device, spin_cycles, wall_ms
 from asynclab.experiments import record_gpu_trace as _record_trace
 
 LESSON = "05"
@@ -45,16 +45,6 @@ def _host(nbytes: int, memory: str, fill: float = 1.0) -> torch.Tensor:
         raise ValueError(f"host memory is 'pageable' or 'pinned', not {memory!r}")
     t = torch.empty(nbytes // 4, dtype=torch.float32, pin_memory=(memory == "pinned"))
     return t.fill_(fill)
-
-
-def gbps(nbytes: int, ms: float) -> float:
-    """Bytes per millisecond as GB/s (10^9 bytes per second, as link speeds are quoted).
-
-    Example:
-        >>> gbps(1_000_000_000, 20.0)
-        50.0
-    """
-    return nbytes / (ms * 1e6)
 
 
 def _event_ms(fn: Callable[[], Any], repeats: int) -> float:

@@ -13,7 +13,7 @@ import torch
 from asynclab import hardware
 from asynclab.experiments import annotate as _annotate
 from asynclab.experiments import record_gpu_trace as _record_trace
-from asynclab.experiments import resolve_device, spin_cycles, wall_ms
+from asynclab.experiments import gbps, gpu_count, resolve_device, run_annotated, spin_cycles, sync_all, wall_ms
 
 LESSON = "06"
 
@@ -52,35 +52,16 @@ def control_name(recv: str) -> str:
     return f"send default, recv {recv}, multiply on a side stream"
 
 
-def _two_gpus() -> bool:
-    return torch.cuda.is_available() and torch.cuda.device_count() >= 2
-
-
 def _no_gpus(dev: Any, **fields: Any) -> dict[str, Any]:
     return {"device": str(dev), "note": NO_GPUS, **fields}
 
 
-def gbps(nbytes: float, ms: float) -> float:
-    """Bytes per millisecond as GB/s (10^9 bytes per second, as link speeds are quoted).
-
-    Example:
-        >>> gbps(1_000_000_000, 2.5)
-        400.0
-    """
-    return nbytes / (ms * 1e6)
-
-
-def _sync_all() -> None:
-    for i in range(torch.cuda.device_count()):
-        torch.cuda.synchronize(i)
-
-
 def _wall_ms(fn: Callable[[], Any]) -> float:
     """Host time from issuing ``fn`` (every GPU idle) until every GPU has finished it."""
-    _sync_all()
+    sync_all()
     t0 = time.perf_counter()
     fn()
-    _sync_all()
+    sync_all()
     return wall_ms(t0)
 
 
@@ -112,7 +93,7 @@ def machine(device: Any = None) -> dict[str, Any]:
         True
     """
     dev = resolve_device(device)
-    if dev.type != "cuda" or not _two_gpus():
+    if dev.type != "cuda" or not gpu_count() >= 2:
         return _no_gpus(dev, gpus=None, p2p=None, topology=None, links_0_1=None, gbps_per_link=None,
                         nvlink_peak_gbps=None, capability=None)
     hw = hardware.inventory()
@@ -159,7 +140,7 @@ def seed004(device: Any = None, nbytes: int = GiB, multiply_ms: float = 2.0, rep
         True
     """
     dev = resolve_device(device)
-    if dev.type != "cuda" or not _two_gpus():
+    if dev.type != "cuda" or not gpu_count() >= 2:
         return _no_gpus(dev, copy_ms=None, multiply_ms=None, matrix_n=None, nbytes=nbytes, setups=None, controls=None)
     d0, d1 = torch.device("cuda", 0), torch.device("cuda", 1)
     src = torch.ones(nbytes // 4, device=d0)
@@ -196,10 +177,10 @@ def seed004(device: Any = None, nbytes: int = GiB, multiply_ms: float = 2.0, rep
 
     def all_runs() -> None:
         for name, fn in runs.items():
-            _sync_all()
+            sync_all()
             with _annotate(name):
                 fn()
-                _sync_all()
+                sync_all()
 
     trace = _record_trace(path or Path(tempfile.mkdtemp(prefix="asynclab_06_")) / "seed004.json.gz", all_runs)
     for name, row in rows.items():
@@ -243,7 +224,7 @@ def bandwidth(device: Any = None, nbytes: int = GiB, reps: int = 5, batch: int =
         True
     """
     dev = resolve_device(device)
-    if dev.type != "cuda" or not _two_gpus():
+    if dev.type != "cuda" or not gpu_count() >= 2:
         return _no_gpus(dev, nbytes=nbytes, one_way_ms=None, one_way_gbps=None, both_ways_ms=None,
                         both_ways_gbps=None, via_host_ms=None, via_host_gbps=None, via_cpu_ms=None, via_cpu_gbps=None)
     d0, d1 = torch.device("cuda", 0), torch.device("cuda", 1)
@@ -273,19 +254,12 @@ def bandwidth(device: Any = None, nbytes: int = GiB, reps: int = 5, batch: int =
         ("one_way", one_way, batch), ("both_ways", both_ways, batch), ("via_host", via_host, batch),
         ("via_cpu", via_cpu, 1))}
     if path is not None:
-        _record_trace(path, lambda: [_annotated(label, fn) for label, fn in
+        _record_trace(path, lambda: [run_annotated(label, fn) for label, fn in
                                      (("one way", one_way), ("both ways", both_ways), ("via host", via_host))])
     return {"nbytes": nbytes, "one_way_ms": ms["one_way"], "one_way_gbps": gbps(nbytes, ms["one_way"]),
             "both_ways_ms": ms["both_ways"], "both_ways_gbps": gbps(2 * nbytes, ms["both_ways"]),
             "via_host_ms": ms["via_host"], "via_host_gbps": gbps(nbytes, ms["via_host"]),
             "via_cpu_ms": ms["via_cpu"], "via_cpu_gbps": gbps(nbytes, ms["via_cpu"]), "device": str(dev)}
-
-
-def _annotated(label: str, fn: Callable[[], Any]) -> None:
-    _sync_all()
-    with _annotate(label):
-        fn()
-        _sync_all()
 
 
 def latency(device: Any = None, sizes: tuple[int, ...] = LATENCY_SIZES, copies: int = 100) -> dict[str, Any]:
@@ -303,7 +277,7 @@ def latency(device: Any = None, sizes: tuple[int, ...] = LATENCY_SIZES, copies: 
         True
     """
     dev = resolve_device(device)
-    if dev.type != "cuda" or not _two_gpus():
+    if dev.type != "cuda" or not gpu_count() >= 2:
         return _no_gpus(dev, sizes=list(sizes), us_per_copy=None, local_us_per_copy=None, copies=copies)
     d0, d1 = torch.device("cuda", 0), torch.device("cuda", 1)
     s0, s1 = torch.cuda.Stream(d0), torch.cuda.Stream(d1)
@@ -313,7 +287,7 @@ def latency(device: Any = None, sizes: tuple[int, ...] = LATENCY_SIZES, copies: 
         copy()  # warm
         runs = []
         for _ in range(3):
-            _sync_all()
+            sync_all()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             with torch.cuda.device(d0), torch.cuda.stream(s0):
                 torch.cuda._sleep(cycles)  # hold the stream while the copies queue up
@@ -347,7 +321,7 @@ def matrix(device: Any = None, nbytes: int = 256 * MiB, reps: int = 3, batch: in
         True
     """
     dev = resolve_device(device)
-    if dev.type != "cuda" or not _two_gpus():
+    if dev.type != "cuda" or not gpu_count() >= 2:
         return _no_gpus(dev, gpus=None, one_way_gbps=None, both_ways_gbps=None, nbytes=nbytes)
     n = torch.cuda.device_count()
     devs = [torch.device("cuda", i) for i in range(n)]

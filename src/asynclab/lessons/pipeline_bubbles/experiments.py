@@ -17,7 +17,7 @@ from torch import nn
 
 from asynclab.experiments import annotate as _annotate
 from asynclab.experiments import record_gpu_trace as _record_trace
-from asynclab.experiments import resolve_device, wall_ms
+from asynclab.experiments import gpu_count, resolve_device, run_annotated, sync_all, wall_ms
 
 LESSON = "07"
 
@@ -68,17 +68,8 @@ class TwoGPUModel(nn.Module):
         return self.stage1(self.stage0(x.to(self.d0)).to(self.d1))
 
 
-def _two_gpus() -> bool:
-    return torch.cuda.is_available() and torch.cuda.device_count() >= 2
-
-
 def _no_gpus(dev: Any, **fields: Any) -> dict[str, Any]:
     return {"device": str(dev), "note": NO_GPUS, **fields}
-
-
-def _sync_all() -> None:
-    for i in range(torch.cuda.device_count()):
-        torch.cuda.synchronize(i)
 
 
 def _median_ms(fn: Callable[[], Any], reps: int, warm: int = 2) -> float:
@@ -86,10 +77,10 @@ def _median_ms(fn: Callable[[], Any], reps: int, warm: int = 2) -> float:
         fn()
     times = []
     for _ in range(reps):
-        _sync_all()
+        sync_all()
         t0 = time.perf_counter()
         fn()
-        _sync_all()
+        sync_all()
         times.append(wall_ms(t0))
     return statistics.median(times)
 
@@ -159,7 +150,7 @@ def one_stage(device: Any = None, reps: int = 5) -> dict[str, Any]:
         True
     """
     dev = resolve_device(device)
-    if dev.type != "cuda" or not _two_gpus():
+    if dev.type != "cuda" or not gpu_count() >= 2:
         return _no_gpus(dev, ms=None, forward_ms=None, batch=BATCH, layers=LAYERS, width=WIDTH)
     d0 = torch.device("cuda", 0)
     torch.manual_seed(0)
@@ -186,11 +177,11 @@ def naive(device: Any = None, reps: int = 5, path: str | Path | None = None) -> 
         True
     """
     dev = resolve_device(device)
-    if dev.type != "cuda" or not _two_gpus():
+    if dev.type != "cuda" or not gpu_count() >= 2:
         return _no_gpus(dev, step_ms=None, busy_share=None)
     t = _Trainer()
     step_ms = _median_ms(t.plain, reps)
-    trace = _record_trace(path or _tmp("naive"), lambda: _annotated("naive step", t.plain))
+    trace = _record_trace(path or _tmp("naive"), lambda: run_annotated("naive step", t.plain))
     return {"step_ms": step_ms, "busy_share": _busy_share(trace, "naive step"), "device": str(dev)}
 
 
@@ -205,12 +196,12 @@ def asker(device: Any = None, m: int = 4, reps: int = 5, path: str | Path | None
         True
     """
     dev = resolve_device(device)
-    if dev.type != "cuda" or not _two_gpus():
+    if dev.type != "cuda" or not gpu_count() >= 2:
         return _no_gpus(dev, m=m, chunk_by_chunk=None, forwards_first=None)
     t = _Trainer()
     runs = {"chunk_by_chunk": lambda: t.chunk_by_chunk(m), "forwards_first": lambda: t.gpipe(m)}
     step_ms = {name: _median_ms(fn, reps) for name, fn in runs.items()}
-    trace = _record_trace(path or _tmp("asker"), lambda: [_annotated(name, fn) for name, fn in runs.items()])
+    trace = _record_trace(path or _tmp("asker"), lambda: [run_annotated(name, fn) for name, fn in runs.items()])
     return {"m": m, **{name: {"step_ms": step_ms[name], "busy_share": _busy_share(trace, name)} for name in runs},
             "device": str(dev)}
 
@@ -231,7 +222,7 @@ def gpipe(device: Any = None, micro_batches: tuple[int, ...] = MICRO_BATCHES, re
         True
     """
     dev = resolve_device(device)
-    if dev.type != "cuda" or not _two_gpus():
+    if dev.type != "cuda" or not gpu_count() >= 2:
         return _no_gpus(dev, p=2, m=list(micro_batches), step_ms=None, bubble_measured=None, bubble_formula=None,
                         traces={})
     from asynclab.metrics import bubble_fraction
@@ -244,7 +235,7 @@ def gpipe(device: Any = None, micro_batches: tuple[int, ...] = MICRO_BATCHES, re
         out["step_ms"].append(_median_ms(lambda: t.gpipe(m), reps))
         keep = trace_dir is not None and m in KEEP_M
         path = Path(trace_dir) / f"gpipe_m{m}.json.gz" if keep else _tmp(f"gpipe_m{m}")
-        trace = _record_trace(path, lambda: _annotated(f"gpipe m={m}", lambda: t.gpipe(m)))
+        trace = _record_trace(path, lambda: run_annotated(f"gpipe m={m}", lambda: t.gpipe(m)))
         out["bubble_measured"].append(bubble_fraction(trace.window(annotation=f"gpipe m={m}"), devices=[0, 1]).mean)
         out["bubble_formula"].append((p - 1) / (m + p - 1))
         if keep:
@@ -266,18 +257,18 @@ def memory(device: Any = None, m: int = 8, reps: int = 3) -> dict[str, Any]:
         True
     """
     dev = resolve_device(device)
-    if dev.type != "cuda" or not _two_gpus():
+    if dev.type != "cuda" or not gpu_count() >= 2:
         return _no_gpus(dev, m=m, gpipe=None, **{"1f1b": None})
     t = _Trainer()
     out: dict[str, Any] = {"m": m}
     for name, fn in (("gpipe", lambda: t.gpipe(m)), ("1f1b", lambda: t.one_f_one_b(m))):
         step_ms = _median_ms(fn, reps)
-        _sync_all()
+        sync_all()
         before = [torch.cuda.memory_allocated(d) for d in (0, 1)]
         for d in (0, 1):
             torch.cuda.reset_peak_memory_stats(d)
         fn()
-        _sync_all()
+        sync_all()
         peak = [torch.cuda.max_memory_allocated(d) for d in (0, 1)]
         out[name] = {"peak_gib": [v / 2**30 for v in peak],
                      "activation_gib": [(v - b) / 2**30 for v, b in zip(peak, before)], "step_ms": step_ms}
@@ -302,7 +293,7 @@ def torch_pipelining(device: Any = None, schedules: tuple[str, ...] = ("gpipe", 
         True
     """
     dev = resolve_device(device)
-    if dev.type != "cuda" or not _two_gpus():
+    if dev.type != "cuda" or not gpu_count() >= 2:
         return _no_gpus(dev, **{s: None for s in schedules})
     from asynclab.metrics import bubble_fraction
     from asynclab.ranks import load_ranks
@@ -340,13 +331,6 @@ def _tmp(name: str) -> Path:
     return Path(tempfile.mkdtemp(prefix="asynclab_07_")) / f"{name}.json.gz"
 
 
-def _annotated(label: str, fn: Callable[[], Any]) -> None:
-    _sync_all()
-    with _annotate(label):
-        fn()
-        _sync_all()
-
-
 def headline(results: dict[str, Any]) -> dict[str, Any]:
     """The figures the lesson's claims rest on, under the names its issue gives."""
     naive_, stage, gp, mem, tp = (results.get(k) or {} for k in ("naive", "one_stage", "gpipe", "memory",
@@ -381,7 +365,7 @@ def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bo
 
     dev, _, out = run_setup(device, trace_dir, CPU_KWARGS)
     trace = TraceFolder(out, dev.type == "cuda")
-    keep = out if (out is not None and dev.type == "cuda" and _two_gpus()) else None
+    keep = out if (out is not None and dev.type == "cuda" and gpu_count() >= 2) else None
     results: dict[str, Any] = {
         "one_stage": one_stage(dev),
         "naive": naive(dev, path=trace("naive", needs=2)),
