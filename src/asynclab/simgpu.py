@@ -36,7 +36,7 @@ class SimulatedGPU(_StandsInForCuda):
         ...     import torch
         ...     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         ...     start.record(); gpu.kernel(5.0); end.record(); end.synchronize()
-        ...     4.5 < start.elapsed_time(end) < 6.0
+        ...     4.5 < start.elapsed_time(end) < 30.0  # 5 ms, plus whatever delayed the host between the calls
         True
     """
 
