@@ -100,15 +100,16 @@ def _loss(y: torch.Tensor) -> torch.Tensor:
 class _Trainer:
     """The model, its optimizer and a batch, for the training steps below."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep_grads: bool = False) -> None:
         torch.manual_seed(0)
         self.model = TwoGPUModel()
         self.opt = torch.optim.SGD(self.model.parameters(), lr=1e-6)
         self.x = torch.randn(BATCH, WIDTH, device=self.model.d0)
+        self.keep_grads = keep_grads  # zeroed in place, so that gradient memory is there before each step
 
     def finish(self) -> None:
         self.opt.step()
-        self.opt.zero_grad(set_to_none=True)
+        self.opt.zero_grad(set_to_none=not self.keep_grads)
 
     def plain(self) -> None:
         """The ordinary training step: forward, loss, backward, optimizer step."""
@@ -249,8 +250,11 @@ def memory(device: Any = None, m: int = 8, reps: int = 3) -> dict[str, Any]:
     """Peak memory on each GPU during one step, GPipe against 1F1B, both by hand with ``m`` micro-batches.
 
     ``peak_gib`` is ``torch.cuda.max_memory_allocated`` during the step, ``activation_gib`` that peak less what
-    was allocated before the step (weights, gradients, the batch). Returns ``{"m", "gpipe": {"peak_gib",
-    "activation_gib", "step_ms"} per GPU as lists, "1f1b": {...}, "device"}``.
+    was allocated before the step (weights, gradients kept from the last step, the batch): what the step's
+    activations and temporaries took. ``micro_batch_activation_gib`` is what autograd keeps of one
+    micro-batch on one stage: each layer's ReLU output (also the next Linear's saved input). Returns ``{"m",
+    "gpipe": {"peak_gib", "activation_gib", "step_ms"} per GPU as lists, "1f1b": {...},
+    "micro_batch_activation_gib", "device"}``.
 
     Example:
         >>> memory("cpu")["gpipe"] is None
@@ -259,7 +263,7 @@ def memory(device: Any = None, m: int = 8, reps: int = 3) -> dict[str, Any]:
     dev = resolve_device(device)
     if dev.type != "cuda" or not gpu_count() >= 2:
         return _no_gpus(dev, m=m, gpipe=None, **{"1f1b": None})
-    t = _Trainer()
+    t = _Trainer(keep_grads=True)
     out: dict[str, Any] = {"m": m}
     for name, fn in (("gpipe", lambda: t.gpipe(m)), ("1f1b", lambda: t.one_f_one_b(m))):
         step_ms = _median_ms(fn, reps)
@@ -272,7 +276,7 @@ def memory(device: Any = None, m: int = 8, reps: int = 3) -> dict[str, Any]:
         peak = [torch.cuda.max_memory_allocated(d) for d in (0, 1)]
         out[name] = {"peak_gib": [v / 2**30 for v in peak],
                      "activation_gib": [(v - b) / 2**30 for v, b in zip(peak, before)], "step_ms": step_ms}
-    out["micro_batch_activation_gib"] = LAYERS * 2 * (BATCH // m) * WIDTH * 4 / 2**30  # saved per stage
+    out["micro_batch_activation_gib"] = LAYERS * (BATCH // m) * WIDTH * 4 / 2**30
     out["device"] = str(dev)
     return out
 
