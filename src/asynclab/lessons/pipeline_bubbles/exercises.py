@@ -126,6 +126,6 @@ def pick_m(choose: Callable) -> Verdict:
                                   f"over the target. Write the bubble as a function of m and solve for m.")
         if got != best:
             return Verdict(False, f"p={p}, target {target:.1%}: m={got} works, but m={best} is enough, and every "
-                                  f"extra micro-batch adds its own overhead (section 2).")
+                                  f"extra micro-batch adds its own overhead (lesson 07, section 3).")
     return Verdict(True, f"{TRIALS} random pipelines: each m is the fewest whose bubble, (p-1)/(m+p-1), measured on "
                          "the simulated trace, is within the target.")
