@@ -61,6 +61,16 @@ class Verdict:
         p.text(str(self))
 
 
+def raised(err: BaseException) -> Verdict:
+    """The verdict for a learner's function that raised ``err``: not yet, saying what it raised.
+
+    Example:
+        >>> print(raised(ZeroDivisionError("division by zero")))
+        Not yet: your function raised ZeroDivisionError: division by zero
+    """
+    return Verdict(False, f"your function raised {type(err).__name__}: {err}")
+
+
 def set_answer(answer, right: set, choices: set, *, noun: str, example: str, why: str, wrong: str,
                shown_in: str = "the list") -> Verdict:
     """Check an answer that picks names out of ``choices``: right when it is exactly ``right``.

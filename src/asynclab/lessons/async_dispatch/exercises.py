@@ -1,7 +1,7 @@
 """Lesson 01 exercise checkers: the enqueue span, which ops sync, a loop without per-step syncs."""
 from __future__ import annotations
 
-from asynclab.checks import Verdict, exercise, set_answer
+from asynclab.checks import Verdict, exercise, raised, set_answer
 
 
 def enqueue_span_ms(trace) -> float:
@@ -119,7 +119,7 @@ def no_sync_loop(fast_loop) -> Verdict:
         else:
             result = fast_loop(losses)
     except Exception as err:  # noqa: BLE001 - the learner's code
-        return Verdict(False, f"your function raised {type(err).__name__}: {err}")
+        return raised(err)
     finally:
         mode.__exit__(None, None, None)
         for name, fn in originals.items():

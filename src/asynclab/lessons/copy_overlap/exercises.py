@@ -5,7 +5,7 @@ import itertools
 import random
 from typing import Any, Callable
 
-from asynclab.checks import Verdict, exercise, harness
+from asynclab.checks import Verdict, exercise, harness, raised
 from asynclab.events import a_type
 from asynclab.simgpu import SimHostTensor, SimTensor, StreamSim
 
@@ -119,7 +119,7 @@ def overlap_loop(overlapped: Callable) -> Verdict:
     except _NotAList as err:
         return Verdict(False, f"{err}.")
     except Exception as err:  # noqa: BLE001 - the learner's code
-        return Verdict(False, f"your function raised {type(err).__name__}: {err}")
+        return raised(err)
     if calls != CHUNKS:
         return Verdict(False, f"call compute() once per chunk: {CHUNKS} chunks, {calls} calls (extra work would hide "
                               "copies behind nothing useful).")
@@ -193,7 +193,7 @@ def d2h_read(read_losses: Callable) -> Verdict:
         got, truth = run(read_losses)
         truth = [round(float(v), 3) for v in truth]
     except Exception as err:  # noqa: BLE001 - the learner's code
-        return Verdict(False, f"your function raised {type(err).__name__}: {err}")
+        return raised(err)
     if not isinstance(got, list) or len(got) != len(truth) or not all(isinstance(v, (int, float)) for v in got):
         return Verdict(False, f"return the {len(truth)} losses as a list of numbers (out.tolist()), "
                               f"not {a_type(got)} {str(got)[:40]}.")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from asynclab.checks import Verdict, exercise, harness
+from asynclab.checks import Verdict, exercise, harness, raised
 from asynclab.simgpu import StreamSim
 
 #: How late the checker's producer is, in ms.
@@ -101,7 +101,7 @@ def event_wait_fix(handoff: Callable) -> Verdict:
     try:
         right, host_free, streams = run(handoff)
     except Exception as err:  # noqa: BLE001 - the learner's code
-        return Verdict(False, f"your function raised {type(err).__name__}: {err}")
+        return raised(err)
     if not streams["make on producer"]:
         return Verdict(False, "call make() once, inside `with torch.cuda.stream(producer):`.")
     if not streams["use on consumer"]:

@@ -6,7 +6,7 @@ import math
 import numbers
 from typing import Any, Callable
 
-from asynclab.checks import Verdict, exercise, harness
+from asynclab.checks import Verdict, exercise, harness, raised
 from asynclab.events import a_type
 from asynclab.simpeers import PeerSim
 
@@ -156,7 +156,7 @@ def overlap_copy(step: Callable) -> Verdict:
     except _Shape as err:
         return Verdict(False, f"{err}.")
     except Exception as err:  # noqa: BLE001 - the learner's code
-        return Verdict(False, f"your function raised {type(err).__name__}: {err}")
+        return raised(err)
     if wrong:
         return Verdict(False, f"GPU 1's default stream read a result before it was there{where}: after the copy (or "
                               "the product) on a side stream, make GPU 1's default stream wait for that stream "

@@ -8,7 +8,7 @@ import random
 from typing import Any, Callable, Iterator
 
 from asynclab import schedules
-from asynclab.checks import Verdict, exercise
+from asynclab.checks import Verdict, exercise, raised
 from asynclab.events import a_type
 
 #: Configurations each checker draws at random (new ones every call).
@@ -51,7 +51,7 @@ def _call(fn: Callable, *args: Any) -> tuple[Any, Verdict | None]:
     except (_Simulated, _NotANumber) as err:
         return None, Verdict(False, f"{err}.")
     except Exception as err:  # noqa: BLE001 - the learner's code
-        return None, Verdict(False, f"your function raised {type(err).__name__}: {err}")
+        return None, raised(err)
 
 
 @exercise("07.step_time")

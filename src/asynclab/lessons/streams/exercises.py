@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from asynclab.checks import Verdict, exercise, harness, set_answer
+from asynclab.checks import Verdict, exercise, harness, raised, set_answer
 from asynclab.events import a_type
 from asynclab.simgpu import StreamSim
 
@@ -111,7 +111,7 @@ def wait_stream_fix(on_side_stream: Callable) -> Verdict:
         except _NotATensor as err:
             return Verdict(False, f"return work(x)'s result, not {err}.")
         except Exception as err:  # noqa: BLE001 - the learner's code
-            return Verdict(False, f"your function raised {type(err).__name__}: {err}")
+            return raised(err)
     if not all(side for _, _, side in outcomes):
         return Verdict(False, "work(x) ran on the caller's stream: make a side stream and call work(x) "
                               "inside `with torch.cuda.stream(side):`.")

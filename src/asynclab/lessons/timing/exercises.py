@@ -1,7 +1,7 @@
 """Lesson 02 exercise checkers: an event timer (on a real or simulated GPU) and the tail share of timings."""
 from __future__ import annotations
 
-from asynclab.checks import Verdict, exercise
+from asynclab.checks import Verdict, exercise, raised
 from asynclab.simgpu import SimulatedGPU
 
 
@@ -23,7 +23,7 @@ def event_timer_answer(my_time_ms) -> Verdict:
     try:
         got, twice = (_time_workload(my_time_ms, ms, simulated) for ms in (target, 2 * target))
     except Exception as err:  # noqa: BLE001 - the learner's code
-        return Verdict(False, f"your function raised {type(err).__name__}: {err}")
+        return raised(err)
     if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in (got, twice)):
         return Verdict(False, "return the time in milliseconds as a number.")
     # a timer of the work doubles with a workload twice as long; a timer of the launch does not
