@@ -529,7 +529,8 @@ def test_step_time_prediction(fn, right, says):
 
 @pytest.mark.parametrize("fn,right,says", [
     (lambda p, t: max(1, math.ceil((p - 1) * (1 - t) / t - 1e-9)), True, "the fewest"),
-    (lambda p, t: 64, False, "is enough"),
+    (lambda p, t: max(1, math.ceil((p - 1) * (1 - t) / t - 1e-9)) + 1, False, "is enough"),
+    (lambda p, t: 1000, False, "is enough"),  # above the answer for every p <= 8 and target >= 5%
     (lambda p, t: 1, False, "over the target"),
     (lambda p, t: 2.5, False, "positive integer"),
 ])

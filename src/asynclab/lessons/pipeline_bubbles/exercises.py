@@ -101,7 +101,7 @@ def pick_m(choose: Callable) -> Verdict:
     :func:`asynclab.metrics.bubble_fraction` on the simulator's trace, on configurations drawn at random.
 
     Example:
-        >>> pick_m(lambda p, target: 64).right  # enough, but not the fewest
+        >>> pick_m(lambda p, target: 1000).right  # enough, but not the fewest
         False
     """
     from asynclab.metrics import bubble_fraction
