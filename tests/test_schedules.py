@@ -50,7 +50,8 @@ def test_zb_h1_cuts_the_bubble_as_the_zero_bubble_paper_derives(p, m, t_b):
 
 
 def test_every_op_respects_its_dependencies():
-    for schedule, kw in [("gpipe", {}), ("1f1b", {}), ("interleaved", {"v": 2}), ("zb-h1", {"t_w": 1.0})]:
+    for schedule, kw in [("gpipe", {}), ("1f1b", {}), ("interleaved", {"v": 2}), ("zb-h1", {"t_w": 1.0}),
+                         ("1f1b", {"one_loop": True}), ("interleaved", {"v": 2, "one_loop": True})]:
         p, m = 4, 8
         ops = simulate(schedule, p, m, **kw)
         v = kw.get("v", 1)
@@ -78,6 +79,21 @@ def test_1f1b_order_and_trace_drawing():
     tl = draw_timeline(trace)
     assert tl.lanes == [f"GPU {d} · stream 7 (default)" for d in range(4)]
     plt.close("all")
+
+
+def test_one_loop_runs_every_stage_in_the_first_stages_order():
+    # p=2, m=3, t_f=1, t_b=2, by hand. GPU 0: F0 [0,1] F1 [1,2]; GPU 1: F0 [1,2] F1 [2,3] B0 [3,5];
+    # GPU 0: B0 [5,7] F2 [7,8]; GPU 1: F2 [8,9] B1 [9,11]; GPU 0: B1 [11,13]; GPU 1: B2 [11,13]; GPU 0: B2 [13,15]
+    ops = simulate("1f1b", 2, 3, one_loop=True)
+    assert max(op.end for op in ops) == 15.0
+    assert [op.name for op in sorted(ops, key=lambda o: o.start) if op.device == 1] == ["F0", "F1", "B0", "F2", "B1", "B2"]
+    # GPipe issues one order to every stage anyway; 1F1B's own orders are faster than one loop's
+    assert simulate("gpipe", 3, 6, one_loop=True) == simulate("gpipe", 3, 6)
+    for p, m in [(2, 8), (4, 8), (4, 16)]:
+        assert max(o.end for o in simulate("1f1b", p, m, one_loop=True)) > max(o.end for o in simulate("1f1b", p, m))
+    assert "one loop" in simulate_trace("1f1b", 2, 3, one_loop=True).source
+    with pytest.raises(ValueError, match="one_loop must be True or False"):
+        simulate("1f1b", 2, 3, one_loop="yes")
 
 
 @pytest.mark.parametrize("args,needle", [

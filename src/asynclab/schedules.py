@@ -83,7 +83,7 @@ def _interleaved_op(k: int, p: int, v: int, forward: bool) -> tuple[int, int]:
 
 
 def simulate(schedule: str, p: int, m: int, t_f: float = 1.0, t_b: float = 2.0, t_w: float = 0.0,
-             v: int = 1) -> list[Op]:
+             v: int = 1, one_loop: bool = False) -> list[Op]:
     """Run a pipeline schedule op by op and return every op with its start and end.
 
     ``p`` stages on ``p`` devices, ``m`` micro-batches; one stage's forward of one micro-batch takes ``t_f``
@@ -97,10 +97,17 @@ def simulate(schedule: str, p: int, m: int, t_f: float = 1.0, t_b: float = 2.0, 
     the paper's (p-1)(t_f+t_b-t_w); with a shorter W it can be lower, since this placement does not hold W's
     back to 1F1B's memory bound as the paper's handcrafted ZB-H1 does.
 
+    ``one_loop=True`` gives every device the first stage's order: what each GPU's stream gets when one host
+    thread issues every stage's work in a single loop (each micro-batch's forward through all stages, then a
+    backward through all stages), since a stream runs its work in the order it was issued. GPipe is the same
+    either way; 1F1B needs a different order on each stage, and without it the stages take turns.
+
     Example:
         >>> ops = simulate("gpipe", p=2, m=2)
         >>> max(op.end for op in ops)  # (m + p - 1) x (t_f + t_b)
         9.0
+        >>> max(op.end for op in simulate("1f1b", p=2, m=3, one_loop=True))  # 1F1B: 12.0; one stage at a time: 18.0
+        15.0
     """
     _check(schedule, p, m, v)
     for name, value in (("t_f", t_f), ("t_b", t_b), ("t_w", t_w)):
@@ -112,6 +119,10 @@ def simulate(schedule: str, p: int, m: int, t_f: float = 1.0, t_b: float = 2.0, 
         orders = schedule_ops("1f1b", p, m)
     else:
         orders = schedule_ops(schedule, p, m, v)
+    if not isinstance(one_loop, bool):
+        raise ValueError(f"one_loop must be True or False, not {one_loop!r}")
+    if one_loop:
+        orders = [orders[0]] * p
     stages = p * v
     cost = {"F": t_f / v, "B": t_b / v, "W": t_w}
     done: dict[tuple[str, int, int], float] = {}  # (kind, micro, stage) -> end
@@ -163,7 +174,7 @@ def simulate(schedule: str, p: int, m: int, t_f: float = 1.0, t_b: float = 2.0, 
 
 
 def simulate_trace(schedule: str, p: int, m: int, t_f: float = 1.0, t_b: float = 2.0, t_w: float = 0.0,
-                   v: int = 1, unit_us: float = 1000.0) -> Any:
+                   v: int = 1, unit_us: float = 1000.0, one_loop: bool = False) -> Any:
     """:func:`simulate` as a :class:`asynclab.trace.Trace` (one GPU per stage, times x ``unit_us`` µs), for
     ``draw_timeline`` and ``bubble_fraction``.
 
@@ -176,9 +187,10 @@ def simulate_trace(schedule: str, p: int, m: int, t_f: float = 1.0, t_b: float =
 
     events = [{"ph": "X", "cat": "kernel", "name": f"{op.name} ({'forward' if op.kind == 'F' else 'backward' if op.kind == 'B' else 'weight grad'})",
                "pid": op.device, "tid": 7, "ts": op.start * unit_us, "dur": (op.end - op.start) * unit_us,
-               "args": {"device": op.device, "stream": 7}} for op in simulate(schedule, p, m, t_f, t_b, t_w, v)]
+               "args": {"device": op.device, "stream": 7}} for op in simulate(schedule, p, m, t_f, t_b, t_w, v, one_loop)]
     trace = load_trace({"traceEvents": events})
-    trace.source = f"{schedule} p={p} m={m}" + (f" v={v}" if schedule == "interleaved" else "")
+    trace.source = (f"{schedule} p={p} m={m}" + (f" v={v}" if schedule == "interleaved" else "")
+                    + (", one loop" if one_loop else ""))
     return trace
 
 
