@@ -374,3 +374,23 @@ def test_gpu_copy_overlap_claims_hold_at_small_sizes():
     assert r["no sync"]["wrong"] == r["n"] and r["event sync"]["wrong"] == 0
     m = C.source_mutation("cuda", spin_ms=10)
     assert m["unfixed"]["wrong"] == m["n"] and m["fixed"]["wrong"] == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# lesson 07: the recorded torch.distributed.pipelining bubble is what its own traces give
+# ---------------------------------------------------------------------------------------------
+from asynclab.lessons.pipeline_bubbles import experiments as P  # noqa: E402
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_pipelining_bubble_in_the_reference_is_measured_on_its_traces(schedule):
+    from asynclab import reference
+    from asynclab.metrics import bubble_fraction
+    from asynclab.trace import load_trace
+
+    recorded = reference.results(7)["torch_pipelining"][schedule]
+    ranks = load_trace([reference.trace_path(7, f"pipelining_{schedule}_rank{r}") for r in range(recorded["gpus"])])
+    assert recorded["bubble_measured"] == pytest.approx(P.pipelining_bubble(ranks, recorded["gpus"]), abs=1e-9)
+    # the union of the ranks' step ranges also holds rank 0 ending the step before while rank 1 waits for it
+    union = bubble_fraction(ranks.window(annotation="ProfilerStep#3"), devices=[0, 1]).mean
+    assert union > recorded["bubble_measured"] + 0.01

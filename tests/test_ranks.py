@@ -167,3 +167,20 @@ def test_files_of_different_runs_warn(tmp_path):
                                   "rank1.json": _rank_trace(1, BASE_NS + 3_600 * 10**9, 50.0)})  # an hour later
     with pytest.warns(TraceWarning, match="ran at another time than the other ranks"):
         load_trace(d)
+
+
+def test_each_rank_has_its_own_step_annotation():
+    trace = load_trace(FIX / "recorded" / "h200x2_pipeline")
+    step = next(n for n in trace.events["name"] if str(n).startswith("ProfilerStep#"))
+    both = trace.annotation_range(step)
+    mine = [trace.annotation_range(step, rank=r) for r in (0, 1)]
+    assert both == (min(s for s, _ in mine), max(e for _, e in mine))  # the union of the two ranks' ranges
+    assert mine[0] != mine[1]
+    w = trace.window(annotation=step, rank=1)
+    assert w.meta["window"] == mine[1] and set(w.events["rank"].dropna()) == {0, 1}  # every rank's events kept
+    with pytest.raises(TraceError, match="no rank 5 here"):
+        trace.annotation_range(step, rank=5)
+    with pytest.raises(TraceError, match="give annotation= with it"):
+        trace.window(0, 10, rank=0)
+    with pytest.raises(TraceError, match="none, a trace of one process"):
+        load_trace(simple_trace().to_dict()).annotation_range("x", rank=0)

@@ -12,7 +12,7 @@ import pandas as pd
 from asynclab.events import TraceError, TraceWarning
 from asynclab.trace import Trace, _gc_paused, _load
 
-__all__ = ["load_ranks", "rank_files"]
+__all__ = ["load_ranks", "rank_files", "step_window"]
 
 _SUFFIXES = (".json", ".json.gz")
 
@@ -81,6 +81,35 @@ def load_ranks(sources: str | os.PathLike | Iterable[str | os.PathLike]) -> Trac
     _warn_missing(traces, ranks, label)
     _warn_unrelated(traces, ranks, offsets, how, label)
     return Trace(events, meta, label)
+
+
+def step_window(trace: Trace, annotation: str) -> Trace:
+    """One step of a run of several ranks: from when the last rank starts ``annotation`` to when the last one
+    ends it, with every rank's events.
+
+    Each rank has its own ``ProfilerStep#N``, and the ranks start a step at different times. The union of
+    their ranges (``trace.window(annotation=...)``) also holds the end of the step before on a rank that
+    finished it late, while the others wait for it. A step that starts with a barrier (``dist.barrier()``)
+    truly begins when the last rank arrives; this window starts there. A trace of one rank gives that
+    rank's range.
+
+    Example:
+        >>> ann = lambda r, ts, dur: {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": r,
+        ...                          "tid": 1, "ts": ts, "dur": dur}
+        >>> doc = lambda r, ts, dur: {"distributedInfo": {"rank": r, "world_size": 2}, "baseTimeNanoseconds": 0,
+        ...                           "traceEvents": [ann(r, ts, dur)]}
+        >>> import json, tempfile, pathlib
+        >>> d = pathlib.Path(tempfile.mkdtemp())
+        >>> for r, ts in ((0, 110), (1, 100)): _ = (d / f"rank{r}.json").write_text(json.dumps(doc(r, ts, 50)))
+        >>> t = load_ranks(d)
+        >>> t.window(annotation="ProfilerStep#1").meta["window"], step_window(t, "ProfilerStep#1").meta["window"]
+        ((0.0, 60.0), (10.0, 60.0))
+    """
+    ranks = sorted(int(r) for r in trace.events["rank"].dropna().unique()) if "rank" in trace.events else []
+    if len(ranks) <= 1:
+        return trace.window(annotation=annotation)
+    ranges = [trace.annotation_range(annotation, rank=r) for r in ranks]
+    return trace.window(max(s for s, _ in ranges), max(e for _, e in ranges))
 
 
 def _paths(sources: Any) -> tuple[list[Path], str]:

@@ -175,14 +175,16 @@ class Trace:
         return list(self._lanes)
 
     def window(self, start_us: float | None = None, end_us: float | None = None, *,
-               annotation: str | None = None, occurrence: int | None = None, clip: bool = True) -> "Trace":
+               annotation: str | None = None, occurrence: int | None = None, rank: int | None = None,
+               clip: bool = True) -> "Trace":
         """A new Trace restricted to a time range, given in µs or by an annotation's name.
 
         Events that overlap the range are kept. With ``clip=True`` (the default) their start/end are
         clipped to the range (and ``dur_us`` recomputed) so that metrics measure only the window;
         times stay on the original axis (µs from the trace's first event). ``annotation`` takes the
         range from the ``record_function`` (host and GPU) annotations of that name: from the first
-        one's start to the last one's end, or only the ``occurrence``-th one (0-based, host first).
+        one's start to the last one's end, or only the ``occurrence``-th one (0-based, host first); with
+        ``rank``, only that rank's annotations count (the window still keeps every rank's events).
         ``launch`` keeps pointing at the original index labels; it becomes <NA> when the launch row
         falls outside the window.
 
@@ -194,7 +196,9 @@ class Trace:
         if annotation is not None:
             if start_us is not None or end_us is not None:
                 raise TraceError(f"{self.source}: give either a time range or an annotation, not both")
-            start_us, end_us = self.annotation_range(annotation, occurrence)
+            start_us, end_us = self.annotation_range(annotation, occurrence, rank)
+        elif rank is not None:
+            raise TraceError(f"{self.source}: rank picks an annotation's range: give annotation= with it")
         lo = float(ev["start_us"].min()) if len(ev) else 0.0
         hi = float(ev["end_us"].max()) if len(ev) else 0.0
         s = lo if start_us is None else float(start_us)
@@ -224,8 +228,10 @@ class Trace:
         meta["window_clipped"] = bool(clip)
         return Trace(sub, meta, self.source)
 
-    def annotation_range(self, annotation: str, occurrence: int | None = None) -> tuple[float, float]:
-        """(start_us, end_us) of the annotation(s) called ``annotation`` (see :meth:`window`).
+    def annotation_range(self, annotation: str, occurrence: int | None = None,
+                         rank: int | None = None) -> tuple[float, float]:
+        """(start_us, end_us) of the annotation(s) called ``annotation`` (see :meth:`window`), of one ``rank``
+        only when given (in a trace of several ranks, each rank has its own ``ProfilerStep#N``).
 
         Example:
             >>> t = load_trace({"traceEvents": [{"ph": "X", "cat": "user_annotation", "name": "fwd",
@@ -234,6 +240,12 @@ class Trace:
             (0.0, 10.0)
         """
         ev = self.events
+        if rank is not None:
+            ranks = sorted(int(r) for r in ev["rank"].dropna().unique()) if "rank" in ev else []
+            if rank not in ranks:
+                raise TraceError(f"{self.source}: no rank {rank!r} here (ranks: "
+                                 f"{', '.join(map(str, ranks)) if ranks else 'none, a trace of one process'})")
+            ev = ev[ev["rank"] == rank]
         is_ann = ev["kind"].isin(("annotation", "gpu_annotation"))
         rows = ev[is_ann & (ev["name"] == annotation)]
         if not len(rows):

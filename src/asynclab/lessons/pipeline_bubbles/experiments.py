@@ -288,7 +288,8 @@ def torch_pipelining(device: Any = None, schedules: tuple[str, ...] = ("gpipe", 
 
     Each run is a subprocess (:mod:`asynclab.lessons.pipeline_bubbles.stages`) whose ranks write their own
     traces; the bubble is measured on the ranks' traces loaded as one (clocks aligned), over the last profiled
-    step. With ``trace_dir`` the rank traces are kept there as ``pipelining_{schedule}_rank{r}.json.gz``.
+    step from the moment the barrier before it lets the last rank start (:func:`asynclab.ranks.step_window`).
+    With ``trace_dir`` the rank traces are kept there as ``pipelining_{schedule}_rank{r}.json.gz``.
 
     Returns ``{schedule: {"gpus", "m", "step_ms", "bubble_measured", "traces"}, "device"}``.
 
@@ -299,7 +300,6 @@ def torch_pipelining(device: Any = None, schedules: tuple[str, ...] = ("gpipe", 
     dev = resolve_device(device)
     if dev.type != "cuda" or not gpu_count() >= 2:
         return _no_gpus(dev, **{s: None for s in schedules})
-    from asynclab.metrics import bubble_fraction
     from asynclab.ranks import load_ranks
 
     gpus = torch.cuda.device_count()
@@ -317,8 +317,7 @@ def torch_pipelining(device: Any = None, schedules: tuple[str, ...] = ("gpipe", 
         result = json.loads((folder / "result.json").read_text())
         ranks = sorted(folder.glob("rank*.json.gz"))
         trace = load_ranks(ranks)
-        last_step = trace.window(annotation="ProfilerStep#3")
-        result["bubble_measured"] = bubble_fraction(last_step, devices=list(range(gpus))).mean
+        result["bubble_measured"] = pipelining_bubble(trace, gpus)
         result["traces"] = {}
         if trace_dir is not None:
             for r, f in enumerate(ranks):
@@ -328,6 +327,22 @@ def torch_pipelining(device: Any = None, schedules: tuple[str, ...] = ("gpipe", 
         out[sched] = result
     out["device"] = str(dev)
     return out
+
+
+def pipelining_bubble(trace: Any, gpus: int = 2, step: str = "ProfilerStep#3") -> float:
+    """The bubble of one profiled step of :func:`torch_pipelining`, on its ranks' traces loaded as one: the
+    GPUs' idle share, NCCL kernels counted as idle, from when the last rank starts ``step`` to its end.
+
+    Example:
+        >>> from asynclab import reference
+        >>> t = reference.trace(7, "pipelining_1f1b_rank0")  # one rank alone: that rank's step
+        >>> 0 < pipelining_bubble(t, gpus=1) < 0.5
+        True
+    """
+    from asynclab.metrics import bubble_fraction
+    from asynclab.ranks import step_window
+
+    return bubble_fraction(step_window(trace, step), devices=list(range(gpus))).mean
 
 
 # -- helpers, headline and run_all -----------------------------------------------------------------------------
