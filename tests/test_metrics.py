@@ -345,3 +345,15 @@ def test_bubble_fraction_counts_a_waiting_nccl_kernel_as_idle():
     b.kernel(10, 10, device=1, name="gemm")
     report = al.bubble_fraction(load_trace(b.to_dict()))
     assert report.per_device.to_dict() == {0: 0.5, 1: 0.5}
+
+
+def test_launchers_shows_autograds_thread_per_gpu():
+    from asynclab import reference
+    from asynclab.metrics import launchers
+
+    table = launchers(reference.trace(7, "naive"))  # recorded on 2x H200: forward, backward, SGD step
+    assert list(table.columns) == ["GPU 0", "GPU 1"]
+    assert (table.loc["CPU · main thread"] > 0).all()  # the forward and the optimizer step, on both GPUs
+    autograd_1 = [lane for lane in table.index if "pt_autograd_1" in lane]
+    assert autograd_1 and table.loc[autograd_1[0], "GPU 1"] > 10 * table.loc[autograd_1[0], "GPU 0"]
+    assert int(table.to_numpy().sum()) == len(launch_latency(reference.trace(7, "naive")))

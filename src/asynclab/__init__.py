@@ -16,7 +16,7 @@ _NAMES = {
     "lessons": ("lesson_map", "start"),
     "parallel": ("Parallel",),
     "metrics": ("bubble_fraction", "busy_time", "comm_overlap", "concurrency", "concurrent_time", "hidden_fraction",
-                "host_lead", "idle_gaps", "launch_latency", "overlap", "step_breakdown", "stream_waits", "summary",
+                "host_lead", "idle_gaps", "launch_latency", "launchers", "overlap", "step_breakdown", "stream_waits", "summary",
                 "time_breakdown",
                 "top_kernels"),
     "record": ("record",),

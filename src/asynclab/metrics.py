@@ -11,6 +11,7 @@ from asynclab.trace import COPY_KINDS, WORK_KINDS, Trace, load_trace
 
 __all__ = [
     "busy_time", "concurrency", "concurrent_time", "overlap", "hidden_fraction", "idle_gaps", "launch_latency",
+    "launchers",
     "bubble_fraction", "BubbleReport", "top_kernels", "summary", "union_length", "host_lead", "HostLead",
     "stream_waits", "comm_overlap", "time_breakdown", "step_breakdown", "BREAKDOWN",
 ]
@@ -329,6 +330,24 @@ def launch_latency(trace: Any) -> pd.DataFrame:
     }, index=g.index)
     out["latency_us"] = out["gpu_start_us"] - out["launch_start_us"]
     return out
+
+
+def launchers(trace: Any) -> pd.DataFrame:
+    """Which host thread launched the GPU work on which GPU: a count of GPU ops per host lane (rows) and
+    GPU (columns "GPU n"), from each GPU op's launch link. Shows, for example, that autograd runs each
+    GPU's backward from a thread of its own.
+
+    Example:
+        >>> from asynclab.trace import _EXAMPLE
+        >>> launchers(load_trace(_EXAMPLE)).to_dict()
+        {'GPU 0': {'CPU · main thread': 1}}
+    """
+    lat = launch_latency(trace)
+    lanes = _trace(trace).events.loc[lat.index, "launch"].astype(np.int64)
+    table = pd.crosstab(_trace(trace).events.loc[lanes.to_numpy(), "lane"].to_numpy(),
+                        [f"GPU {int(d)}" for d in lat["device"]])
+    table.index.name, table.columns.name = "launched from", None
+    return table
 
 
 @dataclass(frozen=True)
