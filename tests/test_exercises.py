@@ -512,12 +512,16 @@ def test_overlap_copy_on_two_gpus(fn, right, says):
 # lesson 07: checked against the schedule simulator
 # ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("fn,right,says", [
-    (lambda p, m, t_f, t_b: (m + p - 1) * (t_f + t_b), True, "within 1% of the simulator"),
+    (lambda p, m, t_f, t_b: (m + p - 1) * (t_f + t_b), True, "the simulator's step time"),
+    (lambda p, m, t_f, t_b: (m + p - 1) / m * (m * (t_f + t_b)), True, "the simulator's step time"),  # Megatron's way
+    (lambda p, m, t_f, t_b: round((m + p - 1) * (t_f + t_b)) + 0.5, False, "the simulator"),  # off by 0.5 ms
     (lambda p, m, t_f, t_b: m * (t_f + t_b), False, "the time with no bubble"),
     (lambda p, m, t_f, t_b: (m + p) * (t_f + t_b), False, "the simulator"),
     (lambda p, m, t_f, t_b: "soon", False, "must be a finite number"),
     (lambda p, m, t_f, t_b: max(op.end for op in __import__("asynclab.schedules").schedules.simulate(
-        "gpipe", p, m, t_f, t_b)), False, "work it out"),
+        "gpipe", p, m, t_f, t_b)), False, "work it out from p, m, t_f and t_b"),
+    (lambda p, m, t_f, t_b, sim=__import__("asynclab.schedules").schedules.simulate_trace:  # taken beforehand
+     sim("gpipe", p, m, t_f, t_b).span_us() / 1e3, False, "work it out"),
 ])
 def test_step_time_prediction(fn, right, says):
     v = al.check("07.step_time", fn)
@@ -533,6 +537,8 @@ def test_step_time_prediction(fn, right, says):
     (lambda p, t: 1000, False, "is enough"),  # above the answer for every p <= 8 and target >= 5%
     (lambda p, t: 1, False, "over the target"),
     (lambda p, t: 2.5, False, "positive integer"),
+    (lambda p, t, f=__import__("asynclab.schedules").schedules.bubble_formula:  # taken beforehand
+     next(m for m in range(1, 999) if f("gpipe", p, m)["of_total"] <= t), False, "work it out from p and the target"),
 ])
 def test_pick_m(fn, right, says):
     v = al.check("07.pick_m", fn)

@@ -1,10 +1,13 @@
 """Pipeline-parallel schedules (GPipe, 1F1B, interleaved 1F1B, ZB-H1) simulated op by op, as a Trace."""
 from __future__ import annotations
 
+import contextlib
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
-__all__ = ["SCHEDULES", "Op", "schedule_ops", "simulate", "simulate_trace", "bubble_formula"]
+__all__ = ["SCHEDULES", "Op", "schedule_ops", "simulate", "simulate_trace", "bubble_formula", "refusing",
+           "Refused"]
 
 #: The schedules :func:`simulate` knows.
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
@@ -28,7 +31,37 @@ class Op:
         return f"{self.kind}{self.micro}" + (f".{self.chunk}" if self.chunk else "")
 
 
+_REFUSAL: ContextVar[str | None] = ContextVar("asynclab_schedules_refusal", default=None)
+
+
+class Refused(RuntimeError):
+    """The simulator was asked while an exercise checker had it refuse (see :func:`refusing`)."""
+
+
+@contextlib.contextmanager
+def refusing(reason: str) -> Iterator[None]:
+    """While inside, :func:`simulate`, :func:`simulate_trace` and :func:`bubble_formula` raise :class:`Refused`
+    with ``reason``: an exercise checker runs a learner's function this way, however the function got hold of
+    them.
+
+    Example:
+        >>> with refusing("work it out"):
+        ...     simulate("gpipe", 2, 2)
+        Traceback (most recent call last):
+        ...
+        asynclab.schedules.Refused: work it out
+    """
+    token = _REFUSAL.set(reason)
+    try:
+        yield
+    finally:
+        _REFUSAL.reset(token)
+
+
 def _check(schedule: str, p: int, m: int, v: int) -> None:
+    reason = _REFUSAL.get()
+    if reason is not None:
+        raise Refused(reason)
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, not {schedule!r}")
     for name, value in (("p (stages)", p), ("m (micro-batches)", m), ("v (chunks per device)", v)):

@@ -1,11 +1,10 @@
 """Lesson 07 exercise checkers: predict a pipeline's step time, and pick the micro-batches that shrink its bubble."""
 from __future__ import annotations
 
-import contextlib
 import math
 import numbers
 import random
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from asynclab import schedules
 from asynclab.checks import Verdict, exercise, raised
@@ -13,25 +12,6 @@ from asynclab.events import a_type
 
 #: Configurations each checker draws at random (new ones every call).
 TRIALS = 12
-
-
-@contextlib.contextmanager
-def _no_simulator() -> Iterator[None]:
-    """While the learner's function runs, the schedule simulator refuses to answer for it."""
-    saved = schedules.simulate
-
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise _Simulated("work it out from p, m and the stage times: the checker compares with the simulator")
-
-    schedules.simulate = refuse
-    try:
-        yield
-    finally:
-        schedules.simulate = saved
-
-
-class _Simulated(RuntimeError):
-    """The learner's function called the simulator."""
 
 
 def _number(value: Any, what: str) -> float:
@@ -44,11 +24,12 @@ class _NotANumber(TypeError):
     """The learner's function returned something else than a number."""
 
 
-def _call(fn: Callable, *args: Any) -> tuple[Any, Verdict | None]:
+def _call(fn: Callable, *args: Any, refusal: str) -> tuple[Any, Verdict | None]:
+    """The learner's ``fn(*args)``, with the simulator refusing to answer for it (``refusal`` says why)."""
     try:
-        with _no_simulator():
+        with schedules.refusing(refusal):
             return fn(*args), None
-    except (_Simulated, _NotANumber) as err:
+    except (schedules.Refused, _NotANumber) as err:
         return None, Verdict(False, f"{err}.")
     except Exception as err:  # noqa: BLE001 - the learner's code
         return None, raised(err)
@@ -60,7 +41,7 @@ def step_time(predict: Callable) -> Verdict:
     and ``t_f``/``t_b`` the forward/backward time of one micro-batch on one stage (ms).
 
     It is compared with the schedule simulator (:func:`asynclab.schedules.simulate`) on configurations drawn at
-    random, within 1%; the simulator is off limits while ``predict`` runs.
+    random, to rounding (1e-6); the simulator is off limits while ``predict`` runs.
 
     Example:
         >>> step_time(lambda p, m, t_f, t_b: m * (t_f + t_b)).right  # no bubble: too fast
@@ -73,7 +54,8 @@ def step_time(predict: Callable) -> Verdict:
         p, m = rng.randint(2, 8), rng.randint(1, 32)
         t_f = round(rng.uniform(0.5, 5.0), 2)
         t_b = round(t_f * rng.uniform(1.5, 2.5), 2)
-        got, verdict = _call(predict, p, m, t_f, t_b)
+        got, verdict = _call(predict, p, m, t_f, t_b, refusal="work it out from p, m, t_f and t_b: the checker "
+                                                               "compares with the simulator")
         if verdict is not None:
             return verdict
         try:
@@ -81,14 +63,14 @@ def step_time(predict: Callable) -> Verdict:
         except _NotANumber as err:
             return Verdict(False, f"{err}.")
         truth = max(op.end for op in schedules.simulate("gpipe", p, m, t_f, t_b))
-        if abs(got / truth - 1) > 0.01:
+        if abs(got / truth - 1) > 1e-6:
             ideal = m * (t_f + t_b)
             hint = ("that is the time with no bubble: the first micro-batch must go through every stage before the "
                     "last stage is busy" if abs(got / ideal - 1) <= 0.01 else
                     "count how many stage-times the last micro-batch waits for, forward and backward")
             return Verdict(False, f"p={p}, m={m}, t_f={t_f}, t_b={t_b}: you said {got:.2f} ms, the simulator "
                                   f"{truth:.2f} ms; {hint}.")
-    return Verdict(True, f"{TRIALS} random pipelines, each within 1% of the simulator: a GPipe step takes "
+    return Verdict(True, f"{TRIALS} random pipelines, each the simulator's step time: a GPipe step takes "
                          "(m + p - 1) stage-times of forward and backward.")
 
 
@@ -114,11 +96,13 @@ def pick_m(choose: Callable) -> Verdict:
         target = round(rng.uniform(0.05, 0.4), 3)
         while abs((p - 1) / target - round((p - 1) / target)) < 1e-6:  # no target exactly on a boundary
             target = round(rng.uniform(0.05, 0.4), 3)
-        got, verdict = _call(choose, p, target)
+        got, verdict = _call(choose, p, target, refusal="work it out from p and the target: the checker compares "
+                                                         "with the formula and the simulator")
         if verdict is not None:
             return verdict
         if isinstance(got, bool) or not isinstance(got, numbers.Integral) or got < 1:
-            return Verdict(False, f"return a number of micro-batches (a positive integer), not {a_type(got)} {got!r}.")
+            return Verdict(False, f"return a number of micro-batches (a positive integer, e.g. from math.ceil), not "
+                                  f"{a_type(got)} {got!r}.")
         best = next(m for m in range(1, 10_000) if (p - 1) / (m + p - 1) <= target + 1e-12)
         measured = bubble_fraction(schedules.simulate_trace("gpipe", p, int(got))).mean
         if measured > target + 1e-9:
