@@ -394,3 +394,15 @@ def test_pipelining_bubble_in_the_reference_is_measured_on_its_traces(schedule):
     # the union of the ranks' step ranges also holds rank 0 ending the step before while rank 1 waits for it
     union = bubble_fraction(ranks.window(annotation="ProfilerStep#3"), devices=[0, 1]).mean
     assert union > recorded["bubble_measured"] + 0.01
+
+
+def test_gradient_copies_reads_the_by_hand_backward_and_names_a_trace_without_one():
+    from asynclab import reference
+
+    copies = P.gradient_copies(reference.trace(7, "gpipe_m4").window(annotation="gpipe m=4"))
+    assert len(copies) == 4  # one gradient per micro-batch comes back to GPU 0
+    assert [c["issued_us"] for c in copies] == sorted(c["issued_us"] for c in copies)
+    assert copies[0]["gpu0_nodes"] == 4 * 3 * P.LAYERS  # Relu, Addmm and T backward per layer and micro-batch
+    assert 0 < copies[1]["gpu0_nodes_before"] < copies[0]["gpu0_nodes"] / 4  # mid-way through the first one
+    with pytest.raises(ValueError, match="no host thread other than the main one launched work on GPU 1"):
+        P.gradient_copies(reference.trace(7, "pipelining_1f1b_rank0"))

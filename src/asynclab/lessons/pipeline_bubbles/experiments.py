@@ -345,6 +345,46 @@ def pipelining_bubble(trace: Any, gpus: int = 2, step: str = "ProfilerStep#3") -
     return bubble_fraction(step_window(trace, step), devices=list(range(gpus))).mean
 
 
+# -- reading the by-hand backward from a trace --------------------------------------------------------------
+_NODE = "autograd::engine::evaluate_function: "
+
+
+def _autograd_lane(trace: Any, gpu: int) -> str:
+    """The host lane, other than the main thread, that launched most of ``gpu``'s work: autograd's thread for it."""
+    from asynclab.metrics import launchers
+
+    table = launchers(trace)
+    others = table.drop(index=[lane for lane in table.index if "main thread" in lane])
+    if others.empty or f"GPU {gpu}" not in others:
+        raise ValueError(f"{trace.source}: no host thread other than the main one launched work on GPU {gpu}")
+    return str(others[f"GPU {gpu}"].idxmax())
+
+
+def gradient_copies(trace: Any) -> list[dict[str, float]]:
+    """Each gradient copied back to GPU 0 during a by-hand backward, and how far GPU 0's part of the backward
+    had been issued by then.
+
+    A copy from GPU 1 to GPU 0 makes GPU 0's stream wait for it from the moment it is issued (lesson 06), and
+    autograd issues it from GPU 1's thread (``ToCopyBackward0``) while GPU 0's thread issues GPU 0's part.
+    Returns, per copy in issue order: ``issued_us`` and ``gpu0_nodes_before``, the backward nodes GPU 0's
+    autograd thread had issued before it (parameter updates, ``AccumulateGrad``, left out); and
+    ``gpu0_nodes``, all of them in the trace.
+
+    Example:
+        >>> from asynclab import reference
+        >>> t = reference.trace(7, "gpipe_m4").window(annotation="gpipe m=4")
+        >>> [c["gpu0_nodes_before"] for c in gradient_copies(t)]
+        [0, 14, 41, 71]
+    """
+    host = trace.host()
+    nodes = host[(host["kind"] == "cpu_op") & host["name"].str.startswith(_NODE)]
+    copies = nodes[(nodes["lane"] == _autograd_lane(trace, 1)) & nodes["name"].str.endswith("ToCopyBackward0")]
+    mine = nodes[(nodes["lane"] == _autograd_lane(trace, 0)) & ~nodes["name"].str.endswith("AccumulateGrad")]
+    starts = mine["start_us"].to_numpy()
+    return [{"issued_us": float(t), "gpu0_nodes_before": int((starts < t).sum()), "gpu0_nodes": len(mine)}
+            for t in sorted(copies["start_us"])]
+
+
 # -- helpers, headline and run_all -----------------------------------------------------------------------------
 def _tmp(name: str) -> Path:
     return Path(tempfile.mkdtemp(prefix="asynclab_07_")) / f"{name}.json.gz"
