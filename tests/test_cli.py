@@ -137,6 +137,7 @@ def _cases(tmp_path: Path, good: Path) -> list[tuple[list, str, str]]:
         (["timeline", good, "-o", png, "--start-ms", "5000", "--end-ms", "6000"], str(good), "no events in the window"),
         (["timeline", good, "-o", png, "--start-ms", "nan"], str(good), "finite"),
         (["timeline", good, "-o", png, "--occurrence", "1"], str(good), "--occurrence needs --annotation"),
+        (["timeline", good, "-o", png, "--rank", "1"], str(good), "--rank needs --annotation"),
         (["timeline", good], "asynclab timeline", "-o/--output"),
         (["timeline", good, "-o", png, "--start-ms", "soon"], "asynclab timeline", "invalid float value"),
         (["frobnicate"], "asynclab", "invalid choice"),
@@ -216,6 +217,15 @@ def test_timeline_of_a_folder(capsys, tmp_path):
     code, out, err = run(capsys, "timeline", RANKS, "-o", png)
     assert code == 0, err
     assert "8 lanes" in out and png.stat().st_size > 10_000
+
+
+def test_timeline_of_one_ranks_step(capsys, tmp_path):
+    png = tmp_path / "step.png"
+    code, out, err = run(capsys, "timeline", RANKS, "-o", png, "--annotation", "ProfilerStep#3", "--rank", "1")
+    assert code == 0, err
+    assert "8 lanes" in out and png.stat().st_size > 10_000
+    code, _, err = run(capsys, "timeline", RANKS, "-o", png, "--annotation", "ProfilerStep#3", "--rank", "5")
+    assert code == 2 and "no rank 5 here (ranks: 0, 1)" in err and "Traceback" not in err
 
 
 _NO_TORCH = r"""

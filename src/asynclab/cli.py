@@ -59,14 +59,15 @@ def _cmd_timeline(args: argparse.Namespace) -> int:
             raise UsageError(f"{who}: --{name.replace('_', '-')} must be a finite number")
     if args.start_ms is not None and args.end_ms is not None and args.start_ms > args.end_ms:
         raise UsageError(f"{who}: --start-ms {args.start_ms:g} is after --end-ms {args.end_ms:g}")
-    if args.occurrence is not None and args.annotation is None:
-        raise UsageError(f"{who}: --occurrence needs --annotation")
+    for flag in ("occurrence", "rank"):
+        if getattr(args, flag) is not None and args.annotation is None:
+            raise UsageError(f"{who}: --{flag} needs --annotation")
     trace = _load(args.trace)
     from asynclab.trace import TraceError
 
     try:
         if args.annotation is not None:
-            trace = trace.window(annotation=args.annotation, occurrence=args.occurrence)
+            trace = trace.window(annotation=args.annotation, occurrence=args.occurrence, rank=args.rank)
         elif args.start_ms is not None or args.end_ms is not None:
             s = None if args.start_ms is None else args.start_ms * 1e3
             e = None if args.end_ms is None else args.end_ms * 1e3
@@ -127,6 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--end-ms", type=float, default=None, help="window end, ms from the trace start")
     p.add_argument("--annotation", default=None, help="zoom on the record_function annotation of this name")
     p.add_argument("--occurrence", type=int, default=None, help="with --annotation: only its N-th occurrence (0-based)")
+    p.add_argument("--rank", type=int, default=None,
+                   help="with --annotation, in a run of several ranks: that rank's annotation only (its own "
+                        "occurrences); every rank is still drawn")
     p.add_argument("--arrows", action=argparse.BooleanOptionalAction, default=False,
                    help="draw launch -> kernel arrows (default: off)")
     p.add_argument("--no-host", dest="host", action="store_false", help="draw only the GPU lanes")
