@@ -481,9 +481,9 @@ def cpu_is_synchronous(n: int = 512, reps: int = 10, repeats: int = 5) -> dict[s
     Returns ``{"naive_ms", "sync_ms", "ratio" (naive / sync, about 1), "n", "reps", "device"}``.
 
     Example:
-        >>> r = cpu_is_synchronous(n=64, reps=2, repeats=3)
-        >>> 0.2 < r["ratio"] < 5
-        True
+        >>> r = cpu_is_synchronous(n=64, reps=2, repeats=3)  # the ratio is checked in the unit tests, on more work
+        >>> sorted(r), r["device"]
+        (['device', 'n', 'naive_ms', 'ratio', 'reps', 'sync_ms'], 'cpu')
     """
     a = torch.randn(n, n)
 
