@@ -396,13 +396,19 @@ def test_pipelining_bubble_in_the_reference_is_measured_on_its_traces(schedule):
     assert union > recorded["bubble_measured"] + 0.01
 
 
-def test_gradient_copies_reads_the_by_hand_backward_and_names_a_trace_without_one():
+def test_copy_barriers_find_where_gpu0_stalls_and_name_a_trace_without_them():
     from asynclab import reference
+    from asynclab.metrics import idle_gaps
 
-    copies = P.gradient_copies(reference.trace(7, "gpipe_m4").window(annotation="gpipe m=4"))
-    assert len(copies) == 4  # one gradient per micro-batch comes back to GPU 0
-    assert [c["issued_us"] for c in copies] == sorted(c["issued_us"] for c in copies)
-    assert copies[0]["gpu0_nodes"] == 4 * 3 * P.LAYERS  # Relu, Addmm and T backward per layer and micro-batch
-    assert 0 < copies[1]["gpu0_nodes_before"] < copies[0]["gpu0_nodes"] / 4  # mid-way through the first one
+    for m in (4, 32):
+        trace = reference.trace(7, f"gpipe_m{m}").window(annotation=f"gpipe m={m}")
+        barriers = P.copy_barriers(trace)
+        assert len(barriers) == m  # one gradient per micro-batch comes back to GPU 0
+        assert [b["issued_us"] for b in barriers] == sorted(b["issued_us"] for b in barriers)
+        positions = [b["kernels_before"] for b in barriers]
+        assert positions == sorted(positions) and positions[0] == 0 and positions[-1] < barriers[0]["kernels"]
+        # GPU 0's long idle gaps are where the barriers put their waits
+        idle = idle_gaps(trace).query("device == 0 and dur_us >= 20")["dur_us"].sum()
+        assert sum(b["held_us"] for b in barriers) == pytest.approx(idle, rel=0.05)
     with pytest.raises(ValueError, match="no host thread other than the main one launched work on GPU 1"):
-        P.gradient_copies(reference.trace(7, "pipelining_1f1b_rank0"))
+        P.copy_barriers(reference.trace(7, "pipelining_1f1b_rank0"))

@@ -346,9 +346,6 @@ def pipelining_bubble(trace: Any, gpus: int = 2, step: str = "ProfilerStep#3") -
 
 
 # -- reading the by-hand backward from a trace --------------------------------------------------------------
-_NODE = "autograd::engine::evaluate_function: "
-
-
 def _autograd_lane(trace: Any, gpu: int) -> str:
     """The host lane, other than the main thread, that launched most of ``gpu``'s work: autograd's thread for it."""
     from asynclab.metrics import launchers
@@ -360,29 +357,46 @@ def _autograd_lane(trace: Any, gpu: int) -> str:
     return str(others[f"GPU {gpu}"].idxmax())
 
 
-def gradient_copies(trace: Any) -> list[dict[str, float]]:
-    """Each gradient copied back to GPU 0 during a by-hand backward, and how far GPU 0's part of the backward
-    had been issued by then.
+def copy_barriers(trace: Any) -> list[dict[str, float]]:
+    """Where each gradient sent back to GPU 0 during a by-hand backward put a wait into GPU 0's stream, and how
+    long GPU 0 sat idle there.
 
-    A copy from GPU 1 to GPU 0 makes GPU 0's stream wait for it from the moment it is issued (lesson 06), and
-    autograd issues it from GPU 1's thread (``ToCopyBackward0``) while GPU 0's thread issues GPU 0's part.
-    Returns, per copy in issue order: ``issued_us`` and ``gpu0_nodes_before``, the backward nodes GPU 0's
-    autograd thread had issued before it (parameter updates, ``AccumulateGrad``, left out); and
-    ``gpu0_nodes``, all of them in the trace.
+    A copy from GPU 1 to GPU 0 makes GPU 0's current stream wait for it (lesson 06). GPU 1's autograd thread
+    launches that wait when it issues the copy, wherever GPU 0's autograd thread has got to in launching GPU 0's
+    part of the backward; the wait lands after every GPU 0 op whose launch call had returned by then. Returns, per
+    wait in launch order: ``issued_us`` (its launch), ``kernels_before`` (GPU 0 backward ops launched by GPU 0's
+    autograd thread before it), ``kernels`` (all of them), and ``held_us``: GPU 0's idle time just before its
+    next backward op, the one that runs after the wait.
 
     Example:
         >>> from asynclab import reference
         >>> t = reference.trace(7, "gpipe_m4").window(annotation="gpipe m=4")
-        >>> [c["gpu0_nodes_before"] for c in gradient_copies(t)]
-        [0, 14, 41, 71]
+        >>> [(b["kernels_before"], b["held_us"] > 1000) for b in copy_barriers(t)]
+        [(0, True), (25, True), (78, False), (146, False)]
     """
-    host = trace.host()
-    nodes = host[(host["kind"] == "cpu_op") & host["name"].str.startswith(_NODE)]
-    copies = nodes[(nodes["lane"] == _autograd_lane(trace, 1)) & nodes["name"].str.endswith("ToCopyBackward0")]
-    mine = nodes[(nodes["lane"] == _autograd_lane(trace, 0)) & ~nodes["name"].str.endswith("AccumulateGrad")]
-    starts = mine["start_us"].to_numpy()
-    return [{"issued_us": float(t), "gpu0_nodes_before": int((starts < t).sum()), "gpu0_nodes": len(mine)}
-            for t in sorted(copies["start_us"])]
+    from asynclab.metrics import launch_latency
+    from asynclab.trace import WORK_KINDS
+
+    ev = trace.events
+    ops = launch_latency(trace)
+    ops = ops[ops["device"] == 0]
+    launch = ev.loc[ev.loc[ops.index, "launch"].astype(int)]
+    ops = ops.assign(lane=launch["lane"].to_numpy(), launch_end_us=launch["end_us"].to_numpy(),
+                     gpu_end_us=ev.loc[ops.index, "end_us"].to_numpy())
+    work = ops[ops["kind"].isin(WORK_KINDS)]
+    own = work[work["lane"] == _autograd_lane(trace, 0)].sort_values("gpu_start_us")
+    waits = ops[(ops["kind"] == "sync") & (ops["lane"] == _autograd_lane(trace, 1))].sort_values("launch_start_us")
+    out = []
+    for _, w in waits.iterrows():
+        before = int((own["launch_end_us"] < w["launch_start_us"]).sum())
+        held = 0.0
+        if before < len(own):
+            nxt = own.iloc[before]["gpu_start_us"]
+            earlier = work.loc[work["gpu_start_us"] < nxt, "gpu_end_us"]
+            held = max(0.0, float(nxt - earlier.max())) if len(earlier) else 0.0
+        out.append({"issued_us": float(w["launch_start_us"]), "kernels_before": before, "kernels": len(own),
+                    "held_us": held})
+    return out
 
 
 # -- helpers, headline and run_all -----------------------------------------------------------------------------
