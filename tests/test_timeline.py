@@ -246,3 +246,16 @@ def test_legend_lists_only_kinds_drawn_in_the_window():
     full = [x.get_text() for x in draw_timeline(t).ax.get_legend().get_texts()]
     assert "communication kernel (NCCL)" in full and "H2D copy (host → GPU)" in full
     plt.close("all")
+
+
+def test_labels_name_the_bars_they_fit():
+    from asynclab.schedules import simulate_trace
+
+    trace = simulate_trace("1f1b", 2, 4)
+    tl = draw_timeline(trace, labels=True)
+    texts = sorted(t.get_text() for t in tl.collections["labels"])
+    assert texts == sorted(f"{k}{i}" for k in "FB" for i in range(4) for _ in range(2))  # every op, on both GPUs
+    assert "labels" not in draw_timeline(trace).collections
+    narrow = draw_timeline(simulate_trace("gpipe", 2, 64), labels=True)  # 128 ops a GPU: too narrow for names
+    assert len(narrow.collections["labels"]) == 0
+    plt.close("all")

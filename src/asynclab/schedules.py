@@ -209,7 +209,8 @@ def simulate(schedule: str, p: int, m: int, t_f: float = 1.0, t_b: float = 2.0, 
 def simulate_trace(schedule: str, p: int, m: int, t_f: float = 1.0, t_b: float = 2.0, t_w: float = 0.0,
                    v: int = 1, unit_us: float = 1000.0, one_loop: bool = False) -> Any:
     """:func:`simulate` as a :class:`asynclab.trace.Trace` (one GPU per stage, times x ``unit_us`` µs), for
-    ``draw_timeline`` and ``bubble_fraction``.
+    ``draw_timeline`` (``labels=True`` writes each op's name, "F3", "B3", "W3", "F3.1" for chunk 1) and
+    ``bubble_fraction``.
 
     Example:
         >>> from asynclab.metrics import bubble_fraction
@@ -218,7 +219,7 @@ def simulate_trace(schedule: str, p: int, m: int, t_f: float = 1.0, t_b: float =
     """
     from asynclab.trace import load_trace
 
-    events = [{"ph": "X", "cat": "kernel", "name": f"{op.name} ({'forward' if op.kind == 'F' else 'backward' if op.kind == 'B' else 'weight grad'})",
+    events = [{"ph": "X", "cat": "kernel", "name": op.name,
                "pid": op.device, "tid": 7, "ts": op.start * unit_us, "dur": (op.end - op.start) * unit_us,
                "args": {"device": op.device, "stream": 7}} for op in simulate(schedule, p, m, t_f, t_b, t_w, v, one_loop)]
     trace = load_trace({"traceEvents": events})

@@ -54,6 +54,7 @@ _OVERLAP_TOL_US = 0.01
 _STRIP = 0.4  # height of the sync-wait strip under a GPU lane  # bar height inside a sub-lane of height 1
 _ANN_STRIP = 0.55  # height of the annotation-bracket strip above a host lane
 _MAX_ANNOTATIONS = 2000  # brackets drawn at most (labels only where there is room)
+_MAX_LABELS = 500  # names written into GPU bars at most (labels=True)
 
 
 @dataclass
@@ -309,7 +310,7 @@ def draw_timeline(trace: Any, ax: Any = None, *, start_us: float | None = None, 
                   annotation: str | None = None, occurrence: int | None = None, arrows: bool = False,
                   host: bool = True, annotations: bool = True, host_syncs: bool = False,
                   title: str | None = None, figsize: tuple[float, float] | None = None,
-                  max_arrows: int = 300, width_px: int | None = None) -> Timeline:
+                  max_arrows: int = 300, width_px: int | None = None, labels: bool = False) -> Timeline:
     """Draw a trace: one lane per (GPU, stream) and per host thread that launched work, coloured by
     kind, overlapping events in sub-lanes, with optional launch → kernel arrows.
 
@@ -323,7 +324,9 @@ def draw_timeline(trace: Any, ax: Any = None, *, start_us: float | None = None, 
     window was cut by, are left out; nested brackets stack). ``host_syncs=True`` also draws the lanes
     "GPU n · host syncs": what the profiler records on the GPU side when the host waits (with
     ``cuda_sync_events``), which the host lane's synchronize calls already show. GPU lanes with nothing
-    to draw in the window are left out, and the legend lists only the kinds drawn. Drawing is vectorised
+    to draw in the window are left out, and the legend lists only the kinds drawn. ``labels=True`` writes
+    each GPU event's name inside its bar where it fits (at most ``_MAX_LABELS``): for few, named events, such
+    as a simulated pipeline schedule's "F0", "B0". Drawing is vectorised
     (one collection per kind); events closer than a pixel are merged and every bar is at least one pixel
     wide, so short kernels stay visible.
 
@@ -342,6 +345,8 @@ def draw_timeline(trace: Any, ax: Any = None, *, start_us: float | None = None, 
     if own_fig and figsize is None:
         fig.set_size_inches(13.0, float(np.clip(1.4 + 0.42 * lay.total_h, 2.4, 16.0)))
     collections = _draw_bars(ax, fr, sel, lay, px)
+    if labels:
+        _draw_labels(ax, fr, sel, lay, px, collections)
     n_arrows = _draw_arrows(ax, fr, sel, lay, max_arrows, collections) if arrows else 0
     _draw_brackets(ax, fr, lay, px, collections)
     _style_axes(ax, fr, lanes, is_gpu_lane, lay)
@@ -495,6 +500,22 @@ def _draw_bars(ax: Any, fr: _Frame, sel: _Rows, lay: _Layout, px: float) -> dict
         ax.add_collection(pc)
         collections[k] = pc
     return collections
+
+
+def _draw_labels(ax: Any, fr: _Frame, sel: _Rows, lay: _Layout, px: float, collections: dict) -> None:
+    """Each GPU event's name, centred in its bar, where the name fits (GPU work only, at most _MAX_LABELS)."""
+    gpu = np.flatnonzero(sel.on_gpu[sel.rows] & (sel.K != "sync"))
+    names = fr.trace.events["name"].to_numpy(dtype=object)[sel.rows[gpu]]
+    s, e = np.clip(sel.S[gpu], fr.w0, fr.w1), np.clip(sel.E[gpu], fr.w0, fr.w1)
+    fits = (e - s) / px >= np.array([6.0 * len(str(n)) + 4 for n in names])
+    drawn = []
+    for i in np.flatnonzero(fits)[:_MAX_LABELS]:
+        r = gpu[i]
+        x = ((s[i] + e[i]) / 2 - fr.w0) / fr.scale
+        y = lay.y0[sel.L[r]] + lay.sub[r] + 0.5
+        drawn.append(ax.text(x, y, str(names[i]), fontsize=7, color="white", ha="center", va="center",
+                             clip_on=True, zorder=5))
+    collections["labels"] = drawn
 
 
 def _draw_arrows(ax: Any, fr: _Frame, sel: _Rows, lay: _Layout, max_arrows: int, collections: dict) -> int:
