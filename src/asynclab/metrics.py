@@ -309,8 +309,8 @@ def stream_waits(trace: Any, min_held_us: float = 50.0, tol_us: float = 30.0) ->
 def launch_latency(trace: Any) -> pd.DataFrame:
     """Launch-to-start delay of every GPU event whose host launch is in the trace.
 
-    Columns: name, kind, device, stream, launch_name, launch_start_us, gpu_start_us, latency_us
-    (= gpu_start_us - launch_start_us). All kernels of one CUDA-graph launch share its start.
+    Columns: name, kind, device, stream, launch_name, launch_lane (the host thread that launched it),
+    launch_start_us, launch_end_us, gpu_start_us, gpu_end_us, latency_us (= gpu_start_us - launch_start_us). All kernels of one CUDA-graph launch share its start.
     The index is the GPU row's index in ``trace.events``.
 
     Example:
@@ -325,8 +325,9 @@ def launch_latency(trace: Any) -> pd.DataFrame:
     ls = ev.loc[li]
     out = pd.DataFrame({
         "name": g["name"].to_numpy(), "kind": g["kind"].to_numpy(), "device": g["device"].to_numpy(),
-        "stream": g["stream"].to_numpy(), "launch_name": ls["name"].to_numpy(),
-        "launch_start_us": ls["start_us"].to_numpy(np.float64), "gpu_start_us": g["start_us"].to_numpy(np.float64),
+        "stream": g["stream"].to_numpy(), "launch_name": ls["name"].to_numpy(), "launch_lane": ls["lane"].to_numpy(),
+        "launch_start_us": ls["start_us"].to_numpy(np.float64), "launch_end_us": ls["end_us"].to_numpy(np.float64),
+        "gpu_start_us": g["start_us"].to_numpy(np.float64), "gpu_end_us": g["end_us"].to_numpy(np.float64),
     }, index=g.index)
     out["latency_us"] = out["gpu_start_us"] - out["launch_start_us"]
     return out
@@ -343,9 +344,7 @@ def launchers(trace: Any) -> pd.DataFrame:
         {'GPU 0': {'CPU · main thread': 1}}
     """
     lat = launch_latency(trace)
-    lanes = _trace(trace).events.loc[lat.index, "launch"].astype(np.int64)
-    table = pd.crosstab(_trace(trace).events.loc[lanes.to_numpy(), "lane"].to_numpy(),
-                        [f"GPU {int(d)}" for d in lat["device"]])
+    table = pd.crosstab(lat["launch_lane"].to_numpy(), [f"GPU {int(d)}" for d in lat["device"]])
     table.index.name, table.columns.name = "launched from", None
     return table
 

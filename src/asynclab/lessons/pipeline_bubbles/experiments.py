@@ -346,15 +346,13 @@ def pipelining_bubble(trace: Any, gpus: int = 2, step: str = "ProfilerStep#3") -
 
 
 # -- reading the by-hand backward from a trace --------------------------------------------------------------
-def _autograd_lane(trace: Any, gpu: int) -> str:
-    """The host lane, other than the main thread, that launched most of ``gpu``'s work: autograd's thread for it."""
-    from asynclab.metrics import launchers
-
-    table = launchers(trace)
-    others = table.drop(index=[lane for lane in table.index if "main thread" in lane])
-    if others.empty or f"GPU {gpu}" not in others:
-        raise ValueError(f"{trace.source}: no host thread other than the main one launched work on GPU {gpu}")
-    return str(others[f"GPU {gpu}"].idxmax())
+def _autograd_lane(ops: Any, gpu: int, source: str) -> str:
+    """The host lane, other than the main thread, that launched most of ``gpu``'s ops (``ops``: a
+    :func:`~asynclab.metrics.launch_latency` table): autograd's thread for that GPU."""
+    mine = ops.loc[(ops["device"] == gpu) & ~ops["launch_lane"].str.contains("main thread"), "launch_lane"]
+    if not len(mine):
+        raise ValueError(f"{source}: no host thread other than the main one launched work on GPU {gpu}")
+    return str(mine.value_counts().idxmax())
 
 
 def copy_barriers(trace: Any) -> list[dict[str, float]]:
@@ -377,15 +375,12 @@ def copy_barriers(trace: Any) -> list[dict[str, float]]:
     from asynclab.metrics import launch_latency
     from asynclab.trace import WORK_KINDS
 
-    ev = trace.events
-    ops = launch_latency(trace)
-    ops = ops[ops["device"] == 0]
-    launch = ev.loc[ev.loc[ops.index, "launch"].astype(int)]
-    ops = ops.assign(lane=launch["lane"].to_numpy(), launch_end_us=launch["end_us"].to_numpy(),
-                     gpu_end_us=ev.loc[ops.index, "end_us"].to_numpy())
+    every = launch_latency(trace)
+    lane0, lane1 = (_autograd_lane(every, gpu, trace.source) for gpu in (0, 1))
+    ops = every[every["device"] == 0]
     work = ops[ops["kind"].isin(WORK_KINDS)]
-    own = work[work["lane"] == _autograd_lane(trace, 0)].sort_values("gpu_start_us")
-    waits = ops[(ops["kind"] == "sync") & (ops["lane"] == _autograd_lane(trace, 1))].sort_values("launch_start_us")
+    own = work[work["launch_lane"] == lane0].sort_values("gpu_start_us")
+    waits = ops[(ops["kind"] == "sync") & (ops["launch_lane"] == lane1)].sort_values("launch_start_us")
     out = []
     for _, w in waits.iterrows():
         before = int((own["launch_end_us"] < w["launch_start_us"]).sum())
