@@ -7,7 +7,7 @@ import statistics
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -327,6 +327,26 @@ def _time_elementwise(fn: Callable[..., Any], dev: torch.device, size: int, dtyp
     return event_timer(lambda: fn(x, y, out), repeats=repeats, warmup=2, inner=inner, device=dev)
 
 
+def flat_until(sizes: Sequence[int], us: Sequence[float], level: float, within: float = 1.25) -> int | None:
+    """The largest size up to which every time stays within ``within`` x ``level``; None if even the first is above.
+
+    None is an honest answer on a noisy run: when the smallest size was slow, there is no flat stretch
+    starting at it, and claiming one would be wrong.
+
+    Example:
+        >>> flat_until([1, 2, 4, 8], [5.0, 5.2, 4.9, 9.0], level=5.0)
+        4
+        >>> flat_until([1, 2, 4], [7.0, 5.0, 5.0], level=5.0) is None
+        True
+    """
+    last = None
+    for size, t_us in zip(sizes, us):
+        if t_us > within * level:
+            break
+        last = int(size)
+    return last
+
+
 def overhead_bound(device: Any = None, sizes: tuple[int, ...] = DEFAULT_SIZES, op: str = "add",
                    repeats: int = 10, inner: int = 20, dtype: torch.dtype = torch.float32) -> dict[str, Any]:
     """Per-op time of an elementwise op as the tensor grows: flat while launch overhead dominates.
@@ -335,8 +355,9 @@ def overhead_bound(device: Any = None, sizes: tuple[int, ...] = DEFAULT_SIZES, o
     output) is timed with :func:`asynclab.timing.event_timer`: ``repeats`` event pairs, each around
     ``inner`` back-to-back calls (CUDA events on a GPU, wall clock on the CPU); the median per call is
     kept. ``flat_level_us`` is the median time of the three smallest sizes, and ``flat_until`` the
-    largest size up to which every time stays within 1.25x of it: below it, the op costs what
-    launching it costs.
+    largest size up to which every time stays within 1.25x of it (see :func:`flat_until`; None on a
+    run so noisy that even the smallest size is above that): below it, the op costs what launching it
+    costs.
 
     Returns ``{"sizes", "us_per_op", "gb_per_s", "flat_level_us", "flat_until", "op", "dtype", "device", "timer"}``
     (``gb_per_s``: bytes read and written per second, the memory-bound end's figure).
@@ -362,17 +383,12 @@ def overhead_bound(device: Any = None, sizes: tuple[int, ...] = DEFAULT_SIZES, o
             us.append(t.median_ms * 1e3)
             gbs.append(touched * int(size) * itemsize / (t.median_ms * 1e-3) / 1e9)
     level = statistics.median(us[:3])
-    flat_until = int(sizes[0])
-    for size, t_us in zip(sizes, us):
-        if t_us > 1.25 * level:
-            break
-        flat_until = int(size)
     return {
         "sizes": [int(s) for s in sizes],
         "us_per_op": us,
         "gb_per_s": gbs,
         "flat_level_us": level,
-        "flat_until": flat_until,
+        "flat_until": flat_until(sizes, us, level),
         "op": op,
         "dtype": dtype_name(dtype),
         "device": str(dev),
