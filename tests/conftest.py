@@ -18,7 +18,15 @@ def pytest_collectstart(collector):
         collector.skip_compare = tuple(collector.skip_compare) + SKIP_COMPARE
 
 
+# nbval waits 5 s for each output message once a cell has run, and a loaded CI machine can be
+# slower than that; the wait ends as soon as the message comes, so a longer limit costs nothing.
+OUTPUT_TIMEOUT_S = 60
+
+
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if hasattr(item, "output_timeout"):  # an nbval notebook cell
+            item.output_timeout = OUTPUT_TIMEOUT_S
     try:
         import torch
 

@@ -125,6 +125,32 @@ def test_event_timer_checks_behaviour_not_words():
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the simulated GPU stands in only without a real one")
+def test_event_timer_forgives_a_busy_machine_waking_late_but_nothing_else(monkeypatch):
+    real_sleep = time.sleep
+    monkeypatch.setattr(time, "sleep", lambda s: real_sleep(s + 0.012))  # every wait wakes 12 ms late
+    assert al.check("02.event_timer", sync_wall_clock_ms).right  # 20 ms of work read as about 32
+    assert al.check("02.event_timer", lambda fn: sync_wall_clock_ms(fn) / 1e3).message.endswith("return milliseconds.")
+
+    def twice_ms(fn):  # times two calls: about 40 ms for 20 ms of work, however late the host wakes
+        return sync_wall_clock_ms(lambda: (fn(), fn()))
+
+    assert not al.check("02.event_timer", twice_ms).right
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the simulated GPU stands in only without a real one")
+def test_simulated_gpu_counts_late_wake_ups(monkeypatch):
+    from asynclab.simgpu import SimulatedGPU as _SimulatedGPU
+
+    real_sleep = time.sleep
+    monkeypatch.setattr(time, "sleep", lambda s: real_sleep(s + 0.010))
+    with _SimulatedGPU() as gpu:
+        gpu.kernel(2.0)
+        gpu.synchronize()
+        gpu.synchronize()  # nothing left to wait for: no sleep, nothing added
+    assert 10.0 <= gpu.late_ms < 60.0
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the simulated GPU stands in only without a real one")
 def test_simulated_gpu_restores_torch_cuda():
     from asynclab.simgpu import SimulatedGPU as _SimulatedGPU
 

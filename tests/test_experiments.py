@@ -1,10 +1,12 @@
 """Lesson 01 and 02 experiments on the CPU at tiny sizes: documented keys, JSON-ready values, relations that must hold."""
 import json
 import math
+import statistics
 
 import pytest
 import torch
 
+import asynclab as al
 from asynclab import experiments
 from asynclab.lessons.async_dispatch import experiments as A
 from asynclab.lessons.timing import experiments as T
@@ -149,8 +151,21 @@ def test_cpu_is_synchronous_ratio_near_one():
     r = A.cpu_is_synchronous(n=128, reps=4, repeats=9)
     assert {"naive_ms", "sync_ms", "ratio", "n", "reps"} <= set(r)
     assert finite_positive(r["naive_ms"], r["sync_ms"])
-    assert r["ratio"] == pytest.approx(r["naive_ms"] / r["sync_ms"])
+    naive, synced = r["naive_times_ms"], r["sync_times_ms"]
+    assert len(naive) == len(synced) == 9
+    assert r["naive_ms"] == statistics.median(naive) and r["sync_ms"] == statistics.median(synced)
+    assert r["ratio"] == pytest.approx(statistics.median(a / b for a, b in zip(naive, synced)))
     assert 0.33 < r["ratio"] < 3.0  # same work both ways; loose for a shared 2-core CI machine
+
+
+def test_paired_ratio_compares_each_pair_and_refuses_bad_input():
+    # the machine slows 640-fold after the fourth pair: the ratio of medians would say 640, the pairs say 1
+    assert al.paired_ratio([0.1] * 4 + [64.0] * 5, [0.1] * 5 + [64.0] * 4) == pytest.approx(1.0)
+    assert al.paired_ratio([2.0, 4.0, 9.0], [1.0, 1.0, 1.0]) == 4.0
+    with pytest.raises(ValueError, match="equally long"):
+        al.paired_ratio([1.0], [1.0, 2.0])
+    with pytest.raises(ValueError, match="above 0"):
+        al.paired_ratio([1.0], [0.0])
 
 
 # -- lesson 02 -----------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ _NAMES = {
                 "top_kernels"),
     "record": ("record",),
     "timeline": ("Timeline", "draw_timeline"),
-    "timing": ("benchmark_timer", "compare", "event_timer", "fmt_ms", "naive_timer", "sync_timer"),
+    "timing": ("benchmark_timer", "compare", "event_timer", "fmt_ms", "naive_timer", "paired_ratio", "sync_timer"),
     "trace": ("Trace", "TraceError", "TraceWarning", "load_trace"),
 }
 _HOME = {name: module for module, names in _NAMES.items() for name in names}

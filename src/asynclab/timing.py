@@ -51,6 +51,25 @@ class Timing:
                 f"(IQR {fmt_ms(self.spread_ms)}, n={len(self.times_ms)}) - {self.measured}")
 
 
+def paired_ratio(a_ms, b_ms) -> float:
+    """The median of ``a / b`` over timings taken in pairs: robust where a ratio of two medians is not.
+
+    When the machine's speed changes part-way through (another program starts), a ratio of medians
+    compares one timer's fast regime with the other's slow one; each pair was timed back to back, so
+    its ratio compares like with like.
+
+    Example:
+        >>> slow_later = [0.1] * 4 + [64.0] * 5
+        >>> paired_ratio(slow_later, [0.1] * 5 + [64.0] * 4)  # the medians alone would say 640
+        1.0
+    """
+    if len(a_ms) != len(b_ms) or not a_ms:
+        raise ValueError(f"paired_ratio needs two equally long, non-empty lists of timings, got {len(a_ms)} and {len(b_ms)}")
+    if any(b <= 0 for b in b_ms):
+        raise ValueError("paired_ratio: every timing it divides by must be above 0")
+    return statistics.median(a / b for a, b in zip(a_ms, b_ms))
+
+
 def fmt_ms(ms: float) -> str:
     """Format a duration given in ms with a unit a person reads at a glance.
 

@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from asynclab.experiments import dtype_name, resolve_device, run_setup, spin_cycles, sync, wall_ms
-from asynclab.timing import event_timer, naive_timer, sync_timer
+from asynclab.timing import event_timer, naive_timer, paired_ratio, sync_timer
 
 LESSON = "01"
 
@@ -364,7 +364,7 @@ def overhead_bound(device: Any = None, sizes: tuple[int, ...] = DEFAULT_SIZES, o
 
     Example:
         >>> r = overhead_bound("cpu", sizes=(2**10, 2**12), repeats=3, inner=3)
-        >>> r["sizes"], len(r["us_per_op"]), r["flat_until"] in r["sizes"]
+        >>> r["sizes"], len(r["us_per_op"]), r["flat_until"] == flat_until(r["sizes"], r["us_per_op"], r["flat_level_us"])
         ([1024, 4096], 2, True)
     """
     if op not in _ELEMENTWISE:
@@ -492,14 +492,16 @@ def cpu_is_synchronous(n: int = 512, reps: int = 10, repeats: int = 5) -> dict[s
 
     Times ``reps`` x ``torch.mm(a, a)`` (``n x n`` float32, on the CPU) with
     :func:`asynclab.timing.naive_timer` and :func:`asynclab.timing.sync_timer`, ``repeats`` times each,
-    alternating between the two (so that other load on the machine hits both alike); medians.
+    alternating between the two (so that other load on the machine hits both alike); medians, and the
+    ratio as the median of each back-to-back pair's ratio (:func:`asynclab.timing.paired_ratio`).
 
-    Returns ``{"naive_ms", "sync_ms", "ratio" (naive / sync, about 1), "n", "reps", "device"}``.
+    Returns ``{"naive_ms", "sync_ms", "ratio" (naive / sync, about 1), "naive_times_ms", "sync_times_ms"
+    (the pairs, in the order timed), "n", "reps", "device"}``.
 
     Example:
         >>> r = cpu_is_synchronous(n=64, reps=2, repeats=3)  # the ratio is checked in the unit tests, on more work
         >>> sorted(r), r["device"]
-        (['device', 'n', 'naive_ms', 'ratio', 'reps', 'sync_ms'], 'cpu')
+        (['device', 'n', 'naive_ms', 'naive_times_ms', 'ratio', 'reps', 'sync_ms', 'sync_times_ms'], 'cpu')
     """
     a = torch.randn(n, n)
 
@@ -517,7 +519,9 @@ def cpu_is_synchronous(n: int = 512, reps: int = 10, repeats: int = 5) -> dict[s
     return {
         "naive_ms": naive_ms,
         "sync_ms": sync_ms,
-        "ratio": naive_ms / sync_ms,
+        "ratio": paired_ratio(naive, synced),
+        "naive_times_ms": naive,
+        "sync_times_ms": synced,
         "n": int(n),
         "reps": int(reps),
         "device": "cpu",
