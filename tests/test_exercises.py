@@ -122,6 +122,17 @@ def test_event_timer_checks_behaviour_not_words():
     assert "enable_timing" in al.check("02.event_timer", no_timing_events_ms).message
     assert al.check("02.event_timer", sync_wall_clock_ms).right  # synchronize around the call is right too
     assert "timed the launch" in al.check("02.event_timer", naive_ms).message
+    assert "still working when your function returned" in al.check("02.event_timer", naive_ms).message
+
+    def read_then_wait_ms(fn):  # the work is done on return, but the time was read before it was
+        t0 = time.perf_counter()
+        fn()
+        elapsed = (time.perf_counter() - t0) * 1e3
+        torch.cuda.synchronize()
+        return elapsed
+
+    verdict = al.check("02.event_timer", read_then_wait_ms)
+    assert not verdict.right and "timed the launch" in verdict.message
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the simulated GPU stands in only without a real one")

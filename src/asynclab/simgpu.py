@@ -64,6 +64,10 @@ class SimulatedGPU(_StandsInForCuda):
     def synchronize(self, device=None) -> None:
         self._wait_until(self.queue_end)
 
+    def idle(self) -> bool:
+        """Whether everything queued has run, as ``torch.cuda.current_stream().query()`` says on a GPU."""
+        return self._clock() >= self.queue_end
+
     def __enter__(self) -> "SimulatedGPU":
         import torch
 
@@ -96,6 +100,9 @@ class SimulatedGPU(_StandsInForCuda):
         class Stream:
             def synchronize(self):
                 gpu.synchronize()
+
+            def query(self):
+                return gpu.idle()
 
         fakes = {"is_available": lambda: True, "Event": Event, "synchronize": gpu.synchronize,
                  "current_stream": lambda device=None: Stream(), "default_stream": lambda device=None: Stream()}

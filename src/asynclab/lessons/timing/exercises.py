@@ -21,11 +21,15 @@ def event_timer_answer(my_time_ms) -> Verdict:
     simulated = not torch.cuda.is_available()
     where = " (on a simulated GPU: this machine has none)" if simulated else ""
     try:
-        (got, late), (twice, late_twice) = (_time_workload(my_time_ms, ms, simulated) for ms in (target, 2 * target))
+        (got, late, done), (twice, late_twice, done_twice) = (_time_workload(my_time_ms, ms, simulated)
+                                                              for ms in (target, 2 * target))
     except Exception as err:  # noqa: BLE001 - the learner's code
         return raised(err)
     if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in (got, twice)):
         return Verdict(False, "return the time in milliseconds as a number.")
+    if not (done and done_twice):  # the timer returned while the GPU was still working: it cannot have timed the work
+        return Verdict(False, f"{got:.3f} ms for a {target:.0f} ms GPU workload{where}, and the GPU was still working "
+                              "when your function returned: you timed the launch. Wait for the GPU before you read the time.")
 
     def fits(scale: float) -> bool:
         """The readings, taken as ``scale`` x ms, time the work: with or without the host's late wake-ups."""
@@ -45,28 +49,30 @@ def event_timer_answer(my_time_ms) -> Verdict:
                           f"{where}; check the units (ms) and that you time the work itself.")
 
 
-def _time_workload(my_time_ms, ms: float, simulated: bool) -> tuple[object, float]:
+def _time_workload(my_time_ms, ms: float, simulated: bool) -> tuple[object, float, bool]:
     """The learner's timer on a GPU workload of ``ms`` milliseconds (a spin kernel, or a simulated GPU's kernel).
 
-    Returns ``(reading, late_ms)``: ``late_ms`` is how late the host woke from the simulated GPU's waits
-    during the learner's call (0 on a real GPU), which a wall-clock timer rightly includes.
+    Returns ``(reading, late_ms, finished)``: ``late_ms`` is how late the host woke from the simulated
+    GPU's waits during the learner's call (0 on a real GPU), which a wall-clock timer rightly includes;
+    ``finished`` whether the work was done when the learner's function returned.
     """
     import torch
 
     if simulated:
         with SimulatedGPU() as gpu:
             got = my_time_ms(lambda: gpu.kernel(ms))
-            late = gpu.late_ms
+            late, finished = gpu.late_ms, gpu.idle()
             gpu.synchronize()
-        return got, late
+        return got, late, finished
     from asynclab.experiments import spin_cycles
 
     cycles = spin_cycles(torch.device("cuda", torch.cuda.current_device()), ms)
     torch.cuda._sleep(cycles)
     torch.cuda.synchronize()
     got = my_time_ms(lambda: torch.cuda._sleep(cycles))
+    finished = torch.cuda.current_stream().query()
     torch.cuda.synchronize()
-    return got, 0.0
+    return got, 0.0, finished
 
 
 @exercise("02.tail_share")
