@@ -333,7 +333,7 @@ def test_event_wait_fix_polling_host_waits_and_ends():
 
 
 # -- lesson 05: the overlap loop and the D2H read (simulated without a GPU, real kernels with one) ----------------
-def _overlapped(chunks, compute):
+def _overlapped(chunks, compute, record_stream=True):
     copy, main = torch.cuda.Stream(), torch.cuda.current_stream()
     results = []
     for chunk in chunks:
@@ -342,21 +342,10 @@ def _overlapped(chunks, compute):
             arrived = torch.cuda.Event()
             arrived.record()
         main.wait_event(arrived)
-        x.record_stream(main)  # x's memory must wait for compute, not only for the copy stream
+        if record_stream:
+            x.record_stream(main)  # x's memory must wait for compute, not only for the copy stream
+        # without it, x is freed at the next chunk and the copy stream reuses its memory at once
         results.append(compute(x))
-    return results
-
-
-def _overlapped_no_record_stream(chunks, compute):
-    copy, main = torch.cuda.Stream(), torch.cuda.current_stream()
-    results = []
-    for chunk in chunks:
-        with torch.cuda.stream(copy):
-            x = chunk.to("cuda", non_blocking=True)
-            arrived = torch.cuda.Event()
-            arrived.record()
-        main.wait_event(arrived)
-        results.append(compute(x))  # x freed at the next chunk: the copy stream reuses its memory at once
     return results
 
 
@@ -373,7 +362,7 @@ def _overlapped_racy(chunks, compute):
 @pytest.mark.parametrize("fn, right, says", [
     (_overlapped, True, "hidden behind compute, every result right"),
     (_overlapped_racy, False, "results are wrong"),
-    (_overlapped_no_record_stream, False, "record_stream"),
+    (lambda chunks, compute: _overlapped(chunks, compute, record_stream=False), False, "record_stream"),
     (lambda chunks, compute: [compute(c.to("cuda", non_blocking=True)) for c in chunks], False, "only 0%"),
     (lambda chunks, compute: [compute(c) for c in chunks], False, "takes a chunk on the GPU"),
     (lambda chunks, compute: [compute(c.to("cuda")) for c in chunks[:3]], False, "once per chunk"),
