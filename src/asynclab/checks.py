@@ -62,12 +62,21 @@ class Verdict:
 
 
 def raised(err: BaseException) -> Verdict:
-    """The verdict for a learner's function that raised ``err``: not yet, saying what it raised.
+    """The verdict for a learner's function that raised ``err``: not yet, saying what it raised, or, when it
+    reached past what the simulated GPU covers, that this is the simulation's limit (with what to do).
 
     Example:
         >>> print(raised(ZeroDivisionError("division by zero")))
         Not yet: your function raised ZeroDivisionError: division by zero
+        >>> from asynclab.simcuda import SimulationLimit
+        >>> print(raised(SimulationLimit("tensor.pin_memory()")))  # doctest: +ELLIPSIS
+        Not yet: the simulated GPU does not cover tensor.pin_memory(): this machine has no GPU, ...
     """
+    from asynclab.simcuda import limit_message
+
+    limit = limit_message(err)
+    if limit is not None:
+        return Verdict(False, limit)
     return Verdict(False, f"your function raised {type(err).__name__}: {err}")
 
 

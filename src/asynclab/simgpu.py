@@ -1,36 +1,19 @@
 """Simulated GPUs for exercise checkers on machines without one: they check what code does, not what it says."""
 from __future__ import annotations
 
+from typing import Any, Iterator
 
-class _StandsInForCuda:
-    """Puts fake ``torch.cuda`` functions in place on entry and the real ones back on exit."""
-
-    def __init__(self) -> None:
-        self._saved: dict[str, object] = {}
-
-    def _install(self, fakes: dict[str, object]) -> None:
-        import torch
-
-        for name, fake in fakes.items():
-            self._saved[name] = getattr(torch.cuda, name)
-            setattr(torch.cuda, name, fake)
-
-    def __exit__(self, *exc) -> None:
-        import torch
-
-        for name, original in self._saved.items():
-            setattr(torch.cuda, name, original)
-        self._saved.clear()
+from asynclab.simcuda import Simulation, SimulationLimit, Stream, default_stream_of
 
 
-class SimulatedGPU(_StandsInForCuda):
-    """A stand-in for ``torch.cuda`` on machines without a GPU, so that timer exercises check what code *does*.
+class SimulatedGPU(Simulation):
+    """A wall-clock GPU for timer exercises on machines without one, so that they check what code *does*.
 
-    ``kernel(ms)`` enqueues work that "runs" in real time after whatever is queued, and returns at once,
-    as a CUDA launch does. Events record the queue position, ``synchronize`` waits for it, and
-    ``elapsed_time`` raises PyTorch's errors for events without timing or not yet completed.
-    ``late_ms`` adds up how much later than asked the host woke from those waits: a busy machine's
-    share of a wall-clock reading, which a checker can take off before it judges the timer.
+    ``kernel(ms)`` enqueues work on the current stream that "runs" in real time after whatever is queued
+    there, and returns at once, as a CUDA launch does. Events record the queue position, ``synchronize``
+    sleeps until it, and ``elapsed_time`` raises PyTorch's errors for events without timing or not yet
+    completed. ``late_ms`` adds up how much later than asked the host woke from those waits: a busy
+    machine's share of a wall-clock reading, which a checker can take off before it judges the timer.
 
     Example:
         >>> gpu = SimulatedGPU()
@@ -42,164 +25,171 @@ class SimulatedGPU(_StandsInForCuda):
         True
     """
 
+    devices = 1
+
     def __init__(self) -> None:
         import time
 
-        self._clock = time.perf_counter
-        self.queue_end = 0.0
-        self.late_ms = 0.0
         super().__init__()
+        self._t0 = time.perf_counter()
+        self.late_ms = 0.0
 
-    def _wait_until(self, t: float) -> None:
+    def now(self) -> float:
         import time
 
-        delay = t - self._clock()
+        return (time.perf_counter() - self._t0) * 1e3
+
+    def wait_until(self, t: float) -> None:
+        import time
+
+        delay = t - self.now()
         if delay > 0:
-            time.sleep(delay)
-            self.late_ms += max(0.0, self._clock() - t) * 1e3
+            time.sleep(delay / 1e3)
+            self.late_ms += max(0.0, self.now() - t)
+
+    def reached(self, t: float) -> bool:
+        return self.now() >= t  # polling costs real time here, which passes on its own
+
+    @property
+    def queue_end(self) -> float:
+        """When everything queued on any stream ends, in ms since the simulation began."""
+        return max([0.0] + list(self._ready.values()))
 
     def kernel(self, ms: float) -> None:
-        self.queue_end = max(self.queue_end, self._clock()) + ms / 1e3
-
-    def synchronize(self, device=None) -> None:
-        self._wait_until(self.queue_end)
+        """Queue ``ms`` of work on the current stream."""
+        stream = self.current()
+        self.set_ready(stream, max(self.ready(stream), self.now()) + ms)
 
     def idle(self) -> bool:
         """Whether everything queued has run, as ``torch.cuda.current_stream().query()`` says on a GPU."""
-        return self._clock() >= self.queue_end
-
-    def __enter__(self) -> "SimulatedGPU":
-        import torch
-
-        gpu = self
-
-        class Event:
-            def __init__(self, enable_timing=False, blocking=False, interprocess=False):
-                self.enable_timing, self.time = enable_timing, None
-
-            def record(self, stream=None):
-                self.time = max(gpu.queue_end, gpu._clock())
-
-            def query(self):
-                return self.time is not None and gpu._clock() >= self.time
-
-            def synchronize(self):
-                if self.time is not None:
-                    gpu._wait_until(self.time)
-
-            def wait(self, stream=None):
-                pass
-
-            def elapsed_time(self, end):
-                if not (self.enable_timing and end.enable_timing):
-                    raise ValueError("Both events must be created with argument 'enable_timing=True'.")
-                if not (self.query() and end.query()):
-                    raise RuntimeError("Both events must be completed before calculating elapsed time.")
-                return (end.time - self.time) * 1e3
-
-        class Stream:
-            def synchronize(self):
-                gpu.synchronize()
-
-            def query(self):
-                return gpu.idle()
-
-        fakes = {"is_available": lambda: True, "Event": Event, "synchronize": gpu.synchronize,
-                 "current_stream": lambda device=None: Stream(), "default_stream": lambda device=None: Stream()}
-        self._install(fakes)
-        return self
+        return self.now() >= self.queue_end
 
 
-class SimTensor:
-    """A tensor of the stream simulator: it knows when its last write finishes and whether its data is right.
+def _limit(what: str) -> SimulationLimit:
+    return SimulationLimit(what, "inside a check, the GPU runs only the work the check hands you (its functions and "
+                                 "tensors), with streams, events, copies (.to, .cpu, copy_) and reads (.tolist, .item)")
+
+
+class _SimValue:
+    """What simulated tensors share: their values as the host reads them, and a clear limit for anything else."""
+
+    values: list | None
+
+    def _host_values(self) -> list:
+        raise NotImplementedError
+
+    def tolist(self) -> list:
+        return list(self._host_values())
+
+    def item(self) -> float:
+        values = self._host_values()
+        if len(values) != 1:
+            raise RuntimeError(f"a Tensor with {len(values)} elements cannot be converted to Scalar")
+        return values[0]
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def numpy(self) -> Any:
+        import numpy as np
+
+        if getattr(self, "is_cuda", False):
+            raise TypeError("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor "
+                            "to host memory first.")
+        return np.array(self._host_values())
+
+    def __len__(self) -> int:
+        return len(self.values or [])
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise _limit(f"tensor.{name}")
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        raise _limit(f"{getattr(func, '__module__', None) or 'torch'}.{getattr(func, '__name__', func)}(...) on a "
+                     "simulated tensor".replace("torch._C._TensorBase", "Tensor").replace("torch._tensor", "Tensor"))
+
+
+class SimTensor(_SimValue):
+    """A tensor on a simulated GPU: it knows when its last write finishes and whether its data is right.
 
     Its memory belongs to the stream that made it, as in PyTorch's caching allocator: once the tensor
     is freed, that stream's next allocation reuses the memory at once, even while a kernel queued on
     another stream still reads it, unless ``record_stream`` told the allocator about that stream.
+    Reading it on the host (``tolist``, ``item``, ``float``, ``cpu``) waits for its last write.
     """
 
     is_cuda = True
 
-    def __init__(self, ready_at: float, right: bool = True, values: list | None = None, stream: "SimStream | None" = None):
-        self.ready_at, self.right, self.values, self.stream = ready_at, right, values, stream
+    def __init__(self, sim: "StreamSim | None", ready_at: float, right: bool = True, values: list | None = None,
+                 stream: Stream | None = None):
+        self.sim, self.ready_at, self.right, self.values, self.stream = sim, ready_at, right, values, stream
         self.recorded: set[int] = set()  # ids of the streams record_stream named
         # the uses on other streams the allocator does not know about: (until when, results they make)
         self.unguarded = {"until": 0.0, "results": []}
-        if stream is not None:
+        if stream is not None and sim is not None:
             import weakref
 
-            weakref.finalize(self, stream.sim._freed, stream, self.unguarded)
+            weakref.finalize(self, sim._freed, stream, self.unguarded)
 
-    def record_stream(self, stream: "SimStream") -> None:
+    @property
+    def device(self) -> Any:
+        import torch
+
+        return torch.device("cuda", 0 if self.stream is None else self.stream.device_index)
+
+    def record_stream(self, stream: Stream) -> None:
         """Tell the allocator that ``stream`` uses this tensor: its memory waits for that stream's work."""
         self.recorded.add(id(stream))
 
-    def tolist(self) -> list:
+    def _host_values(self) -> list:
         """A blocking copy to the host: the host waits until the tensor is written, then reads its values."""
-        if self.stream is not None:
-            self.stream.sim.host = max(self.stream.sim.host, self.ready_at)
+        if self.sim is not None:
+            self.sim.wait_until(self.ready_at)
         return list(self.values or [])
+
+    def __iter__(self) -> Iterator["SimTensor"]:
+        for v in self.values or []:
+            yield SimTensor(self.sim, self.ready_at, self.right, [v])
+
+    def to(self, device: Any = None, non_blocking: bool = False, **kwargs: Any) -> Any:
+        if "cpu" in str(device):
+            return self._to_host(non_blocking)
+        if "cuda" in str(device):
+            return self
+        raise _limit(f"tensor.to({device!r})")
+
+    def cpu(self, **kwargs: Any) -> "SimHostTensor":
+        return self._to_host(False)
+
+    def cuda(self, device: Any = None, non_blocking: bool = False, **kwargs: Any) -> "SimTensor":
+        return self
+
+    def _to_host(self, non_blocking: bool) -> "SimHostTensor":
+        """A D2H copy into new host memory (pinned when non_blocking, as PyTorch allocates it)."""
+        if self.sim is None:
+            raise _limit("copying this tensor to the host")
+        out = SimHostTensor(self.sim, copy_ms=0.01, pinned=non_blocking, values=[float("nan")] * len(self))
+        return out.copy_(self, non_blocking=non_blocking)
+
+    def copy_(self, src: Any, non_blocking: bool = False) -> "SimTensor":
+        """Copy a host tensor into this one (H2D) on the current stream; the data is there when the copy ends."""
+        if not isinstance(src, SimHostTensor) or self.sim is None:
+            raise _limit("tensor.copy_ from this source")
+        self.ready_at = self.sim.copy(src, non_blocking).ready_at
+        self.values, self.right = src.values, True
+        return self
 
     def __repr__(self) -> str:
         return f"SimTensor(ready at {self.ready_at:g} ms, {'right' if self.right else 'stale'} data)"
 
 
-class SimStream:
-    """A simulated CUDA stream: a queue whose work ends at ``ready`` (ms of simulated time)."""
-
-    def __init__(self, sim: "StreamSim", name: str, number: int = 7):
-        self.sim, self.name, self.ready, self.number = sim, name, 0.0, number
-
-    def wait_stream(self, other: "SimStream") -> None:
-        self.ready = max(self.ready, other.ready)
-
-    def wait_event(self, event: "SimEvent") -> None:
-        self.ready = max(self.ready, event.time)
-
-    def record_event(self, event: "SimEvent | None" = None) -> "SimEvent":
-        event = event or SimEvent(self.sim)
-        event.record(self)
-        return event
-
-    def synchronize(self) -> None:
-        self.sim.host = max(self.sim.host, self.ready)
-
-    def query(self) -> bool:
-        done = self.sim.host >= self.ready
-        if not done:
-            self.sim.host += StreamSim.POLL_MS  # polling costs the host time, as on a GPU
-        return done
-
-    def __repr__(self) -> str:
-        return f"<simulated stream {self.name}>"
-
-
-class SimEvent:
-    """A simulated CUDA event: a point in one stream's queue."""
-
-    def __init__(self, sim: "StreamSim", *args, **kwargs):
-        self.sim, self.time = sim, 0.0
-
-    def record(self, stream: SimStream | None = None) -> None:
-        self.time = (stream or self.sim.current).ready
-
-    def wait(self, stream: SimStream | None = None) -> None:
-        (stream or self.sim.current).wait_event(self)
-
-    def query(self) -> bool:
-        """True once the host's time has reached the event. Each call costs the host a polling step of
-        simulated time, so a loop that polls until True ends, having made the host wait."""
-        done = self.sim.host >= self.time
-        if not done:
-            self.sim.host += StreamSim.POLL_MS
-        return done
-
-    def synchronize(self) -> None:
-        """The host waits for the event."""
-        self.sim.host = max(self.sim.host, self.time)
-
-
-class SimHostTensor:
+class SimHostTensor(_SimValue):
     """A host tensor of the stream simulator, pageable or pinned, whose copy to the GPU takes ``copy_ms``.
 
     ``.to("cuda", non_blocking=...)`` (or ``.cuda(...)``) queues the copy on the current stream. As on a
@@ -214,46 +204,64 @@ class SimHostTensor:
         self.sim, self.copy_ms, self.pinned, self.values = sim, copy_ms, pinned, values
         self._landing: tuple[float, list | None] | None = None  # (when, values) of a copy still on its way
 
+    @property
+    def device(self) -> Any:
+        import torch
+
+        return torch.device("cpu")
+
     def is_pinned(self) -> bool:
         return self.pinned
 
-    def pin_memory(self, device=None) -> "SimHostTensor":
+    def pin_memory(self, device: Any = None) -> "SimHostTensor":
         self.sim.host += self.copy_ms  # a copy into page-locked memory, on the host
-        return SimHostTensor(self.sim, self.copy_ms, True, self.values)
+        return SimHostTensor(self.sim, self.copy_ms, True, self._host_values())
 
-    def to(self, device=None, non_blocking: bool = False, **kwargs) -> "SimTensor":
+    def to(self, device: Any = None, non_blocking: bool = False, **kwargs: Any) -> Any:
+        if "cpu" in str(device):
+            return self
         if "cuda" not in str(device):
-            raise TypeError(f"the simulated GPU copies host tensors to 'cuda' only, not to {device!r}")
+            raise _limit(f"tensor.to({device!r})")
         return self.sim.copy(self, non_blocking)
 
-    def cuda(self, device=None, non_blocking: bool = False, **kwargs) -> "SimTensor":
+    def cuda(self, device: Any = None, non_blocking: bool = False, **kwargs: Any) -> "SimTensor":
         return self.sim.copy(self, non_blocking)
 
-    def copy_(self, src: "SimTensor", non_blocking: bool = False) -> "SimHostTensor":
+    def cpu(self, **kwargs: Any) -> "SimHostTensor":
+        return self
+
+    def clone(self, **kwargs: Any) -> "SimHostTensor":
+        return SimHostTensor(self.sim, self.copy_ms, self.pinned, self._host_values())
+
+    def copy_(self, src: Any, non_blocking: bool = False) -> "SimHostTensor":
         """Copy a GPU tensor back into this one, on the current stream (D2H)."""
-        if not getattr(src, "is_cuda", False):
-            raise TypeError("copy_() here takes a tensor on the GPU")
+        if not isinstance(src, SimTensor):
+            raise _limit("host_tensor.copy_ from a source other than a simulated GPU tensor")
         end = self.sim.queue_copy(self.copy_ms, "Memcpy DtoH (Device -> Pinned)" if self.pinned
                                   else "Memcpy DtoH (Device -> Pageable)", host_waits=not (non_blocking and self.pinned))
         # a copy that starts before src is written (on another stream, with no wait) brings back what was there
-        self._landing = (end, src.values if self.sim.last_copy_start >= src.ready_at and src.right else self.values)
+        ok = self.sim.last_copy_start >= src.ready_at and src.right
+        self._landing = (end, list(src.values or []) if ok else self.values)
         return self
 
-    def _now(self) -> list | None:
-        if self._landing is not None and self.sim.host >= self._landing[0]:
-            self.values, self._landing = self._landing[1], None
-        return self.values
-
-    def tolist(self) -> list | None:
+    def _host_values(self) -> list:
         """What the host reads now: the copied values only if their copy has finished."""
-        return list(self._now() or [])
+        if self._landing is not None and self.sim.now() >= self._landing[0]:
+            self.values, self._landing = self._landing[1], None
+        return list(self.values or [])
+
+    def __iter__(self) -> Iterator[float]:
+        return iter(self._host_values())
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._host_values()[i]
 
     def __repr__(self) -> str:
         return f"SimHostTensor({'pinned' if self.pinned else 'pageable'}, copy {self.copy_ms:g} ms)"
 
 
-class StreamSim(_StandsInForCuda):
-    """A logical-time model of CUDA streams, standing in for ``torch.cuda`` in checkers on machines without a GPU.
+class StreamSim(Simulation):
+    """A logical-time model of one GPU's streams, for checkers on machines without a GPU.
 
     Work queued on a stream starts when everything before it on that stream is done (and after any
     stream or event it was told to wait for), exactly as on a GPU; different streams run side by side.
@@ -272,40 +280,41 @@ class StreamSim(_StandsInForCuda):
         False
     """
 
-    #: Simulated host time one ``query()`` that says False costs (a polling loop's step).
-    POLL_MS = 0.5
+    devices = 1
 
     def __init__(self) -> None:
-        self.default = SimStream(self, "default")
-        self.current = self.default
-        self.host = 0.0
-        self.streams = [self.default]
-        self.copy_engine = 0.0  # when the (one) copy engine is free again
-        self.free_blocks: list[tuple["SimStream", dict]] = []  # freed memory, with the unguarded uses it still has
-        self.ran: list[tuple[str, str, int, float, float]] = []  # (kind, name, stream, start, end) of all GPU work
         super().__init__()
+        self.copy_engine = 0.0  # when the (one) copy engine is free again
+        self.last_copy_start = 0.0
+        self.free_blocks: list[tuple[Stream, dict]] = []  # freed memory, with the unguarded uses it still has
+        self.ran: list[tuple[str, str, int, float, float]] = []  # (kind, name, stream, start, end) of all GPU work
 
-    def kernel(self, reads: list[SimTensor], ms: float = 1.0, values: list | None = None) -> SimTensor:
+    @property
+    def default(self) -> Stream:
+        """GPU 0's default stream."""
+        return default_stream_of(0)
+
+    def kernel(self, reads: list, ms: float = 1.0, values: list | None = None) -> SimTensor:
         """Queue a kernel of ``ms`` on the current stream that reads ``reads``; returns what it writes."""
         if any(not getattr(t, "is_cuda", False) for t in reads):
             raise TypeError("a GPU kernel reads tensors on the GPU: copy host tensors there first, with .to('cuda')")
-        stream = self.current
-        start = max(stream.ready, self.host)
+        stream = self.current()
+        start = max(self.ready(stream), self.host)
         right = all(t.right and start >= t.ready_at for t in reads)
-        stream.ready = start + ms
-        self.ran.append(("kernel", "kernel", stream.number, start, stream.ready))
-        out = SimTensor(stream.ready, right, values, stream=stream)
+        self.set_ready(stream, start + ms)
+        self.ran.append(("kernel", "kernel", self.number(stream), start, start + ms))
+        out = SimTensor(self, start + ms, right, values, stream=stream)
         self._allocated(stream, start)
         for t in reads:
             if t.stream is not None and t.stream is not stream and id(stream) not in t.recorded:
-                t.unguarded["until"] = max(t.unguarded["until"], stream.ready)
+                t.unguarded["until"] = max(t.unguarded["until"], start + ms)
                 t.unguarded["results"].append(out)
         return out
 
-    def _freed(self, stream: "SimStream", unguarded: dict) -> None:
+    def _freed(self, stream: Stream, unguarded: dict) -> None:
         self.free_blocks.append((stream, unguarded))
 
-    def _allocated(self, stream: "SimStream", start: float) -> None:
+    def _allocated(self, stream: Stream, start: float) -> None:
         """New memory on ``stream``, written from ``start``: a freed block of that stream is reused, and a kernel
         on another stream still reading it (no record_stream) reads the new data: its result is wrong."""
         for i, (owner, unguarded) in enumerate(self.free_blocks):
@@ -318,21 +327,22 @@ class StreamSim(_StandsInForCuda):
 
     def queue_copy(self, ms: float, name: str, host_waits: bool) -> float:
         """Queue a copy of ``ms`` on the current stream and the copy engine; returns when it ends."""
-        stream = self.current
-        start = max(stream.ready, self.host, self.copy_engine)
-        stream.ready = self.copy_engine = start + ms
-        self.ran.append(("gpu_memcpy", name, stream.number, start, stream.ready))
+        stream = self.current()
+        start = max(self.ready(stream), self.host, self.copy_engine)
+        self.copy_engine = start + ms
+        self.set_ready(stream, start + ms)
+        self.ran.append(("gpu_memcpy", name, self.number(stream), start, start + ms))
         if host_waits:
-            self.host = stream.ready
+            self.host = start + ms
         self.last_copy_start = start
-        return stream.ready
+        return start + ms
 
     def copy(self, src: SimHostTensor, non_blocking: bool) -> SimTensor:
         """``src.to("cuda", non_blocking=...)``: the host waits unless the source is pinned and the copy non-blocking."""
         name = "Memcpy HtoD (Pinned -> Device)" if src.pinned else "Memcpy HtoD (Pageable -> Device)"
         end = self.queue_copy(src.copy_ms, name, host_waits=not (non_blocking and src.pinned))
-        self._allocated(self.current, self.last_copy_start)
-        return SimTensor(end, True, src.values, stream=self.current)
+        self._allocated(self.current(), self.last_copy_start)
+        return SimTensor(self, end, True, src._host_values(), stream=self.current())
 
     def trace(self):
         """What ran on the simulated GPU as a :class:`asynclab.trace.Trace` (one device, the streams' numbers).
@@ -344,41 +354,18 @@ class StreamSim(_StandsInForCuda):
             >>> sim.trace().lanes()
             ['GPU 0 · stream 7 (default)']
         """
-        from asynclab.trace import load_trace
+        return trace_of([(cat, name, 0, stream, start, end) for cat, name, stream, start, end in self.ran],
+                        "nothing ran on the simulated GPU")
 
-        if not self.ran:
-            raise ValueError("nothing ran on the simulated GPU")
-        events = [{"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": stream, "ts": start * 1e3,
-                   "dur": (end - start) * 1e3, "args": {"device": 0, "stream": stream}}
-                  for cat, name, stream, start, end in self.ran]
-        return load_trace({"traceEvents": events})
 
-    def __enter__(self) -> "StreamSim":
-        import contextlib
+def trace_of(ran: list[tuple[str, str, int, int, float, float]], empty: str):
+    """A Trace of simulated work: rows of (category, name, device, stream, start ms, end ms)."""
+    from asynclab.trace import load_trace
 
-        import torch
-
-        sim = self
-
-        def new_stream(device=None, priority=0, **kwargs) -> SimStream:
-            stream = SimStream(sim, f"side {len(sim.streams)}", number=9 + 4 * len(sim.streams))
-            sim.streams.append(stream)
-            return stream
-
-        @contextlib.contextmanager
-        def use(stream: SimStream | None):
-            before = sim.current
-            sim.current = stream or before
-            try:
-                yield stream
-            finally:
-                sim.current = before
-
-        def synchronize(device=None) -> None:
-            sim.host = max([sim.host] + [s.ready for s in sim.streams])
-
-        fakes = {"is_available": lambda: True, "Stream": new_stream, "stream": use,
-                 "current_stream": lambda device=None: sim.current, "default_stream": lambda device=None: sim.default,
-                 "Event": lambda *a, **k: SimEvent(sim, *a, **k), "synchronize": synchronize}
-        self._install(fakes)
-        return self
+    if not ran:
+        raise ValueError(empty)
+    events = [{"ph": "X", "cat": cat, "name": name, "pid": dev, "tid": stream, "ts": start * 1e3,
+               "dur": (end - start) * 1e3,
+               "args": {"device": dev, "stream": stream, **({"fromDevice": 0, "toDevice": 1} if "PtoP" in name else {})}}
+              for cat, name, dev, stream, start, end in ran]
+    return load_trace({"traceEvents": events})

@@ -153,7 +153,11 @@ class LessonRun:
         return self.lesson.gpus > 0 and self.hw.live(self.lesson.gpus)
 
     def __str__(self) -> str:
-        return f"{hardware.report(self.hw)}\nlesson {self.lesson.number}: {how_it_runs(self.lesson, self.hw)}"
+        text = f"{hardware.report(self.hw)}\nlesson {self.lesson.number}: {how_it_runs(self.lesson, self.hw)}"
+        if not self.hw.gpus and self.lesson.has("exercises"):
+            text += ("\nexercises: torch.cuda's streams, events and devices stand in for a GPU in this notebook, "
+                     "and each check runs your code on a simulated GPU")
+        return text
 
     @property
     def device(self) -> str:
@@ -257,6 +261,10 @@ def start(number: str | int) -> LessonRun:
         >>> run.lesson.name
         'welcome'
     """
+    from asynclab.simcuda import stand_in_for_cuda
+
     run = LessonRun(lesson(number), hardware.inventory())
+    if not run.hw.gpus:
+        stand_in_for_cuda()  # learner code may make streams and events in any cell; checks simulate the GPU
     print(run)
     return run

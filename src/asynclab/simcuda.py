@@ -1,0 +1,450 @@
+"""Stand-ins for torch.cuda's streams, events and devices without a GPU, bound to whichever simulation is running.
+
+A notebook without a GPU calls :func:`stand_in_for_cuda` (``al.start`` does), so that learner code such
+as ``side = torch.cuda.Stream()`` runs in any cell, at any time. The objects it makes are handles: a
+stream or an event has no state of its own. Its state (when its queued work ends, when it was
+recorded) lives in the simulation that is running when it is used, so a stream made in an earlier
+cell, or in an earlier check, starts every check idle, exactly as a real stream that has finished
+its work. Outside a check, an idle session GPU answers (a ``synchronize`` returns at once).
+"""
+from __future__ import annotations
+
+import contextlib
+import linecache
+import os
+import traceback
+from typing import Any, Iterator
+
+
+class SimulationLimit(RuntimeError):
+    """Learner code reached for ``call``, which the simulated GPU does not cover; ``instead`` says what to write."""
+
+    def __init__(self, call: str, instead: str = ""):
+        self.call, self.instead = call, instead
+        super().__init__(f"the simulated GPU does not cover {call}" + (f": {instead}" if instead else ""))
+
+
+_STACK: list["Simulation"] = []  # the running simulations: the session's (if any) first, a check's on top
+_SAVED: dict[str, Any] = {}  # torch.cuda's own functions while the stand-ins are in place
+_SESSION: list["Simulation"] = []  # the session's idle GPU, once stand_in_for_cuda() has run
+
+
+def active() -> "Simulation":
+    """The simulation that stream and event handles use now (a check's, else the session's)."""
+    if not _STACK:
+        raise SimulationLimit("torch.cuda outside a simulation", "call al.start(...) first, or run on a GPU")
+    return _STACK[-1]
+
+
+def in_check() -> bool:
+    """Whether a checker's simulation (not only the idle session GPU) is running."""
+    return bool(_STACK) and not (_SESSION and _STACK[-1] is _SESSION[0])
+
+
+def device_index(device: Any, current: int = 0) -> int:
+    """A device given as None, 1, "cuda", "cuda:1" or torch.device("cuda", 1), as its index.
+
+    Example:
+        >>> device_index("cuda:1"), device_index(None, current=1), device_index(0)
+        (1, 1, 0)
+    """
+    if device is None:
+        return current
+    if isinstance(device, int) and not isinstance(device, bool):
+        return device
+    if isinstance(device, Stream):
+        return device.device_index
+    text = str(device)
+    if text == "cuda":
+        index = getattr(device, "index", None)
+        return current if index is None else int(index)
+    if text.startswith("cuda:") and text[5:].isdigit():
+        return int(text[5:])
+    raise SimulationLimit(f"the device {device!r}", "the simulated GPUs are 'cuda:0' and 'cuda:1'")
+
+
+class Stream:
+    """A stand-in for ``torch.cuda.Stream``: a handle whose queue lives in the running simulation.
+
+    Example:
+        >>> from asynclab.simgpu import StreamSim
+        >>> side = Stream.__new__(Stream)  # made outside any simulation below, as a notebook cell would
+        >>> with StreamSim() as sim:
+        ...     side = Stream()
+        ...     x = sim.kernel([], ms=5.0)
+
+    """
+
+    def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any) -> None:
+        sim = active()
+        self.device_index = sim.index(device)
+        self.priority = priority
+        self.is_default = False
+
+    @property
+    def device(self) -> Any:
+        import torch
+
+        return torch.device("cuda", self.device_index)
+
+    @property
+    def stream_id(self) -> int:
+        return active().number(self)
+
+    cuda_stream = stream_id
+
+    def wait_stream(self, stream: "Stream") -> None:
+        sim = active()
+        sim.set_ready(self, max(sim.ready(self), sim.ready(_stream(stream))))
+
+    def wait_event(self, event: "Event") -> None:
+        sim, at = active(), active().recorded(_event(event))
+        if at is not None:
+            sim.set_ready(self, max(sim.ready(self), at))
+
+    def record_event(self, event: "Event | None" = None) -> "Event":
+        event = event if event is not None else Event()
+        _event(event).record(self)
+        return event
+
+    def synchronize(self) -> None:
+        sim = active()
+        sim.wait_until(sim.ready(self))
+
+    def query(self) -> bool:
+        sim = active()
+        return sim.reached(sim.ready(self))
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise SimulationLimit(f"stream.{name}", "write it with wait_stream, wait_event, record_event, synchronize "
+                                                "or query")
+
+    def __repr__(self) -> str:
+        kind = "default stream" if self.is_default else "stream"
+        return f"<simulated {kind} of GPU {self.device_index}>"
+
+
+_DEFAULTS: dict[int, Stream] = {}
+
+
+def default_stream_of(index: int) -> Stream:
+    """The one default-stream handle of GPU ``index`` (the same object in every simulation)."""
+    if index not in _DEFAULTS:
+        stream = Stream.__new__(Stream)
+        stream.device_index, stream.priority, stream.is_default = index, 0, True
+        _DEFAULTS[index] = stream
+    return _DEFAULTS[index]
+
+
+def _stream(stream: Any) -> Stream:
+    if not isinstance(stream, Stream):
+        raise SimulationLimit(f"a stream of type {type(stream).__name__}", "pass a stream made by torch.cuda.Stream(), "
+                                                                         "current_stream() or default_stream()")
+    return stream
+
+
+def _event(event: Any) -> "Event":
+    if not isinstance(event, Event):
+        raise SimulationLimit(f"an event of type {type(event).__name__}", "pass an event made by torch.cuda.Event()")
+    return event
+
+
+class Event:
+    """A stand-in for ``torch.cuda.Event``: a point in a stream's queue, kept by the running simulation."""
+
+    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False,
+                 **kwargs: Any) -> None:
+        self.enable_timing, self.blocking, self.interprocess = enable_timing, blocking, interprocess
+
+    def record(self, stream: Stream | None = None) -> None:
+        sim = active()
+        sim.record(self, _stream(stream) if stream is not None else sim.current())
+
+    def wait(self, stream: Stream | None = None) -> None:
+        (_stream(stream) if stream is not None else active().current()).wait_event(self)
+
+    def query(self) -> bool:
+        at = active().recorded(self)
+        return True if at is None else active().reached(at)
+
+    def synchronize(self) -> None:
+        at = active().recorded(self)
+        if at is not None:
+            active().wait_until(at)
+
+    def elapsed_time(self, end: "Event") -> float:
+        sim, end = active(), _event(end)
+        if not (self.enable_timing and end.enable_timing):
+            raise ValueError("Both events must be created with argument 'enable_timing=True'.")
+        if sim.recorded(self) is None or sim.recorded(end) is None:
+            raise ValueError("Both events must be recorded before calculating elapsed time.")
+        if not (sim.now() >= sim.recorded(self) and sim.now() >= sim.recorded(end)):
+            raise RuntimeError("Both events must be completed before calculating elapsed time.")
+        return sim.recorded(end) - sim.recorded(self)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise SimulationLimit(f"event.{name}", "write it with record, wait, query, synchronize or elapsed_time")
+
+    def __repr__(self) -> str:
+        return "<simulated event>"
+
+
+class StreamContext:
+    """A stand-in for ``torch.cuda.StreamContext`` (what ``torch.cuda.stream(s)`` returns): ``s`` is current
+    on its GPU, and its GPU the current device, inside the block."""
+
+    def __init__(self, stream: Stream | None) -> None:
+        self.stream = None if stream is None else _stream(stream)
+
+    def __enter__(self) -> Stream | None:
+        if self.stream is not None:
+            sim = active()
+            self._before = (sim.device, sim.current(self.stream.device_index))
+            sim.set_current(self.stream)
+        return self.stream
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.stream is not None:
+            sim = active()
+            device, stream = self._before
+            sim.set_current(stream)
+            sim.device = device
+
+
+class device:  # noqa: N801 - the name torch.cuda uses
+    """A stand-in for ``torch.cuda.device(i)``: GPU ``i`` is the current device inside the block."""
+
+    def __init__(self, device: Any) -> None:
+        self.index = active().index(device)
+
+    def __enter__(self) -> None:
+        sim = active()
+        self._before, sim.device = sim.device, self.index
+
+    def __exit__(self, *exc: Any) -> None:
+        active().device = self._before
+
+
+def _fakes() -> dict[str, Any]:
+    """torch.cuda's names and their stand-ins."""
+    real = _SAVED.get
+
+    def set_stream(stream: Stream | None) -> None:
+        if stream is not None:
+            active().set_current(_stream(stream))
+
+    def set_device(index: Any) -> None:
+        sim = active()
+        sim.device = sim.index(index)
+
+    return {
+        "Stream": Stream, "Event": Event, "StreamContext": StreamContext, "device": device,
+        "stream": StreamContext, "set_stream": set_stream, "set_device": set_device,
+        "current_stream": lambda device=None: active().current(device),
+        "default_stream": lambda device=None: default_stream_of(active().index(device)),
+        "current_device": lambda: active().device,
+        "synchronize": lambda device=None: active().synchronize(device),
+        "is_available": lambda: True if in_check() else real("is_available")(),
+        "device_count": lambda: active().devices if in_check() else real("device_count")(),
+    }
+
+
+def _install() -> None:
+    import torch
+
+    if _SAVED:
+        return
+    for name, fake in _fakes().items():
+        _SAVED[name] = getattr(torch.cuda, name)
+        setattr(torch.cuda, name, fake)
+
+
+def _uninstall() -> None:
+    import torch
+
+    for name, original in _SAVED.items():
+        setattr(torch.cuda, name, original)
+    _SAVED.clear()
+
+
+def stand_in_for_cuda() -> bool:
+    """On a machine without a GPU, put the stand-ins in place for the rest of the session; True if they are.
+
+    ``torch.cuda.is_available()`` still says False outside a check. Nothing changes on a machine with a GPU.
+
+    Example:
+        >>> import torch
+        >>> stand_in_for_cuda() == (not torch.cuda.is_available())
+        True
+    """
+    if _SESSION:
+        return True
+    import torch
+
+    if torch.cuda.is_available():
+        return False
+    _SESSION.append(Simulation())
+    _STACK.insert(0, _SESSION[0])
+    _install()
+    return True
+
+
+class Simulation:
+    """The state of simulated GPUs: when each stream's queue ends, when each event was recorded, the host's time.
+
+    The base class is the idle session GPU (two devices, logical time). Checkers use subclasses with
+    kernels and copies (:class:`asynclab.simgpu.StreamSim`, :class:`asynclab.simpeers.PeerSim`, and the
+    wall-clock :class:`asynclab.simgpu.SimulatedGPU`). ``with`` a simulation, handles use it.
+
+    Example:
+        >>> with Simulation() as sim:
+        ...     import torch
+        ...     side = torch.cuda.Stream()
+        ...     sim.set_ready(side, 3.0)
+        ...     done = side.record_event()
+        ...     torch.cuda.current_stream().wait_event(done)
+        ...     sim.ready(torch.cuda.current_stream())
+        3.0
+    """
+
+    devices = 2
+    #: Simulated host time one ``query()`` that says False costs (a polling loop's step).
+    POLL_MS = 0.5
+
+    def __init__(self) -> None:
+        self.host = 0.0
+        self.device = 0
+        self._current: dict[int, Stream] = {}
+        self._ready: dict[Stream, float] = {}
+        self._recorded: dict[Event, float] = {}
+        self._numbers: dict[Stream, int] = {}
+
+    # -- the host's clock (wall-clock simulations override these) --
+    def now(self) -> float:
+        """The host's time, in ms."""
+        return self.host
+
+    def wait_until(self, t: float) -> None:
+        """The host waits until ``t``."""
+        self.host = max(self.host, t)
+
+    def reached(self, t: float) -> bool:
+        """Whether the host's time has reached ``t``; a False answer costs a polling step, as on a GPU."""
+        done = self.now() >= t
+        if not done:
+            self.host += self.POLL_MS
+        return done
+
+    # -- devices and streams --
+    def index(self, device: Any) -> int:
+        """The index of ``device`` (None: the current device); a SimulationLimit if this simulation lacks it."""
+        i = device_index(device, self.device)
+        if not 0 <= i < self.devices:
+            have = " and ".join(f"GPU {d}" for d in range(self.devices))
+            raise SimulationLimit(f"GPU {i}", f"this check simulates {have}")
+        return i
+
+    def current(self, device: Any = None) -> Stream:
+        """The current stream of ``device`` (None: the current device)."""
+        i = self.index(device)
+        return self._current.get(i) or default_stream_of(i)
+
+    def set_current(self, stream: Stream) -> None:
+        """Make ``stream`` current on its GPU, and its GPU the current device (as torch.cuda.set_stream does)."""
+        self.device = self.index(stream.device_index)
+        self._current[stream.device_index] = stream
+
+    def ready(self, stream: Stream) -> float:
+        """When the work queued on ``stream`` in this simulation ends (0: none queued)."""
+        self.index(stream.device_index)
+        return self._ready.get(stream, 0.0)
+
+    def set_ready(self, stream: Stream, t: float) -> None:
+        self.number(stream)
+        self._ready[stream] = t
+
+    def number(self, stream: Stream) -> int:
+        """The stream's number in this simulation's trace: 7 for a default stream, then 13, 17, ..."""
+        if stream not in self._numbers:
+            self._numbers[stream] = 7 if stream.is_default else 9 + 4 * (1 + sum(not s.is_default for s in self._numbers))
+        return self._numbers[stream]
+
+    def synchronize(self, device: Any = None) -> None:
+        """The host waits for every stream of ``device`` (None: the current device)."""
+        i = self.index(device)
+        self.wait_until(max([0.0] + [t for s, t in self._ready.items() if s.device_index == i]))
+
+    # -- events --
+    def record(self, event: Event, stream: Stream) -> None:
+        self._recorded[event] = max(self.ready(stream), self.now())
+
+    def recorded(self, event: Event) -> float | None:
+        """When ``event`` completes in this simulation (None: not recorded in it)."""
+        return self._recorded.get(event)
+
+    def __enter__(self) -> "Simulation":
+        _install()
+        _STACK.append(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _STACK.remove(self)
+        if not _STACK:
+            _uninstall()
+
+
+@contextlib.contextmanager
+def outside() -> Iterator[None]:
+    """Run a block with torch.cuda's own functions, as on a machine without the stand-ins (for tests)."""
+    stack, saved = list(_STACK), dict(_SAVED)
+    _uninstall()
+    _STACK.clear()
+    try:
+        yield
+    finally:
+        _STACK.extend(stack)
+        if saved:
+            _install()
+
+
+_NO_GPU = ("NVIDIA driver", "CUDA driver", "not compiled with CUDA", "No CUDA GPUs", "cudaGetDeviceCount")
+_OURS = (os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.abspath(contextlib.__file__)))
+
+
+def _learner_line(err: BaseException) -> str | None:
+    """The last line of learner code on ``err``'s way up (not torch's, the library's or asynclab's)."""
+    import torch
+
+    skip = _OURS + (os.path.dirname(os.path.abspath(torch.__file__)),)
+    lines = [frame for frame in traceback.extract_tb(err.__traceback__)
+             if not os.path.abspath(frame.filename).startswith(skip)]
+    if not lines:
+        return None
+    frame = lines[-1]
+    return (frame.line or linecache.getline(frame.filename, frame.lineno)).strip() or None
+
+
+def limit_message(err: BaseException) -> str | None:
+    """What to tell a learner whose code reached past the simulated GPU with ``err``; None when it did not.
+
+    Example:
+        >>> print(limit_message(SimulationLimit("torch.cuda.memory_allocated()")))  # doctest: +ELLIPSIS
+        the simulated GPU does not cover torch.cuda.memory_allocated(): this machine has no GPU, so the check runs ...
+        >>> limit_message(ZeroDivisionError("division by zero")) is None
+        True
+    """
+    if isinstance(err, SimulationLimit):
+        call, instead = err.call, err.instead
+    elif isinstance(err, (RuntimeError, AssertionError)) and any(s in str(err) for s in _NO_GPU):
+        line = _learner_line(err)
+        call, instead = (f"`{line}`" if line else "a call that needs a real GPU"), ""
+    else:
+        return None
+    return (f"the simulated GPU does not cover {call}: this machine has no GPU, so the check runs your code on a "
+            "simulation of torch.cuda's streams, events and devices, with the tensors and functions the check hands "
+            f"you. {instead + '. ' if instead else ''}Write the answer with those, or run the check on a machine "
+            "with a GPU: this is the simulation's limit, not a fault in your answer.")

@@ -1,0 +1,172 @@
+"""Learner answers to the exercises, run as a notebook would run them: each in a fresh process, after the set-up.
+
+Two sources of answers:
+
+- the corpus, ``tests/answers/<exercise>.py``: cells written the way learners write them, each headed
+  ``# %% right: ...``, ``# %% wrong: ...`` or ``# %% wrong "words the verdict must say": ...``, and
+  ``# %% limit: ...`` for an answer that is right on a GPU but reaches past what the simulated GPU covers;
+- the published solutions: every ``<details><summary>Solution</summary>`` code block of every notebook,
+  followed by the exercise's ``al.check(...)`` line when the block has none. They must be right.
+
+A cell runs after its lesson's set-up (the notebook's first code cell and every import line before the
+exercise), in a process forked from a server that has imported torch and nothing else of the run. Every
+``al.check`` call in a cell is recorded, so a cell can check twice (a stream reused across checks).
+"""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "tests" / "answers"
+NOTEBOOKS = ROOT / "notebooks"
+_HEADER = re.compile(r'^# %% (right|wrong|limit)(?: "([^"]+)")?: (.+)$')
+_IMPORT = re.compile(r"^(import \S+|from \S+ import .+)$")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One cell of learner code, what it must get, and the set-up it runs after."""
+
+    exercise: str  # "03.wait_stream_fix"
+    expect: str  # "right", "wrong" or "limit"
+    says: str | None  # words the verdict must contain
+    name: str
+    code: str
+    setup: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.exercise}: {self.expect}: {self.name}"
+
+
+def _cells(notebook: Path) -> list[dict]:
+    return json.loads(notebook.read_text())["cells"]
+
+
+def notebook_of(exercise: str) -> Path:
+    """The notebook of an exercise (``"03.x"`` -> ``notebooks/03_*.ipynb``)."""
+    found = sorted(NOTEBOOKS.glob(f"{exercise.split('.')[0]}_*.ipynb"))
+    if len(found) != 1:
+        raise ValueError(f"no single notebook for exercise {exercise}: {found}")
+    return found[0]
+
+
+def setup(notebook: Path, before: int | None = None) -> str:
+    """The set-up a learner's kernel has when they reach cell ``before``: the first code cell, and every import line
+    of the code cells before it."""
+    cells = _cells(notebook)[:before]
+    code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+    imports = [line for cell in code[1:] for line in cell.splitlines() if _IMPORT.match(line)]
+    return "\n".join([code[0], *dict.fromkeys(imports)])
+
+
+def corpus(path: Path) -> list[Answer]:
+    """The answers in one corpus file."""
+    exercise = path.stem
+    notebook = notebook_of(exercise)
+    answers, head, lines = [], None, []
+
+    def close() -> None:
+        if head is not None:
+            answers.append(Answer(exercise, head[0], head[1], head[2], "\n".join(lines).strip() + "\n",
+                                  setup(notebook)))
+
+    for line in path.read_text().splitlines():
+        match = _HEADER.match(line)
+        if match:
+            close()
+            head, lines = match.groups(), []
+        elif line.startswith("# %%"):
+            raise ValueError(f"{path.name}: a header must read '# %% right|wrong|limit [\"words\"]: name', not {line!r}")
+        elif head is not None:
+            lines.append(line)
+    close()
+    return answers
+
+
+def solutions(notebook: Path) -> list[Answer]:
+    """Every published solution of a notebook, with the check it answers."""
+    cells, found, check = _cells(notebook), [], None
+    for i, cell in enumerate(cells):
+        text = "".join(cell["source"])
+        if cell["cell_type"] == "code":
+            checks = [line for line in text.splitlines() if line.startswith("al.check(")]
+            check = checks[-1] if checks else check
+            continue
+        if "<summary>Solution</summary>" not in text:
+            continue
+        for block in re.findall(r"```python\n(.*?)```", text, re.S):
+            code = block if "al.check(" in block else f"{block}\n{check}\n"
+            exercise = re.search(r'al\.check\("([^"]+)"', code).group(1)
+            found.append(Answer(exercise, "right", None, f"the solution in cell {i}", code, setup(notebook, i)))
+    return found
+
+
+def all_answers() -> list[Answer]:
+    """The whole corpus and every notebook's solutions."""
+    answers = [a for path in sorted(CORPUS.glob("*.py")) for a in corpus(path)]
+    return answers + [a for nb in sorted(NOTEBOOKS.glob("*.ipynb")) for a in solutions(nb)]
+
+
+def _run(answer: Answer) -> list[tuple[bool, str]] | str:
+    """In the fresh process: run the set-up, then the answer; every verdict of al.check, or the error."""
+    import contextlib
+    import io
+    import linecache
+
+    import asynclab as al
+
+    verdicts = []
+    check = al.check
+
+    def recording(*args, **kwargs):
+        verdict = check(*args, **kwargs)
+        verdicts.append((verdict.right, verdict.message))
+        return verdict
+
+    name = f"<answer {answer.id}>"
+    linecache.cache[name] = (len(answer.code), None, answer.code.splitlines(True), name)
+    namespace: dict = {}
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            exec(compile(answer.setup, "<set-up>", "exec"), namespace)
+            al.check = recording
+            exec(compile(answer.code, name, "exec"), namespace)
+    except Exception as err:  # noqa: BLE001 - reported as the answer's outcome
+        return f"the cell raised {type(err).__name__}: {err}"
+    finally:
+        al.check = check
+    return verdicts
+
+
+def run_all(answers: list[Answer], processes: int | None = None) -> dict[str, list[tuple[bool, str]] | str]:
+    """Run every answer in a fresh process of its own; ``{answer id: its verdicts or its error}``."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "asynclab", "matplotlib.pyplot", "pandas"])
+    with ctx.Pool(processes or min(4, multiprocessing.cpu_count()), maxtasksperchild=1) as pool:
+        outcomes = pool.map(_run, answers, chunksize=1)
+    return {a.id: outcome for a, outcome in zip(answers, outcomes)}
+
+
+def judge(answer: Answer, outcome: list[tuple[bool, str]] | str, on_gpu: bool) -> str | None:
+    """What is wrong with an answer's outcome (None: it got the verdict it deserves)."""
+    if isinstance(outcome, str):
+        return outcome
+    if not outcome:
+        return "the cell called al.check no times"
+    expect = "right" if answer.expect == "limit" and on_gpu else answer.expect
+    for right, message in outcome:
+        if "your function raised" in message:
+            return f"a verdict blames the learner for code that runs on a GPU: {message}"
+        if expect == "limit":
+            if right or "simulated GPU does not cover" not in message:
+                return f"expected the simulation's limit, got: {'Right' if right else 'Not yet'}: {message}"
+        elif right != (expect == "right"):
+            return f"expected {expect}, got: {'Right' if right else 'Not yet'}: {message}"
+        if answer.says and expect == "wrong" and answer.says not in message:
+            return f"the verdict should say {answer.says!r}: {message}"
+    return None
