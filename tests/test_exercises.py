@@ -215,10 +215,31 @@ def _both_waits_with_events(work, x):
     done = torch.cuda.Event()
     done.record(side)
     done.wait(caller)
+    y.record_stream(caller)
+    return y
+
+
+def _both_waits_no_record_stream(work, x):
+    caller, side = torch.cuda.current_stream(), torch.cuda.Stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+    caller.wait_stream(side)
+    return y
+
+
+def _host_waits(work, x):
+    side = torch.cuda.Stream()
+    torch.cuda.synchronize()
+    with torch.cuda.stream(side):
+        y = work(x)
+    torch.cuda.synchronize()
     return y
 
 
 @pytest.mark.parametrize("fn, right, says", [
+    (_both_waits_no_record_stream, False, "record_stream"),
+    (_host_waits, False, "the host waited"),
     (_no_waits, False, "read x before its producer"),
     (_input_wait_only, False, "caller read the result before"),
     (_both_waits, True, "both races are closed"),

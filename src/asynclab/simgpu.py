@@ -1,6 +1,7 @@
 """Simulated GPUs for exercise checkers on machines without one: they check what code does, not what it says."""
 from __future__ import annotations
 
+import weakref
 from typing import Any, Iterator
 
 from asynclab.simcuda import Simulation, SimulationLimit, Stream, default_stream_of
@@ -133,8 +134,6 @@ class SimTensor(_SimValue):
         # the uses on other streams the allocator does not know about: (until when, results they make)
         self.unguarded = {"until": 0.0, "results": []}
         if stream is not None and sim is not None:
-            import weakref
-
             weakref.finalize(self, sim._freed, stream, self.unguarded)
 
     @property
@@ -308,7 +307,7 @@ class StreamSim(Simulation):
         for t in reads:
             if t.stream is not None and t.stream is not stream and id(stream) not in t.recorded:
                 t.unguarded["until"] = max(t.unguarded["until"], start + ms)
-                t.unguarded["results"].append(out)
+                t.unguarded["results"].append(weakref.ref(out))  # a result freed since needs no marking
         return out
 
     def _freed(self, stream: Stream, unguarded: dict) -> None:
@@ -321,8 +320,9 @@ class StreamSim(Simulation):
             if owner is stream:
                 del self.free_blocks[i]
                 if unguarded["until"] > start:
-                    for result in unguarded["results"]:
-                        result.right = False
+                    for ref in unguarded["results"]:
+                        if ref() is not None:
+                            ref().right = False
                 return
 
     def queue_copy(self, ms: float, name: str, host_waits: bool) -> float:

@@ -140,8 +140,28 @@ def overlap_loop(overlapped: Callable) -> Verdict:
 
 
 # -- exercise 2: the missing sync in a GPU->host read ------------------------------------------------------------
+def _late_copies(cycles: int) -> type:
+    """A tensor type whose copies to the host start late: a spin kernel runs ahead of each, on the copy's stream.
+
+    It stands for a big copy: only a read that waits for the copy itself (an event recorded after it, or a
+    synchronize) sees the new numbers; a wait for anything recorded before the copy is certainly too early.
+    """
+    import torch
+
+    class LateCopies(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            if getattr(func, "__name__", "") in ("copy_", "to", "cpu", "_to_copy"):
+                torch.cuda._sleep(cycles)
+            with torch._C.DisableTorchFunctionSubclass():
+                return func(*args, **(kwargs or {}))
+
+    return LateCopies
+
+
 def _read_on_gpu(read_losses: Callable) -> tuple[Any, list[float]]:
-    """Run ``read_losses(losses, out)`` with the GPU's losses late (a spin ahead); returns ``(what it returned, truth)``."""
+    """Run ``read_losses(losses, out)`` with the GPU's losses late (a spin ahead) and every copy of them late too;
+    returns ``(what it returned, truth)``."""
     import torch
 
     from asynclab.experiments import spin_cycles
@@ -153,7 +173,7 @@ def _read_on_gpu(read_losses: Callable) -> tuple[Any, list[float]]:
     expected = torch.tensor(truth)
     torch.cuda.synchronize()
     torch.cuda._sleep(cycles)  # the GPU is still busy with this step...
-    losses = expected.to(dev, non_blocking=True)  # ...so its losses arrive late
+    losses = expected.to(dev, non_blocking=True).as_subclass(_late_copies(cycles))  # ...so its losses arrive late
     got = read_losses(losses, out)
     torch.cuda.synchronize()
     return got, truth
@@ -164,7 +184,7 @@ def _read_simulated(read_losses: Callable) -> tuple[Any, list[float]]:
     truth = [round(random.uniform(0.5, 3.0), 3) for _ in range(8)]
     with StreamSim() as sim:
         losses = sim.kernel([], ms=LATE_MS, values=list(truth))
-        out = SimHostTensor(sim, copy_ms=0.01, pinned=True, values=[-1.0] * len(truth))
+        out = SimHostTensor(sim, copy_ms=LATE_MS, pinned=True, values=[-1.0] * len(truth))  # a late copy, as on a GPU
         got = read_losses(losses, out)
     return got, truth
 
@@ -173,9 +193,10 @@ def _read_simulated(read_losses: Callable) -> tuple[Any, list[float]]:
 def d2h_read(read_losses: Callable) -> Verdict:
     """Does ``read_losses(losses, out)`` return this step's losses, not what ``out`` held before?
 
-    ``losses`` is on the GPU and is written late (behind a spin kernel); ``out`` is a pinned host
-    tensor that holds the step before's numbers. The checker draws new losses every time, so only a
-    read after the copy has finished returns them. On a GPU it runs real copies; without one, a
+    ``losses`` is on the GPU and is written late (behind a spin kernel), and each copy of it ends late too
+    (a spin runs ahead of it: a big copy), so a wait for anything before the copy is certainly too early;
+    ``out`` is a pinned host tensor that holds the step before's numbers. The checker draws new losses
+    every time, so only a read after the copy has finished returns them. On a GPU it runs real copies; without one, a
     simulation of streams with the same rules.
 
     Example:

@@ -26,12 +26,18 @@ class _NotATensor(TypeError):
     """The learner's function returned something other than work(x)'s result."""
 
 
-def _run_on_gpu(on_side_stream: Callable, late: str) -> tuple[bool, bool, bool]:
+#: The checker's three runs: the producer of x is late, the branch is late, the caller reads the result late.
+RUNS = ("input", "branch", "reuse")
+
+
+def _run_on_gpu(on_side_stream: Callable, late: str) -> tuple[bool, bool, bool, bool]:
     """Run the learner's function against a deterministic race on the GPU.
 
     ``late="input"``: the producer of ``x`` spins before writing it. ``late="branch"``: the branch itself
-    spins before writing its result. Returns ``(work read x right, caller read the result right, work
-    ran on a side stream)``.
+    spins before writing its result. ``late="reuse"``: the caller's stream is busy (a spin) before it reads
+    the result, and the result is freed at once and its side stream allocates again (record_stream's race).
+    Returns ``(work read x right, caller read the result right, work ran on a side stream, the host waited
+    for the late work)``.
     """
     import torch
 
@@ -40,89 +46,120 @@ def _run_on_gpu(on_side_stream: Callable, late: str) -> tuple[bool, bool, bool]:
     dev = torch.device("cuda", torch.cuda.current_device())
     cycles = spin_cycles(dev, 20.0)
     default = torch.cuda.current_stream()
-    streams_seen = []
+    streams_seen, spun = [], torch.cuda.Event()
 
     # everything is made up front: building the stream pool and a kernel's first launch (lazy loading) each
     # waited for the GPU on the reference machine, and would order the race by accident
     torch.cuda.Stream()
-    x, out, seen = (torch.zeros(1 << 20, device=dev) for _ in range(3))
-    torch.mul(x, 2, out=out), seen.copy_(out)
+    x, seen = (torch.zeros(1 << 20, device=dev) for _ in range(2))
+    seen.copy_(torch.mul(x, 2))
 
     def work(t: torch.Tensor) -> torch.Tensor:
         streams_seen.append(torch.cuda.current_stream())
         if late == "branch":
             torch.cuda._sleep(cycles)
-        return torch.mul(t, 2, out=out)
+            spun.record()
+        return torch.mul(t, 2)  # allocated on the stream work runs on
 
     torch.cuda.synchronize()
+    torch.cuda.empty_cache()  # the side stream's pool is empty: the only block it can reuse is the result's
     if late == "input":
         torch.cuda._sleep(cycles)
+        spun.record()
     x.fill_(1.0)
     result = on_side_stream(work, x)
     if not isinstance(result, torch.Tensor):
         raise _NotATensor(a_type(result))
-    seen.copy_(result)  # the caller uses the result on its stream, at once
+    host_waited = late != "reuse" and spun.query()
+    work_right = bool((result == 2).all()) if late != "reuse" else True
+    if late == "reuse":
+        torch.cuda._sleep(cycles)  # the caller's stream is busy before it reads the result
+    seen.copy_(result)  # the caller uses the result on its stream
+    if late == "reuse" and streams_seen:
+        del result  # freed while the caller's stream still has to read it
+        with torch.cuda.stream(streams_seen[-1]):
+            torch.empty(1 << 20, device=dev).fill_(-1.0)  # the side stream's next allocation
     torch.cuda.synchronize()
     side = bool(streams_seen) and all(s != default for s in streams_seen)
-    return bool((result == 2).all()), bool((seen == 2).all()), side
+    return work_right, bool((seen == 2).all()), side, bool(host_waited)
 
 
-def _run_simulated(on_side_stream: Callable, late: str) -> tuple[bool, bool, bool]:
-    """The same two races on :class:`asynclab.simgpu.StreamSim`, for machines without a GPU."""
+def _run_simulated(on_side_stream: Callable, late: str) -> tuple[bool, bool, bool, bool]:
+    """The same three races on :class:`asynclab.simgpu.StreamSim`, for machines without a GPU."""
     import torch
 
     with StreamSim() as sim:
-        streams_seen = []
+        streams_seen, spun = [], []
         x = sim.kernel([], ms=20.0 if late == "input" else 0.1)
+        spun.append(x.ready_at if late == "input" else None)
 
         def work(t: Any) -> Any:
             streams_seen.append(torch.cuda.current_stream())
-            return sim.kernel([t], ms=20.0 if late == "branch" else 0.1)
+            out = sim.kernel([t], ms=20.0 if late == "branch" else 0.1)
+            if late == "branch":
+                spun.append(out.ready_at)
+            return out
 
         result = on_side_stream(work, x)
         if not hasattr(result, "ready_at"):
             raise _NotATensor(a_type(result))
-        seen = sim.kernel([result], ms=0.1)  # the caller uses the result on its stream, at once
+        host_waited = any(t is not None and sim.host >= t for t in spun)
+        work_right = result.right
+        if late == "reuse":
+            sim.kernel([], ms=20.0)  # the caller's stream is busy before it reads the result
+        seen = sim.kernel([result], ms=0.1)  # the caller uses the result on its stream
+        if late == "reuse" and streams_seen:
+            del result  # freed while the caller's stream still has to read it
+            with torch.cuda.stream(streams_seen[-1]):
+                sim.kernel([], ms=0.1)  # the side stream's next allocation
         side = bool(streams_seen) and all(s is not sim.default for s in streams_seen)
-        return result.right, seen.right or not result.right, side
+        return work_right, seen.right or not work_right, side, host_waited
 
 
 @exercise("03.wait_stream_fix")
 def wait_stream_fix(on_side_stream: Callable) -> Verdict:
-    """Does ``on_side_stream(work, x)`` run ``work(x)`` on a side stream, and order it right both ways?
+    """Does ``on_side_stream(work, x)`` run ``work(x)`` on a side stream, order it right both ways without the
+    host waiting, and keep the result's memory for the caller's stream?
 
-    Two races, each certain to bite code that skips its wait: the producer of ``x`` is late (a spin
-    kernel before it writes ``x``), and the branch is late (a spin inside ``work``). On a GPU the check
-    runs real kernels; without one, a simulation of streams with the same ordering rules.
+    Three races, each certain to bite code that skips its part: the producer of ``x`` is late (a spin
+    kernel before it writes ``x``), the branch is late (a spin inside ``work``), and the caller's stream
+    reads the result late while the side stream allocates again (``record_stream``). On a GPU the check
+    runs real kernels; without one, a simulation of streams with the same ordering and allocator rules.
 
     Example:
         >>> wait_stream_fix(lambda work, x: work(x)).right  # runs on the default stream: no side stream
         False
     """
-    import torch
-
     if not callable(on_side_stream):
         return Verdict(False, "pass your function on_side_stream itself (no parentheses).")
     run, where = harness(_run_on_gpu, _run_simulated)
-    outcomes = []
-    for late in ("input", "branch"):
+    outcomes = {}
+    for late in RUNS:
         try:
-            outcomes.append(run(on_side_stream, late))
+            outcomes[late] = run(on_side_stream, late)
         except _NotATensor as err:
             return Verdict(False, f"return work(x)'s result, not {err}.")
         except Exception as err:  # noqa: BLE001 - the learner's code
             return raised(err)
-    if not all(side for _, _, side in outcomes):
+    if not all(side for _, _, side, _ in outcomes.values()):
         return Verdict(False, "work(x) ran on the caller's stream: make a side stream and call work(x) "
                               "inside `with torch.cuda.stream(side):`.")
-    if not all(work_right for work_right, _, _ in outcomes):
+    if not all(work_right for work_right, _, _, _ in outcomes.values()):
         return Verdict(False, f"work(x) read x before its producer had written it{where}: the side stream must "
                               "wait for the caller's stream before work(x) reads x.")
-    if not all(caller_right for _, caller_right, _ in outcomes):
+    if not (outcomes["input"][1] and outcomes["branch"][1]):
         return Verdict(False, f"the caller read the result before work(x) had written it{where}: the caller's "
                               "stream must wait for the side stream before anyone uses the result.")
-    return Verdict(True, f"both races are closed{where}: the side stream waits for x, and the caller's stream "
-                         "waits for the result.")
+    if any(waited for _, _, _, waited in outcomes.values()):
+        return Verdict(False, f"the values are right, but the host waited for the GPU (a synchronize){where}: "
+                              "let the streams wait for each other instead (wait_stream or events), so that the "
+                              "host runs ahead, as lesson 04's exercise asks too.")
+    if not outcomes["reuse"][1]:
+        return Verdict(False, f"the caller's stream read the result after its memory had been reused{where}: "
+                              "the result was made on the side stream and is used on the caller's, so tell the "
+                              "allocator with y.record_stream(caller) (section 2).")
+    return Verdict(True, f"both races are closed and the result's memory is kept for the caller{where}: the side "
+                         "stream waits for x, the caller's stream waits for the result, and the host ran ahead.")
 
 
 @exercise("03.which_gain")
