@@ -56,7 +56,7 @@ def device_index(device: Any, current: int = 0) -> int:
         return device.device_index
     text = str(device)
     if text == "cuda":
-        index = getattr(device, "index", None)
+        index = None if isinstance(device, str) else getattr(device, "index", None)
         return current if index is None else int(index)
     if text.startswith("cuda:") and text[5:].isdigit():
         return int(text[5:])
@@ -433,7 +433,7 @@ def limit_message(err: BaseException) -> str | None:
 
     Example:
         >>> print(limit_message(SimulationLimit("torch.cuda.memory_allocated()")))  # doctest: +ELLIPSIS
-        the simulated GPU does not cover torch.cuda.memory_allocated(): this machine has no GPU, so the check runs ...
+        the simulated GPU does not cover torch.cuda.memory_allocated(). This machine has no GPU, so the check runs ...
         >>> limit_message(ZeroDivisionError("division by zero")) is None
         True
     """
@@ -444,7 +444,8 @@ def limit_message(err: BaseException) -> str | None:
         call, instead = (f"`{line}`" if line else "a call that needs a real GPU"), ""
     else:
         return None
-    return (f"the simulated GPU does not cover {call}: this machine has no GPU, so the check runs your code on a "
-            "simulation of torch.cuda's streams, events and devices, with the tensors and functions the check hands "
-            f"you. {instead + '. ' if instead else ''}Write the answer with those, or run the check on a machine "
-            "with a GPU: this is the simulation's limit, not a fault in your answer.")
+    extra = f" {instead[:1].upper()}{instead[1:]}." if instead else ""
+    return (f"the simulated GPU does not cover {call}. This machine has no GPU, so the check runs your code on a "
+            "simulation of torch.cuda's streams, events and devices, and of the work and tensors the check hands you "
+            f"(their copies: .to, .cpu, copy_; their reads: .tolist, .item, float).{extra} Write the answer with "
+            "those, or run the check on a machine with a GPU: this is the simulation's limit, not a fault in your answer.")

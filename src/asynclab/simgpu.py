@@ -67,8 +67,7 @@ class SimulatedGPU(Simulation):
 
 
 def _limit(what: str) -> SimulationLimit:
-    return SimulationLimit(what, "inside a check, the GPU runs only the work the check hands you (its functions and "
-                                 "tensors), with streams, events, copies (.to, .cpu, copy_) and reads (.tolist, .item)")
+    return SimulationLimit(what)
 
 
 class _SimValue:

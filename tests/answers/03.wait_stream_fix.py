@@ -1,0 +1,367 @@
+# Answers to lesson 03's exercise 1 (03.wait_stream_fix), written the way learners write them.
+# Each cell runs in a fresh process after the notebook's set-up; tests/answers.py says how.
+
+# %% right: the side stream made once at top level, as the published solution
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: the same stream reused across two checks
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: made lazily on the first call, kept in a global
+side = None
+
+def on_side_stream(work, x):
+    global side
+    if side is None:
+        side = torch.cuda.Stream()
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: a new stream per call
+def on_side_stream(work, x):
+    caller, side = torch.cuda.current_stream(), torch.cuda.Stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: events both ways instead of wait_stream
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    x_ready = torch.cuda.Event()
+    x_ready.record(caller)
+    side.wait_event(x_ready)
+    with torch.cuda.stream(side):
+        y = work(x)
+        y_ready = torch.cuda.Event()
+        y_ready.record()
+    caller.wait_event(y_ready)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: record_event and Event.wait
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    caller.record_event().wait(side)
+    with torch.cuda.stream(side):
+        y = work(x)
+    side.record_event().wait(caller)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: torch.cuda.set_stream by hand, and back
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    torch.cuda.set_stream(side)
+    y = work(x)
+    torch.cuda.set_stream(caller)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: StreamContext and the default stream named
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    main = torch.cuda.default_stream()
+    side.wait_stream(main)
+    with torch.cuda.StreamContext(side):
+        y = work(x)
+    main.wait_stream(side)
+    y.record_stream(main)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: the device named, and the waits inside the block
+def on_side_stream(work, x):
+    dev = torch.cuda.current_device()
+    caller = torch.cuda.current_stream(dev)
+    side = torch.cuda.Stream(device=dev)
+    with torch.cuda.device(dev), torch.cuda.stream(side):
+        torch.cuda.current_stream().wait_stream(caller)
+        y = work(x)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: a high-priority side stream, the caller stream kept at top level
+caller = torch.cuda.current_stream()
+side = torch.cuda.Stream(priority=-1)
+
+def on_side_stream(work, x):
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        out = work(x)
+    caller.wait_stream(side)
+    out.record_stream(caller)
+    return out
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: record_stream before the wait back
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+        y.record_stream(caller)
+    caller.wait_stream(side)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong "read x before its producer": the starter code, no waits
+def on_side_stream(work, x):
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        y = work(x)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong "read x before its producer": reuses a stream made once and drops the first wait
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    with torch.cuda.stream(side):
+        y = work(x)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong "read x before its producer": a lazily made stream, first wait dropped, checked twice
+side = None
+
+def on_side_stream(work, x):
+    global side
+    side = side or torch.cuda.Stream()
+    caller = torch.cuda.current_stream()
+    with torch.cuda.stream(side):
+        y = work(x)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong "caller read the result before": only the input wait
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        y = work(x)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong "read x before its producer": the waits the wrong way round
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    caller.wait_stream(side)
+    with torch.cuda.stream(side):
+        y = work(x)
+    side.wait_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong "caller read the result before": the wait back issued before the work
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    caller.wait_stream(side)
+    with torch.cuda.stream(side):
+        y = work(x)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong "caller read the result before": an event recorded on the side stream before the work
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        done = torch.cuda.Event()
+        done.record()
+        y = work(x)
+    caller.wait_event(done)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong "the host waited": synchronize before and after
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    torch.cuda.synchronize()
+    with torch.cuda.stream(side):
+        y = work(x)
+    torch.cuda.synchronize()
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong "the host waited": the side stream synchronized on the host
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+    side.synchronize()
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong "the host waited": an event synchronized instead of waited on
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+        done = torch.cuda.Event()
+        done.record()
+    done.synchronize()
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong "record_stream": both waits, no record_stream
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+    caller.wait_stream(side)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong "record_stream": record_stream names the side stream, not the caller's
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+    caller.wait_stream(side)
+    y.record_stream(side)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong "ran on the caller's stream": a side stream made but never used
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    side.wait_stream(torch.cuda.current_stream())
+    y = work(x)
+    torch.cuda.current_stream().wait_stream(side)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% limit: asks for the GPU's name
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    assert torch.cuda.get_device_name()
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% limit: computes on the result inside the function
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+        y = y.add(0)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)

@@ -1,0 +1,160 @@
+"""The torch.cuda stand-ins: handles made anywhere, state per simulation, PyTorch's API, clear limits."""
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import asynclab as al
+from asynclab.simcuda import Simulation, SimulationLimit, device_index, limit_message
+from asynclab.simgpu import SimHostTensor, StreamSim
+from asynclab.simpeers import PeerSim
+
+no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="the stand-ins stand in only without a GPU")
+
+
+@no_gpu
+def test_a_notebook_session_without_a_gpu():
+    """In a fresh process, as a notebook: streams and events made in any cell, checks that reuse them."""
+    code = textwrap.dedent("""
+        import torch
+        import asynclab as al
+        side = None
+        try:
+            torch.cuda.Stream()
+        except Exception as err:
+            print("before start:", type(err).__name__)
+        run = al.start(3)
+        side, done = torch.cuda.Stream(), torch.cuda.Event(enable_timing=True)
+        main = torch.cuda.current_stream()
+        print("outside a check:", torch.cuda.is_available(), torch.cuda.device_count(), side.query(), done.query())
+        torch.cuda.synchronize()
+        with torch.cuda.stream(side):
+            print("current is side:", torch.cuda.current_stream() is side)
+        print("back:", torch.cuda.current_stream() is main)
+
+        def lazy(work, x):  # reuses side, made in an earlier cell, and drops the first wait
+            caller = torch.cuda.current_stream()
+            with torch.cuda.stream(side):
+                y = work(x)
+            caller.wait_stream(side)
+            y.record_stream(caller)
+            return y
+        print(al.check("03.wait_stream_fix", lazy).right, al.check("03.wait_stream_fix", lazy).right)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "before start: AcceleratorError" in lines or any(l.startswith("before start:") for l in lines)
+    assert "outside a check: False 0 True True" in lines
+    assert "current is side: True" in lines and "back: True" in lines
+    assert "exercises: torch.cuda's streams, events and devices stand in" in out.stdout
+    assert lines[-1] == "False False"
+
+
+def test_a_stream_starts_every_simulation_idle():
+    with StreamSim() as sim:
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            sim.kernel([], ms=30.0)
+        assert sim.ready(side) == 30.0 and not side.query()
+    with StreamSim() as sim:
+        assert sim.ready(side) == 0.0 and side.query()
+        x = sim.kernel([], ms=20.0)
+        with torch.cuda.stream(side):
+            assert not sim.kernel([x], ms=1.0).right  # no wait: a reused stream orders nothing by accident
+
+
+def test_pytorch_stream_and_event_api():
+    with StreamSim() as sim:
+        main, side = torch.cuda.current_stream(), torch.cuda.Stream()
+        assert main is torch.cuda.default_stream() and torch.cuda.current_device() == 0
+        sim.kernel([], ms=5.0)
+        e = main.record_event()
+        side.wait_event(e)
+        assert sim.ready(side) == 5.0
+        torch.cuda.set_stream(side)
+        assert torch.cuda.current_stream() is side
+        torch.cuda.set_stream(main)
+        with torch.cuda.StreamContext(side), torch.cuda.device(0):
+            y = sim.kernel([], ms=1.0)
+        assert y.ready_at == 6.0 and sim.ready(main) == 5.0
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True, blocking=True)
+        start.record(side)
+        with torch.cuda.stream(side):
+            sim.kernel([], ms=2.0)
+        end.record(side)
+        with pytest.raises(RuntimeError, match="completed"):
+            start.elapsed_time(end)
+        end.synchronize()
+        assert start.elapsed_time(end) == 2.0 and sim.host == 8.0
+        e2 = torch.cuda.Event()
+        e2.record()
+        e2.wait(side)
+        torch.cuda.synchronize()
+        assert side.query() and e2.query()
+
+
+def test_tensors_on_the_simulated_gpu_read_like_tensors():
+    with StreamSim() as sim:
+        t = sim.kernel([], ms=10.0, values=[1.0, 2.0])
+        host = t.to("cpu", non_blocking=True)  # pinned, lands when the copy ends
+        assert host.tolist() == [float("nan")] * 2 or all(v != v for v in host.tolist())
+        torch.cuda.synchronize()
+        assert host.tolist() == [1.0, 2.0] and [float(v) for v in host] == [1.0, 2.0]
+        assert host.numpy().tolist() == [1.0, 2.0] and host.cpu() is host and len(host) == 2
+        assert t.cpu().tolist() == [1.0, 2.0] and t.tolist() == [1.0, 2.0]
+        assert [float(v) for v in t] == [1.0, 2.0] and float(sim.kernel([], values=[3.0])) == 3.0
+        with pytest.raises(TypeError, match="cpu"):
+            t.numpy()
+        with pytest.raises(SimulationLimit, match="tensor.sum"):
+            t.sum()
+        with pytest.raises(SimulationLimit, match="on a simulated tensor"):
+            torch.add(t, 1)
+        pinned = SimHostTensor(sim, copy_ms=1.0, values=[4.0]).pin_memory()
+        assert pinned.is_pinned() and pinned.cuda(non_blocking=True).tolist() == [4.0]
+
+
+def test_devices_and_limits():
+    assert device_index(torch.device("cuda", 1)) == 1 and device_index("cuda", current=1) == 1
+    with pytest.raises(SimulationLimit, match="'cuda:0' and 'cuda:1'"):
+        device_index("mps")
+    with StreamSim():
+        with pytest.raises(SimulationLimit, match="GPU 1"):
+            torch.cuda.Stream(1)
+        with pytest.raises(SimulationLimit, match="stream.priority_range"):
+            torch.cuda.current_stream().priority_range
+    with PeerSim() as sim:
+        s1 = torch.cuda.Stream(device="cuda:1")
+        assert s1.device == torch.device("cuda", 1) and torch.cuda.device_count() == 2
+        with torch.cuda.stream(s1):
+            assert torch.cuda.current_device() == 1 and torch.cuda.current_stream(1) is s1
+        assert torch.cuda.current_device() == 0 and torch.cuda.current_stream(1) is not s1
+        torch.cuda.set_device(1)
+        assert sim.device == 1
+
+
+def test_limit_messages_name_the_call():
+    assert "does not cover tensor.foo" in limit_message(SimulationLimit("tensor.foo"))
+    assert limit_message(ValueError("no")) is None
+
+    def learner():
+        raise RuntimeError("Found no NVIDIA driver on your system.")
+
+    try:
+        learner()
+    except RuntimeError as err:
+        message = limit_message(err)
+    assert 'raise RuntimeError("Found no NVIDIA driver' in message and "simulation's limit" in message
+    assert "simulation's limit" in str(al.checks.raised(SimulationLimit("x")))
+
+
+def test_simulations_put_torch_cuda_back():
+    from asynclab import simcuda
+
+    with simcuda.outside():  # as in a process where no notebook session put the stand-ins in place
+        before = torch.cuda.Stream
+        with Simulation():
+            assert torch.cuda.is_available() and torch.cuda.Stream is simcuda.Stream
+        assert torch.cuda.Stream is before
