@@ -277,7 +277,7 @@ def test_streams_cpu_runs_what_a_cpu_can():
     assert is_json_ready(b) and is_json_ready(p)
 
 
-@pytest.mark.parametrize("name", ["missing_wait", "spin_kernels", "tail_effect", "stream_pool"])
+@pytest.mark.parametrize("name", ["missing_wait", "spin_kernels", "tail_effect", "stream_pool", "cuda_graphs"])
 def test_streams_gpu_only_experiments_say_so_on_cpu(name):
     r = getattr(S, name)(CPU)
     assert "no CUDA GPU" in r["note"] and is_json_ready(r)
@@ -287,7 +287,7 @@ def test_streams_headline_names_and_missing_figures():
     h = S.headline({"spin_kernels": {"speedup": 3.9}, "parallel_module": {"small": {"speedup": 2.5}}})
     assert set(h) == {"four_spin_kernels_speedup", "tiny_mm_streams_slowdown", "big_mm_streams_speedup",
                       "tail_fill_speedup", "parallel_module_speedup_small", "parallel_module_speedup_big",
-                      "distinct_pool_streams"}
+                      "distinct_pool_streams", "graph_tiny_ms", "mobilenet_batch1_ms"}
     assert h["four_spin_kernels_speedup"] == 3.9 and h["parallel_module_speedup_small"] == 2.5
     assert h["tail_fill_speedup"] is None
 
@@ -305,6 +305,9 @@ def test_gpu_streams_claims_hold_at_small_sizes():
     assert m["input_wrong_fixed"] == m["output_wrong_fixed"] == 0
     assert S.spin_kernels("cuda", spin_ms=2, repeats=2)["speedup"] > 3
     assert S.stream_pool("cuda", big_waves=5)["distinct_streams"] == 32
+    g = S.cuda_graphs("cuda", repeats=5)
+    assert g["same_outputs"] and g["tiny_ms"]["graph_parallel"] < g["tiny_ms"]["eager"]
+    assert g["mobilenet_ms"]["graph"] < g["mobilenet_ms"]["eager"]
 
 
 # -- lesson 04 (events): GPU-only; on the CPU each experiment says so; on a GPU the races are certain ------------

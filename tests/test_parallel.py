@@ -79,3 +79,21 @@ def test_gpu_branches_run_on_their_own_streams_and_caller_waits():
     assert all(s != torch.cuda.current_stream() for s in seen)
     assert bool((c == 4).all())
     assert par.streams("cuda") == par.streams(torch.device("cuda"))  # made once, reused
+
+
+@pytest.mark.gpu
+def test_gpu_parallel_is_capturable_in_a_cuda_graph():
+    from asynclab.lessons.streams.experiments import captured
+
+    torch.manual_seed(0)
+    branches = [torch.nn.Linear(64, 64).cuda() for _ in range(4)]
+    par = al.Parallel(*branches)
+    x = torch.randn(8, 64, device="cuda")
+    with torch.no_grad():
+        replay = captured(lambda: par(x), torch.device("cuda"))
+        x.copy_(torch.randn(8, 64, device="cuda"))  # new data in the captured input
+        got = replay()
+        want = [b(x) for b in branches]
+    torch.cuda.synchronize()
+    assert all(torch.allclose(g, w, rtol=1e-4, atol=1e-4) for g, w in zip(got, want))
+    assert len({s.cuda_stream for s in par.streams("cuda")}) == 4  # the branches were captured on four streams

@@ -42,6 +42,10 @@ class Parallel(nn.Module):
     Whether it is faster depends on the branches: only kernels that leave most of the GPU idle can
     overlap, and each branch still costs the host its launches (lesson 03 measures both cases).
 
+    It can be captured in a CUDA graph (``torch.cuda.graph``), which removes those launches: run it once
+    before the capture, so that its streams exist, and the fork and join above become parallel branches
+    of the graph (:func:`asynclab.lessons.streams.experiments.captured` does both; lesson 03, section 8).
+
     Example:
         >>> par = Parallel(nn.Linear(4, 2), nn.Linear(4, 3))
         >>> a, b = par(torch.ones(5, 4))

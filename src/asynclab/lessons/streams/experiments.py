@@ -1,4 +1,4 @@
-"""Lesson 03 experiments: one stream serializes, side streams overlap, when they help and when not, the tail, Parallel, the pool."""
+"""Lesson 03 experiments: one stream serializes, side streams overlap, when they help and when not, the tail, Parallel, the pool, graphs."""
 from __future__ import annotations
 
 import statistics
@@ -24,6 +24,7 @@ CPU_KWARGS: dict[str, dict[str, Any]] = {
     "tail_effect": {},
     "parallel_module": {"repeats": 3},
     "stream_pool": {},
+    "cuda_graphs": {},
 }
 
 #: What each GPU-only experiment returns on a machine without a GPU.
@@ -594,6 +595,89 @@ def stream_pool(device: Any = None, created: int = 40, block_us: float = 200.0, 
             "device": str(dev)}
 
 
+# -- 8: CUDA graphs, when the launches are the bottleneck (seed 001's last answer) -----------------------------
+#: Tiny branches: every kernel is a few microseconds, so eager mode is bound by the host's launches.
+GRAPH_TINY: dict[str, Any] = {"layer": "linear", "branches": 8, "depth": 4, "features": 256, "batch": 32,
+                              "dtype": "float32"}
+
+
+def captured(fn: Callable[[], Any], dev: torch.device) -> Callable[[], Any]:
+    """``fn`` captured once into a CUDA graph; the callable returned replays it and returns the captured outputs.
+
+    ``fn`` runs three times first, on a side stream, outside the capture (what PyTorch's graph notes ask:
+    cuBLAS workspaces, lazily loaded kernels and :class:`asynclab.Parallel`'s streams are made then). Inside
+    the capture, side streams that wait for the capturing stream and are waited for by it become parallel
+    branches of the graph. A replay reuses the captured memory, so each replay overwrites the last outputs.
+
+    Example:
+        >>> replay = captured(lambda: x @ x, torch.device("cuda"))  # doctest: +SKIP
+        >>> replay() is replay()  # doctest: +SKIP
+        True
+    """
+    caller = torch.cuda.current_stream(dev)
+    warm = torch.cuda.Stream(dev)
+    warm.wait_stream(caller)
+    with torch.cuda.stream(warm):
+        for _ in range(3):
+            fn()
+    caller.wait_stream(warm)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+
+    def replay() -> Any:
+        graph.replay()
+        return out
+
+    return replay
+
+
+def cuda_graphs(device: Any = None, repeats: int = 50, path: str | Path | None = None) -> dict[str, Any]:
+    """Launch-bound work four ways, and MobileNetV2 at batch 1, eager against a CUDA graph.
+
+    Tiny branches (:data:`GRAPH_TINY`): one stream, :class:`asynclab.Parallel`, a graph of one stream, and
+    a graph of ``Parallel`` (its side streams become parallel branches of the graph). Then torchvision's
+    MobileNetV2 (random weights), inference at batch 1, eager and as a graph. Forward passes under
+    ``torch.no_grad()``, medians of ``repeats`` timed with CUDA events; outputs compared with eager's.
+    With ``path`` a trace of one pass of each (annotated ``"tiny: eager"``, ``"tiny: Parallel"``,
+    ``"tiny: graph"``, ``"tiny: graph of Parallel"``, ``"MobileNetV2: eager"``, ``"MobileNetV2: graph"``).
+
+    Returns ``{"tiny_ms": {"eager", "parallel", "graph", "graph_parallel"}, "mobilenet_ms": {"eager",
+    "graph"}, "same_outputs", "spec", "device"}`` (None values on the CPU: graphs exist only on a GPU).
+
+    Example:
+        >>> cuda_graphs("cpu")["tiny_ms"] is None
+        True
+    """
+    dev = resolve_device(device)
+    if dev.type != "cuda":
+        return _no_gpu(dev, tiny_ms=None, mobilenet_ms=None, same_outputs=None, spec=dict(GRAPH_TINY))
+    from torchvision.models import mobilenet_v2
+
+    with on_device(dev), torch.no_grad():
+        mods, x = workload_modules(GRAPH_TINY, dev)
+        par = Parallel(*mods)
+        net = mobilenet_v2().to(dev).eval()
+        image = torch.randn(1, 3, 224, 224, device=dev)
+        parts: dict[str, Callable[[], Any]] = {
+            "tiny: eager": lambda: tuple(m(x) for m in mods), "tiny: Parallel": lambda: par(x)}
+        parts["tiny: graph"] = captured(parts["tiny: eager"], dev)
+        parts["tiny: graph of Parallel"] = captured(parts["tiny: Parallel"], dev)
+        parts["MobileNetV2: eager"] = lambda: net(image)
+        parts["MobileNetV2: graph"] = captured(parts["MobileNetV2: eager"], dev)
+        want = parts["tiny: eager"]()
+        same = all(torch.allclose(a, b, rtol=1e-4, atol=1e-4) for name in ("tiny: graph", "tiny: graph of Parallel")
+                   for a, b in zip(parts[name](), want))
+        same = same and torch.allclose(parts["MobileNetV2: graph"](), net(image), rtol=1e-3, atol=1e-3)
+        ms = {name: _ms(fn, dev, repeats, warmup=3) for name, fn in parts.items()}
+        if path is not None:
+            _trace_parts(path, parts, dev)
+    return {"tiny_ms": {"eager": ms["tiny: eager"], "parallel": ms["tiny: Parallel"], "graph": ms["tiny: graph"],
+                        "graph_parallel": ms["tiny: graph of Parallel"]},
+            "mobilenet_ms": {"eager": ms["MobileNetV2: eager"], "graph": ms["MobileNetV2: graph"]},
+            "same_outputs": bool(same), "spec": dict(GRAPH_TINY), "repeats": repeats, "device": str(dev)}
+
+
 # -- everything, as the recording script runs it ------------------------------------------------------------------
 def headline(results: dict[str, Any]) -> dict[str, Any]:
     """The figures lesson 03's claims rest on, under the names its issue gives (None where not measured).
@@ -613,6 +697,8 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
         "parallel_module_speedup_small": get("parallel_module", "small", "speedup"),
         "parallel_module_speedup_big": get("parallel_module", "big", "speedup"),
         "distinct_pool_streams": get("stream_pool", "distinct_streams"),
+        "graph_tiny_ms": get("cuda_graphs", "tiny_ms"),
+        "mobilenet_batch1_ms": get("cuda_graphs", "mobilenet_ms"),
     }
 
 
@@ -626,7 +712,7 @@ def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bo
     Example:
         >>> results, traces = run_all("cuda", "/tmp/ref03")  # doctest: +SKIP
         >>> sorted(traces)  # doctest: +SKIP
-        ['branches', 'matmuls', 'missing_wait', 'parallel', 'priority', 'spin_kernels', 'tail_fill']
+        ['branches', 'graphs', 'matmuls', 'missing_wait', 'parallel', 'priority', 'spin_kernels', 'tail_fill']
     """
     dev, kw, out = run_setup(device, trace_dir, CPU_KWARGS)
     gpu = dev.type == "cuda"
@@ -641,6 +727,7 @@ def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bo
     results["tail_effect"] = tail_effect(dev, path=trace("tail_fill"), **kw.get("tail_effect", {}))
     results["parallel_module"] = parallel_module(dev, path=trace("parallel"), **kw.get("parallel_module", {}))
     results["stream_pool"] = stream_pool(dev, path=trace("priority"), **kw.get("stream_pool", {}))
+    results["cuda_graphs"] = cuda_graphs(dev, path=trace("graphs"), **kw.get("cuda_graphs", {}))
     results["headline"] = headline(results)
     if verbose:
         print(f"lesson {LESSON}: {len(results) - 1} experiments on {dev}, {len(trace.written)} traces")

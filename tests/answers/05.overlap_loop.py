@@ -1,0 +1,435 @@
+# Learner answers to lesson 05's exercise 1, "Write the overlapped loop" (al.check("05.overlap_loop", overlapped)),
+# each cell as typed after the notebook's set-up; run by tests/answers.py, verdicts checked by tests/test_answers.py.
+
+# %% right: the published fix: a copy stream made inside, an event per chunk, record_stream on the main stream
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    results = []
+    for chunk in chunks:
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", non_blocking=True)
+            arrived = torch.cuda.Event()
+            arrived.record()
+        main.wait_event(arrived)
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: a copy stream made once at top level, reused across two checks
+copy_stream = torch.cuda.Stream()
+
+def overlapped(chunks, compute):
+    main = torch.cuda.current_stream()
+    results = []
+    for chunk in chunks:
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", non_blocking=True)
+        arrived = copy_stream.record_event()
+        main.wait_event(arrived)
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+al.check("05.overlap_loop", overlapped)
+
+# %% right: a copy stream made lazily on the first call, kept in a global, checked twice
+_copy = None
+
+def overlapped(chunks, compute):
+    global _copy
+    if _copy is None:
+        _copy = torch.cuda.Stream()
+    results = []
+    for chunk in chunks:
+        with torch.cuda.stream(_copy):
+            x = chunk.to("cuda", non_blocking=True)
+            done = torch.cuda.Event()
+            done.record()
+        done.wait(torch.cuda.current_stream())
+        x.record_stream(torch.cuda.current_stream())
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+al.check("05.overlap_loop", overlapped)
+
+# %% right: two copy streams used in turn
+def overlapped(chunks, compute):
+    copies = [torch.cuda.Stream(), torch.cuda.Stream()]
+    main = torch.cuda.current_stream()
+    results = []
+    for i, chunk in enumerate(chunks):
+        s = copies[i % 2]
+        with torch.cuda.stream(s):
+            x = chunk.to("cuda", non_blocking=True)
+        main.wait_event(s.record_event())
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: main.wait_stream(copy_stream) after each chunk's copy (it waits for the copies queued so far, not later ones)
+def overlapped(chunks, compute):
+    copy_stream = torch.cuda.Stream()
+    main = torch.cuda.current_stream()
+    results = []
+    for chunk in chunks:
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", non_blocking=True)
+        main.wait_stream(copy_stream)
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: .cuda(non_blocking=True), and x.record_stream(torch.cuda.current_stream()) after the block
+def overlapped(chunks, compute):
+    side = torch.cuda.Stream()
+    out = []
+    for c in chunks:
+        with torch.cuda.stream(side):
+            x = c.cuda(non_blocking=True)
+            ev = torch.cuda.Event()
+            ev.record(side)
+        torch.cuda.current_stream().wait_event(ev)
+        x.record_stream(torch.cuda.current_stream())
+        out.append(compute(x))
+    return out
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: all copies queued first, each with its event; compute waits for one chunk at a time
+def overlapped(chunks, compute):
+    copy_stream = torch.cuda.Stream()
+    main = torch.cuda.current_stream()
+    xs, events = [], []
+    with torch.cuda.stream(copy_stream):
+        for chunk in chunks:
+            xs.append(chunk.to("cuda", non_blocking=True))
+            events.append(copy_stream.record_event())
+    results = []
+    for x, ev in zip(xs, events):
+        main.wait_event(ev)
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: torch.cuda.set_stream to switch between the streams
+def overlapped(chunks, compute):
+    main = torch.cuda.current_stream()
+    copy_stream = torch.cuda.Stream()
+    results = []
+    for chunk in chunks:
+        torch.cuda.set_stream(copy_stream)
+        x = chunk.to("cuda", non_blocking=True)
+        arrived = torch.cuda.Event()
+        arrived.record()
+        torch.cuda.set_stream(main)
+        main.wait_event(arrived)
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: torch.cuda.StreamContext, and a stream made on torch.cuda.current_device()
+def overlapped(chunks, compute):
+    copy_stream = torch.cuda.Stream(device=torch.cuda.current_device())
+    main = torch.cuda.current_stream()
+    results = []
+    for chunk in chunks:
+        with torch.cuda.StreamContext(copy_stream):
+            x = chunk.to(device="cuda", non_blocking=True)
+        arrived = torch.cuda.Event()
+        arrived.record(copy_stream)
+        main.wait_event(arrived)
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: a compute stream of its own too, inside torch.cuda.device(...)
+def overlapped(chunks, compute):
+    results = []
+    with torch.cuda.device(torch.cuda.current_device()):
+        load, work = torch.cuda.Stream(), torch.cuda.Stream()
+        for chunk in chunks:
+            with torch.cuda.stream(load):
+                x = chunk.to("cuda", non_blocking=True)
+                ready = load.record_event()
+            with torch.cuda.stream(work):
+                work.wait_event(ready)
+                x.record_stream(work)
+                results.append(compute(x))
+        torch.cuda.current_stream().wait_stream(work)
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: blocking=True events made once at top level, one per chunk, reused across two checks
+arrived = [torch.cuda.Event(blocking=True) for _ in range(12)]
+copy_stream = torch.cuda.Stream()
+
+def overlapped(chunks, compute):
+    main = torch.cuda.current_stream()
+    results = []
+    for i, chunk in enumerate(chunks):
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", non_blocking=True)
+            arrived[i].record()
+        main.wait_event(arrived[i])
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+al.check("05.overlap_loop", overlapped)
+
+# %% right: the next chunk's copy queued before this chunk's compute (explicit prefetch)
+def overlapped(chunks, compute):
+    copy_stream = torch.cuda.Stream()
+    main = torch.cuda.current_stream()
+
+    def load(chunk):
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", non_blocking=True)
+            return x, copy_stream.record_event()
+
+    results = []
+    nxt = load(chunks[0])
+    for i in range(len(chunks)):
+        x, ev = nxt
+        if i + 1 < len(chunks):
+            nxt = load(chunks[i + 1])
+        main.wait_event(ev)
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: the host waits for each copy's event before queuing its compute (the next copy still runs under this compute)
+def overlapped(chunks, compute):
+    copy_stream = torch.cuda.Stream()
+    main = torch.cuda.current_stream()
+    results = []
+    for chunk in chunks:
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", non_blocking=True)
+            done = torch.cuda.Event()
+            done.record()
+        done.synchronize()
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: a torch.cuda.synchronize() once, after the whole loop
+def overlapped(chunks, compute):
+    copy_stream = torch.cuda.Stream()
+    main = torch.cuda.current_stream()
+    results = []
+    for chunk in chunks:
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", non_blocking=True)
+        main.wait_stream(copy_stream)
+        x.record_stream(main)
+        results.append(compute(x))
+    torch.cuda.synchronize()
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong "of the copy time was hidden behind compute": one stream, copies and compute in turn (the starter code)
+def overlapped(chunks, compute):
+    results = []
+    for chunk in chunks:
+        x = chunk.to("cuda", non_blocking=True)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong "of the copy time was hidden behind compute": blocking copies .to("cuda") on one stream
+def overlapped(chunks, compute):
+    return [compute(c.to("cuda")) for c in chunks]
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong "of the copy time was hidden behind compute": main.wait_stream(copy_stream) once, after all the copies
+def overlapped(chunks, compute):
+    copy_stream = torch.cuda.Stream()
+    main = torch.cuda.current_stream()
+    with torch.cuda.stream(copy_stream):
+        xs = [chunk.to("cuda", non_blocking=True) for chunk in chunks]
+    main.wait_stream(copy_stream)
+    results = []
+    for x in xs:
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong "of the copy time was hidden behind compute": a torch.cuda.synchronize() after each chunk's compute
+def overlapped(chunks, compute):
+    copy_stream = torch.cuda.Stream()
+    main = torch.cuda.current_stream()
+    results = []
+    for chunk in chunks:
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", non_blocking=True)
+        main.wait_stream(copy_stream)
+        results.append(compute(x))
+        torch.cuda.synchronize()
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong "of the copy time was hidden behind compute": compute queued on the copy stream too (one stream again)
+def overlapped(chunks, compute):
+    copy_stream = torch.cuda.Stream()
+    results = []
+    with torch.cuda.stream(copy_stream):
+        for chunk in chunks:
+            x = chunk.to("cuda", non_blocking=True)
+            results.append(compute(x))
+    torch.cuda.current_stream().wait_stream(copy_stream)
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong "of the copy time was hidden behind compute": the copy stream also waits for the compute stream, each chunk
+def overlapped(chunks, compute):
+    copy_stream = torch.cuda.Stream()
+    main = torch.cuda.current_stream()
+    results = []
+    for chunk in chunks:
+        copy_stream.wait_stream(main)
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", non_blocking=True)
+        main.wait_stream(copy_stream)
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong "results are wrong": no record_stream: the copy stream's next allocation reuses a chunk compute still reads
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    results = []
+    for chunk in chunks:
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", non_blocking=True)
+            arrived = torch.cuda.Event()
+            arrived.record()
+        main.wait_event(arrived)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong "results are wrong": record_stream on the copy stream (the stream that allocated x, so it changes nothing)
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    results = []
+    for chunk in chunks:
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", non_blocking=True)
+            x.record_stream(copy_stream)
+        main.wait_stream(copy_stream)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong "results are wrong": no wait at all: compute reads chunks that have not arrived
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    results = []
+    for chunk in chunks:
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", non_blocking=True)
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong "results are wrong": the event recorded before the copy, so it completes too early
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    results = []
+    for chunk in chunks:
+        with torch.cuda.stream(copy_stream):
+            arrived = torch.cuda.Event()
+            arrived.record()
+            x = chunk.to("cuda", non_blocking=True)
+        main.wait_event(arrived)
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong "results are wrong": the copy stream waits for its own event, the compute stream for nothing
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    results = []
+    for chunk in chunks:
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", non_blocking=True)
+            arrived = torch.cuda.Event()
+            arrived.record()
+        copy_stream.wait_event(arrived)
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong "results are wrong": all copies queued first, compute waits for the first chunk's event only, checked twice
+copy_stream = torch.cuda.Stream()
+
+def overlapped(chunks, compute):
+    main = torch.cuda.current_stream()
+    with torch.cuda.stream(copy_stream):
+        xs = []
+        for chunk in chunks:
+            xs.append(chunk.to("cuda", non_blocking=True))
+            if len(xs) == 1:
+                first = copy_stream.record_event()
+    main.wait_event(first)
+    results = []
+    for x in xs:
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong "call compute() once per chunk": a warm-up compute on the first chunk before the loop
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    compute(chunks[0].to("cuda"))
+    results = []
+    for chunk in chunks:
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", non_blocking=True)
+        main.wait_stream(copy_stream)
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
