@@ -152,8 +152,12 @@ def run_all(answers: list[Answer], processes: int | None = None) -> dict[str, li
     """Run every answer in a fresh process of its own; ``{answer id: its verdicts or its error}``."""
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["torch", "asynclab", "matplotlib.pyplot", "pandas"])
+    import torch
+
+    # on a GPU one at a time: processes sharing a GPU take turns on it, which would change what each one measures
+    parallel = 1 if torch.cuda.is_available() else processes or min(4, multiprocessing.cpu_count())
     outcomes = {}
-    for group, n in (([a for a in answers if a.exercise not in TIMED], processes or min(4, multiprocessing.cpu_count())),
+    for group, n in (([a for a in answers if a.exercise not in TIMED], parallel),
                      ([a for a in answers if a.exercise in TIMED], 1)):
         with ctx.Pool(n, maxtasksperchild=1) as pool:
             outcomes.update({a.id: outcome for a, outcome in zip(group, pool.map(_run, group, chunksize=1))})

@@ -357,3 +357,17 @@ def test_launchers_shows_autograds_thread_per_gpu():
     autograd_1 = [lane for lane in table.index if "pt_autograd_1" in lane]
     assert autograd_1 and table.loc[autograd_1[0], "GPU 1"] > 10 * table.loc[autograd_1[0], "GPU 0"]
     assert int(table.to_numpy().sum()) == len(launch_latency(reference.trace(7, "naive")))
+
+
+def test_busy_together_counts_only_time_all_gpus_work():
+    from asynclab.metrics import busy_together
+
+    events = [{"ph": "X", "cat": "kernel", "name": "k", "pid": d, "tid": 7, "ts": ts, "dur": dur,
+               "args": {"device": d, "stream": 7}}
+              for d, ts, dur in [(0, 0, 10), (0, 10, 5), (1, 5, 20), (1, 40, 5), (0, 42, 1)]]
+    trace = load_trace({"traceEvents": events})
+    assert busy_together(trace) == 10.0 + 1.0  # [5, 15] and [42, 43]; GPU 0's touching kernels are one stretch
+    assert busy_together(trace, devices=[1]) == 25.0
+    with pytest.raises(ValueError, match="no GPU work"):
+        busy_together(load_trace({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "x", "pid": 1, "tid": 1,
+                                                   "ts": 0, "dur": 1}]}))

@@ -15,7 +15,7 @@ _NAMES = {
     "hardware": ("inventory", "report"),
     "lessons": ("lesson_map", "start"),
     "parallel": ("Parallel",),
-    "metrics": ("bubble_fraction", "busy_time", "comm_overlap", "concurrency", "concurrent_time", "hidden_fraction",
+    "metrics": ("bubble_fraction", "busy_time", "busy_together", "comm_overlap", "concurrency", "concurrent_time", "hidden_fraction",
                 "host_lead", "idle_gaps", "launch_latency", "launchers", "overlap", "step_breakdown", "stream_waits", "summary",
                 "time_breakdown",
                 "top_kernels"),

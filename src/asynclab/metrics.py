@@ -176,6 +176,32 @@ def _concurrency(w: pd.DataFrame) -> pd.Series:
     return s
 
 
+def busy_together(trace: Any, devices: Iterable[int] | None = None) -> float:
+    """µs during which every GPU of ``devices`` (all of the trace's when None) was doing work at once: how much
+    of a model split over GPUs really ran in parallel.
+
+    Example:
+        >>> from asynclab.trace import _EXAMPLE
+        >>> busy_together(load_trace(_EXAMPLE))  # one GPU: its busy time
+        5.0
+    """
+    tr = _trace(trace)
+    devs = sorted(int(d) for d in (devices if devices is not None else tr.devices))
+    if not devs:
+        raise ValueError(f"{tr.source}: no GPU work in this trace")
+    times, steps = [], []
+    for d in devs:
+        s, e = _u(_work(tr, d))
+        times += [s, e]
+        steps += [np.ones(len(s)), -np.ones(len(e))]
+    t, step = np.concatenate(times), np.concatenate(steps)
+    if not len(t):
+        return 0.0
+    order = np.lexsort((step, t))  # at one instant, an end before a start: touching work is not "at once"
+    t, busy = t[order], np.cumsum(step[order])[:-1]
+    return float(np.diff(t)[busy == len(devs)].sum())
+
+
 def concurrent_time(trace: Any, at_least: int = 2, device: int | None = None) -> float:
     """µs during which at least ``at_least`` GPU streams were busy at once (from :func:`concurrency`).
 

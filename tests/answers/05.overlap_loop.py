@@ -103,24 +103,6 @@ def overlapped(chunks, compute):
 
 al.check("05.overlap_loop", overlapped)
 
-# %% right: all copies queued first, each with its event; compute waits for one chunk at a time
-def overlapped(chunks, compute):
-    copy_stream = torch.cuda.Stream()
-    main = torch.cuda.current_stream()
-    xs, events = [], []
-    with torch.cuda.stream(copy_stream):
-        for chunk in chunks:
-            xs.append(chunk.to("cuda", non_blocking=True))
-            events.append(copy_stream.record_event())
-    results = []
-    for x, ev in zip(xs, events):
-        main.wait_event(ev)
-        x.record_stream(main)
-        results.append(compute(x))
-    return results
-
-al.check("05.overlap_loop", overlapped)
-
 # %% right: torch.cuda.set_stream to switch between the streams
 def overlapped(chunks, compute):
     main = torch.cuda.current_stream()
@@ -216,23 +198,6 @@ def overlapped(chunks, compute):
 
 al.check("05.overlap_loop", overlapped)
 
-# %% right: the host waits for each copy's event before queuing its compute (the next copy still runs under this compute)
-def overlapped(chunks, compute):
-    copy_stream = torch.cuda.Stream()
-    main = torch.cuda.current_stream()
-    results = []
-    for chunk in chunks:
-        with torch.cuda.stream(copy_stream):
-            x = chunk.to("cuda", non_blocking=True)
-            done = torch.cuda.Event()
-            done.record()
-        done.synchronize()
-        x.record_stream(main)
-        results.append(compute(x))
-    return results
-
-al.check("05.overlap_loop", overlapped)
-
 # %% right: a torch.cuda.synchronize() once, after the whole loop
 def overlapped(chunks, compute):
     copy_stream = torch.cuda.Stream()
@@ -245,6 +210,21 @@ def overlapped(chunks, compute):
         x.record_stream(main)
         results.append(compute(x))
     torch.cuda.synchronize()
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: a GPU buffer made with torch.empty_like on the copy stream, filled with copy_(non_blocking=True)
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    results = []
+    for chunk in chunks:
+        with torch.cuda.stream(copy_stream):
+            x = torch.empty_like(chunk, device="cuda")
+            x.copy_(chunk, non_blocking=True)
+        main.wait_stream(copy_stream)
+        x.record_stream(main)
+        results.append(compute(x))
     return results
 
 al.check("05.overlap_loop", overlapped)
@@ -398,22 +378,20 @@ def overlapped(chunks, compute):
 
 al.check("05.overlap_loop", overlapped)
 
-# %% wrong "results are wrong": all copies queued first, compute waits for the first chunk's event only, checked twice
+# %% wrong "results are wrong": off by one: each compute waits for the previous chunk's event, the first for none
 copy_stream = torch.cuda.Stream()
 
 def overlapped(chunks, compute):
     main = torch.cuda.current_stream()
-    with torch.cuda.stream(copy_stream):
-        xs = []
-        for chunk in chunks:
-            xs.append(chunk.to("cuda", non_blocking=True))
-            if len(xs) == 1:
-                first = copy_stream.record_event()
-    main.wait_event(first)
-    results = []
-    for x in xs:
+    results, prev = [], None
+    for chunk in chunks:
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", non_blocking=True)
+        if prev is not None:
+            main.wait_event(prev)
         x.record_stream(main)
         results.append(compute(x))
+        prev = copy_stream.record_event()
     return results
 
 al.check("05.overlap_loop", overlapped)

@@ -89,7 +89,7 @@ LESSONS = (
     Lesson("00", "welcome", "Welcome: how the course works and how to read a timeline", 0, None, True),
     Lesson("01", "async_dispatch", "Asynchronous dispatch: the host runs ahead", 1, "NVIDIA H100", True),
     Lesson("02", "timing", "Timing GPU code: wrong and right timers", 1, "NVIDIA H100", True),
-    Lesson("03", "streams", "Streams: when kernels run side by side", 1, "NVIDIA H200", True),
+    Lesson("03", "streams", "Streams: when kernels run side by side", 1, "NVIDIA H100", True),
     Lesson("04", "events", "Events: ordering work across streams and devices", 1, "NVIDIA H200", True),
     Lesson("05", "copy_overlap", "Copy overlap: pinned memory and copy engines", 1, "NVIDIA H200", True),
     Lesson("06", "multi_gpu_p2p", "Multi-GPU: peer-to-peer copies over NVLink", 2, "2x NVIDIA H200", True),

@@ -1,4 +1,4 @@
-"""Lesson 07 experiments: seed 000's model split over two GPUs, naive and pipelined by hand; GPipe over m; 1F1B's memory; torch.distributed.pipelining."""
+"""Lesson 07 experiments: seed 000's model split over two GPUs: the asker's own, naive and pipelined by hand; GPipe over m; 1F1B's memory; torch.distributed.pipelining."""
 from __future__ import annotations
 
 import json
@@ -27,14 +27,35 @@ WIDTH, LAYERS, BATCH = 4096, 8, 8192
 MICRO_BATCHES = (1, 2, 4, 8, 16, 32)
 #: GPipe traces kept in the reference (the sweep measures every m, from traces of its own).
 KEEP_M = (1, 4, 32)
+#: Profiled steps whose median bubble the GPipe sweep reports.
+PROFILED_STEPS = 3
 #: Environment every process of a multi-GPU run gets (NVLink multicast off, as the course's machines need).
 MULTI_GPU_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 #: Every experiment needs two GPUs (without them each returns a note saying so): nothing to size down.
 CPU_KWARGS: dict[str, dict[str, Any]] = {name: {} for name in (
-    "one_stage", "naive", "asker", "gpipe", "memory", "torch_pipelining")}
+    "one_stage", "naive", "asker", "asker_detached", "gpipe", "memory", "torch_pipelining")}
 
 NO_GPUS = "needs two CUDA GPUs: a model split over two GPUs"
+
+
+class HandWrittenStage(nn.Module):
+    """A pipeline stage written by hand, not an ``nn.Sequential`` (the same layers as :func:`stage_module`):
+    ``torch.distributed.pipelining``'s ``PipelineStage`` takes any module as one stage.
+
+    Example:
+        >>> HandWrittenStage(2, 8)(torch.ones(3, 8)).shape
+        torch.Size([3, 8])
+    """
+
+    def __init__(self, layers: int = LAYERS, width: int = WIDTH):
+        super().__init__()
+        self.linears = nn.ModuleList(nn.Linear(width, width) for _ in range(layers))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for linear in self.linears:
+            x = torch.relu(linear(x))
+        return x
 
 
 def stage_module(layers: int = LAYERS, width: int = WIDTH) -> nn.Sequential:
@@ -207,11 +228,132 @@ def asker(device: Any = None, m: int = 4, reps: int = 5, path: str | Path | None
             "device": str(dev)}
 
 
+# -- 1b: the asker's own model: a detached hand-off, a loss and an Adam per stage, his loop ------------------------
+#: The asker's size (one Linear(10, 10) and ReLU per stage, batch 64), and one whose GPU work dwarfs the launches.
+ASKER_SIZES: dict[str, dict[str, int]] = {"small": {"layers": 1, "width": 10, "batch": 64},
+                                          "big": {"layers": LAYERS, "width": WIDTH, "batch": BATCH}}
+#: Chunk counts of his loop.
+ASKER_M = (1, 2, 4, 8, 16)
+
+
+class AskerStage:
+    """One stage of the asker's model with its own loss and its own Adam (``weight_decay=5e-4``), and the three
+    calls his loop makes on it: ``forward``, ``backward``, ``update``.
+
+    Example:
+        >>> stage = AskerStage(1, 4, torch.device("cpu"))
+        >>> stage.forward(torch.ones(2, 4)).shape
+        torch.Size([2, 4])
+    """
+
+    def __init__(self, layers: int, width: int, device: torch.device, lr: float = 1e-4):
+        self.device = device
+        self.module = stage_module(layers, width).to(device)
+        self.opt = torch.optim.Adam(self.module.parameters(), lr=lr, weight_decay=5e-4)
+        self.out: torch.Tensor | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.out = self.module(x.to(self.device))  # the hand-off arrives here: a copy from the previous GPU
+        return self.out
+
+    def backward(self) -> None:
+        _loss(self.out).backward()
+
+    def update(self) -> None:
+        self.opt.step()
+        self.opt.zero_grad()
+
+
+class ToyModel:
+    """Seed 000's model as its asker describes it: two stages on two GPUs, the hand-off between them detached, so
+    that no gradient crosses the GPUs and each stage trains on a loss and an optimizer of its own.
+
+    Example:
+        >>> model = ToyModel(1, 4, devices=("cpu", "cpu"))
+        >>> model.train_pipeline(torch.ones(8, 4), m=4)  # four chunks, five ticks: trains each stage on each chunk
+        >>> [stage.opt.state_dict()["state"][0]["step"].item() for stage in model.stages]
+        [4.0, 4.0]
+    """
+
+    def __init__(self, layers: int, width: int, devices: tuple[Any, Any] = ("cuda:0", "cuda:1")):
+        torch.manual_seed(0)
+        self.stages = [AskerStage(layers, width, torch.device(d)) for d in devices]
+
+    def plain(self, x: torch.Tensor) -> None:
+        """One ordinary step on the whole batch: both forwards, then each stage's backward and update."""
+        first, second = self.stages
+        second.forward(first.forward(x).detach())
+        for stage in self.stages:
+            stage.backward()
+            stage.update()
+
+    def train_pipeline(self, x: torch.Tensor, m: int) -> None:
+        """The asker's loop: the batch in ``m`` chunks; at each tick the stages in reverse order, each running its
+        forward, backward and update on the chunk it holds, stage 1 on what stage 0 handed over the tick before."""
+        first, second = self.stages
+        handed: torch.Tensor | None = None
+        for tick, chunk in enumerate([*x.chunk(m), None]):
+            if handed is not None:  # stage 1 first: the chunk stage 0 finished last tick
+                second.forward(handed)
+                second.backward()
+                second.update()
+            handed = None
+            if chunk is not None:
+                handed = first.forward(chunk).detach()
+                first.backward()
+                first.update()
+
+
+def asker_detached(device: Any = None, sizes: tuple[str, ...] = ("small", "big"), micro_batches: tuple[int, ...] = ASKER_M,
+                   reps: int = 5, path: str | Path | None = None) -> dict[str, Any]:
+    """The asker's own model (:class:`ToyModel`) and loop, at his size and at a GPU-bound one (:data:`ASKER_SIZES`):
+    the plain step and his ``train_pipeline`` for each ``m``, and, from a trace of ``m = 4``, how long both GPUs
+    worked at once (:func:`asynclab.metrics.busy_together`) and each GPU's busy time.
+
+    With ``path`` the trace (annotated ``"<size> plain"`` and ``"<size> m=4"``) is kept there.
+    Returns ``{"<size>": {"plain_ms", "m": [...], "loop_ms": [...], "both_busy_ms_m4", "step_ms_m4",
+    "busy_ms_m4" ([GPU 0, GPU 1]), "size"}, "device"}``.
+
+    Example:
+        >>> asker_detached("cpu")["small"] is None
+        True
+    """
+    dev = resolve_device(device)
+    if dev.type != "cuda" or not gpu_count() >= 2:
+        return _no_gpus(dev, **{name: None for name in sizes})
+    from asynclab.metrics import busy_time, busy_together
+    from asynclab.record import record
+
+    out: dict[str, Any] = {}
+    runs: dict[str, Callable[[], Any]] = {}
+    for name in sizes:
+        size = ASKER_SIZES[name]
+        model = ToyModel(size["layers"], size["width"])
+        x = torch.randn(size["batch"], size["width"], device="cuda:0")
+        out[name] = {"plain_ms": _median_ms(lambda: model.plain(x), reps), "m": list(micro_batches),
+                     "loop_ms": [_median_ms(lambda: model.train_pipeline(x, m), reps) for m in micro_batches],
+                     "size": dict(size)}
+        runs[f"{name} plain"] = lambda model=model, x=x: model.plain(x)
+        runs[f"{name} m=4"] = lambda model=model, x=x: model.train_pipeline(x, 4)
+    trace = record(lambda: [run_annotated(label, fn) for label, fn in runs.items()], path=path or _tmp("asker_detached"),
+                   warmup=1, steps=1, cuda_sync_events=True)
+    for name in sizes:
+        w = trace.window(annotation=f"{name} m=4")
+        lo, hi = trace.annotation_range(f"{name} m=4", occurrence=0)
+        busy = busy_time(w, by="device")
+        out[name].update({"both_busy_ms_m4": busy_together(w, devices=[0, 1]) / 1e3, "step_ms_m4": (hi - lo) / 1e3,
+                          "busy_ms_m4": [float(busy.get(d, 0.0)) / 1e3 for d in (0, 1)]})
+    out["device"] = str(dev)
+    return out
+
+
 # -- 2: GPipe over m -------------------------------------------------------------------------------------------
 def gpipe(device: Any = None, micro_batches: tuple[int, ...] = MICRO_BATCHES, reps: int = 5,
           trace_dir: str | Path | None = None) -> dict[str, Any]:
-    """GPipe by hand for each ``m``: the step time, and the bubble fraction measured on its trace (the idle share
-    of the two GPUs between the step's first and last GPU work), beside the formula (p-1)/(m+p-1).
+    """GPipe by hand for each ``m``: the step time, and the bubble fraction measured on its traces (the idle share
+    of the two GPUs between the step's first and last GPU work; the median of :data:`PROFILED_STEPS` profiled
+    steps, after a warm-up, since one profiled step alone varies by several points), beside the formula
+    (p-1)/(m+p-1).
 
     With ``trace_dir`` the traces of m in :data:`KEEP_M` are kept there as ``gpipe_m{m}.json.gz``.
 
@@ -227,6 +369,7 @@ def gpipe(device: Any = None, micro_batches: tuple[int, ...] = MICRO_BATCHES, re
         return _no_gpus(dev, p=2, m=list(micro_batches), step_ms=None, bubble_measured=None, bubble_formula=None,
                         traces={})
     from asynclab.metrics import bubble_fraction
+    from asynclab.record import record
 
     t = _Trainer()
     p = 2
@@ -234,12 +377,16 @@ def gpipe(device: Any = None, micro_batches: tuple[int, ...] = MICRO_BATCHES, re
                            "bubble_formula": [], "traces": {}}
     for m in micro_batches:
         out["step_ms"].append(_median_ms(lambda: t.gpipe(m), reps))
-        keep = trace_dir is not None and m in KEEP_M
-        path = Path(trace_dir) / f"gpipe_m{m}.json.gz" if keep else _tmp(f"gpipe_m{m}")
-        trace = _record_trace(path, lambda: run_annotated(f"gpipe m={m}", lambda: t.gpipe(m)))
-        out["bubble_measured"].append(bubble_fraction(trace.window(annotation=f"gpipe m={m}"), devices=[0, 1]).mean)
+        name = f"gpipe m={m}"
+        trace = record(lambda: run_annotated(name, lambda: t.gpipe(m)), path=_tmp(f"gpipe_m{m}"), warmup=1,
+                       steps=PROFILED_STEPS, cuda_sync_events=True)
+        out["bubble_measured"].append(statistics.median(
+            bubble_fraction(trace.window(annotation=name, occurrence=i), devices=[0, 1]).mean
+            for i in range(PROFILED_STEPS)))
         out["bubble_formula"].append((p - 1) / (m + p - 1))
-        if keep:
+        if trace_dir is not None and m in KEEP_M:  # one step of it in the reference, for the timelines
+            path = Path(trace_dir) / f"gpipe_m{m}.json.gz"
+            _record_trace(path, lambda: run_annotated(name, lambda: t.gpipe(m)))
             out["traces"][m] = str(path)
     out["device"] = str(dev)
     return out
@@ -406,6 +553,13 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
     ms = gp.get("m") or []
     by_m = lambda key: dict(zip(map(str, ms), gp.get(key) or []))  # noqa: E731
     pipelining = {s: r for s, r in tp.items() if isinstance(r, dict)}
+    detached = results.get("asker_detached") or {}
+
+    def loop_ms(size: str) -> dict[str, float] | None:
+        r = detached.get(size)
+        return None if not r else {"plain": r["plain_ms"], **{str(m): ms for m, ms in zip(r["m"], r["loop_ms"])}}
+
+    big = detached.get("big") or {}
     return {
         "naive_busy_share_per_gpu": naive_.get("busy_share"),
         "one_stage_ms": stage.get("ms"),
@@ -416,6 +570,9 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
         "peak_mem_gib_1f1b_m8": (mem.get("1f1b") or {}).get("peak_gib"),
         "torch_pipelining_step_ms": {f"{s} {r['gpus']} GPUs": r["step_ms"] for s, r in pipelining.items()},
         "torch_pipelining_bubble_measured": {f"{s} {r['gpus']} GPUs": r["bubble_measured"] for s, r in pipelining.items()},
+        "asker_detached_small_ms": loop_ms("small"),
+        "asker_detached_big_ms": loop_ms("big"),
+        "asker_detached_big_both_busy_share_m4": (big["both_busy_ms_m4"] / big["step_ms_m4"]) if big else None,
     }
 
 
@@ -438,6 +595,7 @@ def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bo
         "one_stage": one_stage(dev),
         "naive": naive(dev, path=trace("naive", needs=2)),
         "asker": asker(dev, path=trace("asker", needs=2)),
+        "asker_detached": asker_detached(dev, path=trace("asker_detached", needs=2)),
         "gpipe": gpipe(dev, trace_dir=keep),
         "memory": memory(dev),
         "torch_pipelining": torch_pipelining(dev, trace_dir=keep),

@@ -2,7 +2,8 @@
 
     torchrun --nproc-per-node 2 -m asynclab.lessons.pipeline_bubbles.stages OUT_DIR SCHEDULE M
 
-Each rank builds its stage (``LAYERS`` Linear+ReLU of ``WIDTH``, as in the lesson's by-hand pipeline), runs
+Each rank builds its stage (a hand-written module of ``LAYERS`` Linear+ReLU of ``WIDTH``, the lesson's by-hand
+stages' layers), runs
 ``SCHEDULE`` ("gpipe" or "1f1b") with ``M`` micro-batches, and writes ``OUT_DIR/rank{R}.json.gz`` (steps 2 and 3
 of four, profiled) and, on rank 0, ``OUT_DIR/result.json`` with the median step time of the last steps.
 """
@@ -22,7 +23,7 @@ def main(argv: list[str]) -> int:
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
     from torch.profiler import ProfilerActivity, profile, schedule
 
-    from asynclab.lessons.pipeline_bubbles.experiments import BATCH, LAYERS, WIDTH, stage_module
+    from asynclab.lessons.pipeline_bubbles.experiments import BATCH, LAYERS, WIDTH, HandWrittenStage
 
     out, kind, m = Path(argv[0]), argv[1], int(argv[2])
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -31,7 +32,7 @@ def main(argv: list[str]) -> int:
     dist.init_process_group("nccl", device_id=dev)
     try:
         torch.manual_seed(rank)
-        stage = PipelineStage(stage_module(LAYERS, WIDTH).to(dev), stage_index=rank, num_stages=world, device=dev)
+        stage = PipelineStage(HandWrittenStage(LAYERS, WIDTH).to(dev), stage_index=rank, num_stages=world, device=dev)
         cls = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[kind]
         sched = cls(stage, n_microbatches=m, loss_fn=lambda y, t: y.square().mean())
         x = torch.randn(BATCH, WIDTH, device=dev)

@@ -71,7 +71,6 @@ def _run_on_gpu(on_side_stream: Callable, late: str) -> tuple[bool, bool, bool, 
     if not isinstance(result, torch.Tensor):
         raise _NotATensor(a_type(result))
     host_waited = late != "reuse" and spun.query()
-    work_right = bool((result == 2).all()) if late != "reuse" else True
     if late == "reuse":
         torch.cuda._sleep(cycles)  # the caller's stream is busy before it reads the result
     seen.copy_(result)  # the caller uses the result on its stream
@@ -79,7 +78,8 @@ def _run_on_gpu(on_side_stream: Callable, late: str) -> tuple[bool, bool, bool, 
         del result  # freed while the caller's stream still has to read it
         with torch.cuda.stream(streams_seen[-1]):
             torch.empty(1 << 20, device=dev).fill_(-1.0)  # the side stream's next allocation
-    torch.cuda.synchronize()
+    torch.cuda.synchronize()  # only now may the host look at the values: any earlier read would order the race
+    work_right = late == "reuse" or bool((result == 2).all())
     side = bool(streams_seen) and all(s != default for s in streams_seen)
     return work_right, bool((seen == 2).all()), side, bool(host_waited)
 

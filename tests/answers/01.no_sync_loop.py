@@ -1,0 +1,275 @@
+# Learner answers to lesson 01's exercise 3 (01.no_sync_loop): fast_loop(losses) sums the per-step losses
+# with at most one host read. Each cell is run after the notebook's set-up; see tests/answers.py for the format.
+
+# %% right: a running sum on the device, one .item() at the end
+def fast_loop(losses):
+    total = torch.zeros((), device=losses[0].device)
+    for loss in losses:
+        total += loss
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: torch.stack, then sum, then .item()
+def fast_loop(losses):
+    return torch.stack(losses).sum().item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: float() of the stacked sum
+def fast_loop(losses):
+    total = torch.stack(losses).sum()
+    return float(total)
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: Python's sum over the tensors, read once
+def fast_loop(losses):
+    return sum(losses).item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: torch.sum(torch.stack(...)), then .item()
+def fast_loop(losses):
+    stacked = torch.stack(losses)
+    return torch.sum(stacked).item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: keep every loss for logging, read them all at once with .tolist()
+def fast_loop(losses):
+    history = torch.stack([loss.detach() for loss in losses])  # stays on the device
+    logged = history.tolist()  # one read, after the loop
+    return sum(logged)
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: .tolist() of a 0-dim tensor gives one Python float
+def fast_loop(losses):
+    total = losses[0].clone()
+    for loss in losses[1:]:
+        total = total + loss
+    return total.tolist()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: zeros_like and in-place add_, float() at the end
+def fast_loop(losses):
+    total = torch.zeros_like(losses[0])
+    for loss in losses:
+        total.add_(loss.detach())
+    return float(total)
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: running sum started from None, under no_grad
+def fast_loop(losses):
+    total = None
+    with torch.no_grad():
+        for loss in losses:
+            total = loss if total is None else total + loss
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: functools.reduce with torch.add
+import functools
+
+def fast_loop(losses):
+    return functools.reduce(torch.add, losses).item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: a torch.tensor(0.0) accumulator on the losses' device, summed in float64
+def fast_loop(losses):
+    total = torch.tensor(0.0, dtype=torch.float64, device=losses[0].device)
+    for loss in losses:
+        total += loss.double()
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: cat of reshaped losses, then sum
+def fast_loop(losses):
+    return torch.cat([loss.reshape(1) for loss in losses]).sum().item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: logs once, after the loop, from the one value it read
+def fast_loop(losses):
+    total = torch.stack(losses).sum()
+    value = total.item()
+    print(f"total loss {value:.4f}")
+    return value
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: copies the total to the host with .cpu() once, then reads it
+def fast_loop(losses):
+    return torch.stack(losses).sum().cpu().item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% limit: an accumulator made on "cuda" by name (the losses are on the CPU without a GPU)
+def fast_loop(losses):
+    total = torch.zeros((), device="cuda")
+    for loss in losses:
+        total += loss
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "50 host reads": the slow loop itself, .item() every step
+def slow_loop(losses):
+    total = 0.0
+    for loss in losses:
+        total += loss.item()  # a sync every step
+    return total
+
+def fast_loop(losses):
+    return slow_loop(losses)
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "50 host reads": float() every step
+def fast_loop(losses):
+    return sum(float(loss) for loss in losses)
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "host reads": a device sum, but an f-string log every step
+def fast_loop(losses):
+    total = torch.zeros((), device=losses[0].device)
+    for step, loss in enumerate(losses):
+        total += loss
+        print(f"step {step}: loss {loss:.4f}")
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "host reads": .cpu() every step
+def fast_loop(losses):
+    total = torch.zeros(())
+    for loss in losses:
+        total += loss.cpu()
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "50 host reads": .tolist() every step
+def fast_loop(losses):
+    total = 0.0
+    for loss in losses:
+        total += loss.tolist()
+    return total
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "host reads": skips zero losses with an if on a tensor every step
+def fast_loop(losses):
+    total = torch.zeros((), device=losses[0].device)
+    for loss in losses:
+        if loss > 0:
+            total += loss
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "host reads": masked_select every step to drop zero losses
+def fast_loop(losses):
+    total = torch.zeros((), device=losses[0].device)
+    for loss in losses:
+        total += torch.masked_select(loss, loss > 0).sum()
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "host reads": a boolean mask every step (it needs nonzero's size on the host)
+def fast_loop(losses):
+    total = torch.zeros((), device=losses[0].device)
+    for loss in losses:
+        total += loss[loss > 0].sum()
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "host reads": torch.nonzero every step
+def fast_loop(losses):
+    total = torch.zeros((), device=losses[0].device)
+    for loss in losses:
+        if torch.nonzero(loss.reshape(1)).numel():
+            total += loss
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "6 host reads": logs with .item() every 10 steps (and reads the total)
+def fast_loop(losses):
+    total = torch.zeros((), device=losses[0].device)
+    for step, loss in enumerate(losses):
+        total += loss
+        if step % 10 == 0:
+            print(f"step {step}: {loss.item():.4f}")
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "2 host reads": reads the total twice, once to print and once to return
+def fast_loop(losses):
+    total = torch.stack(losses).sum()
+    print("total", total.item())
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "the total should be": the read is inside the loop (indented one level too far)
+def fast_loop(losses):
+    total = torch.zeros((), device=losses[0].device)
+    for loss in losses:
+        total += loss
+        return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "return a Python number": returns the tensor, never read
+def fast_loop(losses):
+    return torch.stack(losses).sum()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "the total should be": the mean, not the sum
+def fast_loop(losses):
+    return torch.stack(losses).mean().item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "the total should be": = instead of +=, so it keeps only the last loss
+def fast_loop(losses):
+    total = torch.zeros((), device=losses[0].device)
+    for loss in losses:
+        total = loss
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "host reads": torch.tensor(losses) reads every loss to build a new tensor
+def fast_loop(losses):
+    return torch.tensor(losses).sum().item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "host reads": print(loss) every step (printing a tensor reads it)
+def fast_loop(losses):
+    total = torch.zeros((), device=losses[0].device)
+    for loss in losses:
+        total += loss
+        print(loss)
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "the total should be": returns a one-element list
+def fast_loop(losses):
+    return torch.stack(losses).sum().reshape(1).tolist()
+
+al.check("01.no_sync_loop", fast_loop)

@@ -1,0 +1,452 @@
+# Learner answers to lesson 02's exercise 1 (02.event_timer): my_time_ms(fn) returns one call's GPU time in ms.
+# Each cell is run after the notebook's set-up (torch, al and time imported); see tests/answers.py for the format.
+
+# %% right: events made once at the top of the cell, end.synchronize() before elapsed_time
+start = torch.cuda.Event(enable_timing=True)
+end = torch.cuda.Event(enable_timing=True)
+
+def my_time_ms(fn):
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: events made lazily on the first call, kept in a global
+_events = None
+
+def my_time_ms(fn):
+    global _events
+    if _events is None:
+        _events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+    start, end = _events
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: torch.cuda.synchronize() on both sides of a wall clock
+def my_time_ms(fn):
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: time.perf_counter_ns, divided down to ms
+def my_time_ms(fn):
+    torch.cuda.synchronize()
+    t0 = time.perf_counter_ns()
+    fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter_ns() - t0) / 1e6
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: waits on the current stream, not the whole device
+def my_time_ms(fn):
+    stream = torch.cuda.current_stream()
+    stream.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    stream.synchronize()
+    return 1000 * (time.perf_counter() - t0)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: events, with torch.cuda.synchronize() instead of end.synchronize()
+def my_time_ms(fn):
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: blocking events (the host sleeps instead of spinning in end.synchronize())
+def my_time_ms(fn):
+    start = torch.cuda.Event(enable_timing=True, blocking=True)
+    end = torch.cuda.Event(enable_timing=True, blocking=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: events recorded on an explicitly named stream
+def my_time_ms(fn):
+    stream = torch.cuda.current_stream()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record(stream)
+    fn()
+    end.record(stream)
+    end.synchronize()
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: a side stream made once, work and events on it with torch.cuda.stream(s); checked twice
+side = torch.cuda.Stream()
+
+def my_time_ms(fn):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    with torch.cuda.stream(side):
+        start.record()
+        fn()
+        end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+al.check("02.event_timer", my_time_ms)
+
+# %% right: torch.cuda.set_stream to a new stream, then back, and that stream's synchronize()
+def my_time_ms(fn):
+    before = torch.cuda.current_stream()
+    stream = torch.cuda.Stream()
+    torch.cuda.set_stream(stream)
+    try:
+        t0 = time.perf_counter()
+        fn()
+        stream.synchronize()
+        elapsed = time.perf_counter() - t0
+    finally:
+        torch.cuda.set_stream(before)
+    return elapsed * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: events recorded through torch.cuda.default_stream().record_event
+def my_time_ms(fn):
+    stream = torch.cuda.default_stream()
+    start = stream.record_event(torch.cuda.Event(enable_timing=True))
+    fn()
+    end = stream.record_event(torch.cuda.Event(enable_timing=True))
+    end.synchronize()
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: times several calls between two events and divides
+def my_time_ms(fn, repeats=5):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(repeats):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / repeats
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: a warm-up call, waited for, then the timed call
+def my_time_ms(fn):
+    fn()  # warm-up
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: a warm-up call not waited for: the start event waits for it in the stream
+def my_time_ms(fn):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    fn()  # warm-up, still running when start is recorded
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: the median of three event timings
+import statistics
+
+def my_time_ms(fn):
+    times = []
+    for _ in range(3):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: polls end.query() until the GPU reaches the end event
+def my_time_ms(fn):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    while not end.query():
+        pass
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: an event without timing, used only to wait, and time.monotonic
+def my_time_ms(fn):
+    done = torch.cuda.Event()
+    torch.cuda.synchronize()
+    t0 = time.monotonic()
+    fn()
+    done.record()
+    done.synchronize()
+    return (time.monotonic() - t0) * 1000
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: a CPU fallback as in the solution, time.time() on the CPU, events on the GPU; checked twice
+start_event = torch.cuda.Event(enable_timing=True)
+end_event = torch.cuda.Event(enable_timing=True)
+
+def my_time_ms(fn):
+    if not torch.cuda.is_available():
+        t0 = time.time()
+        fn()
+        return (time.time() - t0) * 1000
+    start_event.record()
+    fn()
+    end_event.record()
+    end_event.synchronize()
+    return start_event.elapsed_time(end_event)
+
+al.check("02.event_timer", my_time_ms)
+al.check("02.event_timer", my_time_ms)
+
+# %% right: events inside an NVTX range, to find the timing on a profiler trace
+def my_time_ms(fn):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.nvtx.range_push("my_time_ms")
+    start.record()
+    fn()
+    end.record()
+    torch.cuda.nvtx.range_pop()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% limit: the device-generic torch.Event
+def my_time_ms(fn):
+    start = torch.Event(device="cuda", enable_timing=True)
+    end = torch.Event(device="cuda", enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% limit: torch.accelerator.synchronize() around a wall clock
+def my_time_ms(fn):
+    torch.accelerator.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    torch.accelerator.synchronize()
+    return (time.perf_counter() - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% limit: torch.utils.benchmark, which synchronizes for you (imported inside the function)
+def my_time_ms(fn):
+    from torch.utils import benchmark
+
+    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn})
+    return timer.blocked_autorange(min_run_time=0.2).median * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "timed the launch": the starter's wall clock, no synchronize
+def my_time_ms(fn):
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "timed the launch": reads the clock, then waits
+def my_time_ms(fn):
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "timed the launch": synchronizes only before the call
+def my_time_ms(fn):
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "looks like seconds": elapsed_time divided by 1000
+def my_time_ms(fn):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1000
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "looks like seconds": a synchronized wall clock left in seconds
+def my_time_ms(fn):
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "check the units": elapsed_time taken for seconds and multiplied by 1000 (µs)
+def my_time_ms(fn):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1000
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "check the units": perf_counter_ns divided by 1e3 gives µs
+def my_time_ms(fn):
+    torch.cuda.synchronize()
+    t0 = time.perf_counter_ns()
+    fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter_ns() - t0) / 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "timed the launch": both events recorded before the call
+def my_time_ms(fn):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    end.record()
+    fn()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "timed the launch": the start event recorded after the call
+def my_time_ms(fn):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    fn()
+    start.record()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "timed the launch": waits on the start event instead of the end event
+def my_time_ms(fn):
+    start = torch.cuda.Event()
+    start.record()
+    t0 = time.perf_counter()
+    fn()
+    start.synchronize()
+    return (time.perf_counter() - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "timed the launch": events on the default stream, the work on a side stream
+side = torch.cuda.Stream()
+
+def my_time_ms(fn):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    with torch.cuda.stream(side):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "time the work itself": a warm-up call not waited for, then a wall clock
+def my_time_ms(fn):
+    fn()  # warm-up
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "time the work itself": two calls between the events, not divided
+def my_time_ms(fn):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "time the work itself": five calls divided by ten
+def my_time_ms(fn):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 10
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "as a number": returns a formatted string
+def my_time_ms(fn):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return f"{start.elapsed_time(end):.2f} ms"
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "as a number": returns a tensor
+def my_time_ms(fn):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return torch.tensor(start.elapsed_time(end))
+
+al.check("02.event_timer", my_time_ms)

@@ -1,0 +1,305 @@
+# Learner answers to lesson 05's exercise 2, "Find the missing synchronization" (al.check("05.d2h_read", read_losses)),
+# each cell as typed after the notebook's set-up; run by tests/answers.py, verdicts checked by tests/test_answers.py.
+
+# %% right: the published fix: an event recorded after the copy, synchronized on
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    copied = torch.cuda.Event()
+    copied.record()
+    copied.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: an event made once at top level, reused across two checks
+copied = torch.cuda.Event()
+
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    copied.record()
+    copied.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+al.check("05.d2h_read", read_losses)
+
+# %% right: an event made lazily on the first call, kept in a global, checked twice
+_copied = None
+
+def read_losses(losses, out):
+    global _copied
+    if _copied is None:
+        _copied = torch.cuda.Event(blocking=True)
+    out.copy_(losses, non_blocking=True)
+    _copied.record(torch.cuda.current_stream())
+    _copied.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+al.check("05.d2h_read", read_losses)
+
+# %% right: torch.cuda.synchronize() before reading
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    torch.cuda.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: torch.cuda.current_stream().synchronize()
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    torch.cuda.current_stream().synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: current_stream().record_event(), then the host polls it until the copy is done
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    e = torch.cuda.current_stream().record_event()
+    while not e.query():
+        pass
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: a blocking copy: losses.to("cpu")
+def read_losses(losses, out):
+    return losses.to("cpu").tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: losses.cpu().tolist(), out left alone
+def read_losses(losses, out):
+    return losses.cpu().tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: losses.tolist() reads from the GPU, and waits
+def read_losses(losses, out):
+    return losses.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: copy_ without non_blocking (the host waits for the copy)
+def read_losses(losses, out):
+    out.copy_(losses)
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: [float(v) for v in out] after a synchronize on the default stream
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    torch.cuda.default_stream().synchronize()
+    return [float(v) for v in out]
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: out.numpy().tolist() after torch.cuda.synchronize(losses.device)
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    torch.cuda.synchronize(losses.device)
+    return out.numpy().tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: losses.to("cpu", non_blocking=True), then a synchronize before reading the new tensor
+def read_losses(losses, out):
+    host = losses.to("cpu", non_blocking=True)
+    torch.cuda.synchronize()
+    return host.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: torch.cuda.device(torch.cuda.current_device()) around the copy and the event
+def read_losses(losses, out):
+    with torch.cuda.device(torch.cuda.current_device()):
+        out.copy_(losses, non_blocking=True)
+        done = torch.cuda.Event()
+        done.record()
+        done.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: the copy on a side stream made once at top level, ordered after the losses with wait_stream, checked twice
+side = torch.cuda.Stream()
+
+def read_losses(losses, out):
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        out.copy_(losses, non_blocking=True)
+        done = side.record_event()
+    done.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+al.check("05.d2h_read", read_losses)
+
+# %% right: the copy on a side stream after wait_event on an event of the losses' stream, torch.cuda.set_stream to switch
+def read_losses(losses, out):
+    main = torch.cuda.current_stream()
+    ready = main.record_event()
+    side = torch.cuda.Stream()
+    side.wait_event(ready)
+    torch.cuda.set_stream(side)
+    out.copy_(losses, non_blocking=True)
+    torch.cuda.set_stream(main)
+    side.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: the copy inside torch.cuda.StreamContext of the current stream, an event synchronized on after it
+def read_losses(losses, out):
+    with torch.cuda.StreamContext(torch.cuda.current_stream()):
+        out.copy_(losses, non_blocking=True)
+        e = torch.cuda.Event()
+        e.record()
+    e.synchronize()
+    return [round(v, 3) for v in out.tolist()]
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: losses.detach().cpu().tolist(), the usual way to log a loss
+def read_losses(losses, out):
+    return losses.detach().cpu().tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: [v.item() for v in out] after an event synchronize
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    done = torch.cuda.Event()
+    done.record()
+    done.synchronize()
+    return [v.item() for v in out]
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong "before the copy had landed": no sync at all (the starter code)
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong "before the copy had landed": an event recorded before the copy, synchronized on (it waits for the losses, not the copy), checked twice
+def read_losses(losses, out):
+    before = torch.cuda.Event()
+    before.record()
+    out.copy_(losses, non_blocking=True)
+    before.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+al.check("05.d2h_read", read_losses)
+
+# %% wrong "before the copy had landed": torch.cuda.synchronize() before the copy instead of after it
+def read_losses(losses, out):
+    torch.cuda.synchronize()
+    out.copy_(losses, non_blocking=True)
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong "before the copy had landed": synchronizing a side stream that has nothing queued
+side = torch.cuda.Stream()
+
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    side.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong "before the copy had landed": an event recorded on a side stream after the copy, synchronized on
+def read_losses(losses, out):
+    side = torch.cuda.Stream()
+    out.copy_(losses, non_blocking=True)
+    done = torch.cuda.Event()
+    done.record(side)
+    done.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong: the copy on a side stream with no ordering after the losses: it copies them before they are written
+def read_losses(losses, out):
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        out.copy_(losses, non_blocking=True)
+    side.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong "before the copy had landed": query() asked once, not in a loop
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    e = torch.cuda.Event()
+    e.record()
+    e.query()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong "before the copy had landed": read first, then synchronize
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    values = out.tolist()
+    torch.cuda.synchronize()
+    return values
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong "before the copy had landed": the host sleeps a millisecond instead of waiting for the copy
+import time
+
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    time.sleep(0.001)
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong "before the copy had landed": [float(v) for v in out] with no sync
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    return [float(v) for v in out]
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong: losses.to("cpu", non_blocking=True) read at once: the new pinned tensor is not written yet either
+def read_losses(losses, out):
+    return losses.to("cpu", non_blocking=True).tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong "as a list of numbers": the right sync, but out returned as a tensor
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    torch.cuda.synchronize()
+    return out
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong "before the copy had landed": waits on the event with a stream (wait_event makes a stream wait, not the host)
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    copied = torch.cuda.Event()
+    copied.record()
+    torch.cuda.current_stream().wait_event(copied)
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong "as a list of numbers": the right sync, but list(out) is a list of 0-d tensors, not of numbers
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    torch.cuda.synchronize()
+    return list(out)
+
+al.check("05.d2h_read", read_losses)

@@ -1,0 +1,496 @@
+# Answers to lesson 06's exercise 1 (06.overlap_copy), written the way learners write them.
+# Each cell runs in a fresh process after the notebook's set-up; tests/answers.py says how.
+
+# %% right: the published solution's streams made once at top level, reused across two checks
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+
+def step(send, multiply):
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+    torch.cuda.current_stream(1).wait_stream(s1)
+    return y, z
+
+al.check("06.overlap_copy", step)
+al.check("06.overlap_copy", step)
+
+# %% right: nested with blocks, streams made with device= keywords, GPU 1's default stream named
+s0 = torch.cuda.Stream(device=0)
+s1 = torch.cuda.Stream(device=1)
+
+def step(send, multiply):
+    with torch.cuda.stream(s0):
+        with torch.cuda.stream(s1):
+            y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+    torch.cuda.default_stream(1).wait_stream(s1)
+    return y, z
+
+al.check("06.overlap_copy", step)
+al.check("06.overlap_copy", step)
+
+# %% right: devices written as torch.device("cuda", i)
+gpu0, gpu1 = torch.device("cuda", 0), torch.device("cuda", 1)
+s0, s1 = torch.cuda.Stream(gpu0), torch.cuda.Stream(gpu1)
+
+def step(send, multiply):
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    with torch.cuda.device(gpu1):
+        z = multiply()
+        torch.cuda.current_stream(gpu1).wait_stream(s1)
+    return y, z
+
+al.check("06.overlap_copy", step)
+al.check("06.overlap_copy", step)
+
+# %% right: devices written as "cuda:0" and "cuda:1"
+s0 = torch.cuda.Stream("cuda:0")
+s1 = torch.cuda.Stream("cuda:1")
+
+def step(send, multiply):
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    with torch.cuda.device("cuda:1"):
+        z = multiply()
+    torch.cuda.default_stream("cuda:1").wait_stream(s1)
+    return y, z
+
+al.check("06.overlap_copy", step)
+al.check("06.overlap_copy", step)
+
+# %% right: torch.cuda.set_stream on both GPUs, then the previous streams put back
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+
+def step(send, multiply):
+    before0, before1 = torch.cuda.current_stream(0), torch.cuda.current_stream(1)
+    torch.cuda.set_stream(s0)
+    torch.cuda.set_stream(s1)
+    y = send()
+    torch.cuda.set_stream(before1)
+    torch.cuda.set_stream(before0)
+    z = multiply()
+    before1.wait_stream(s1)
+    return y, z
+
+al.check("06.overlap_copy", step)
+al.check("06.overlap_copy", step)
+
+# %% right: torch.cuda.StreamContext written out
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+
+def step(send, multiply):
+    with torch.cuda.StreamContext(s0), torch.cuda.StreamContext(s1):
+        y = send()
+    z = multiply()
+    torch.cuda.default_stream(1).wait_stream(s1)
+    return y, z
+
+al.check("06.overlap_copy", step)
+
+# %% right: the copy from the default streams, the product on a side stream of GPU 1, then wait_stream
+side1 = torch.cuda.Stream(1)
+
+def step(send, multiply):
+    y = send()                          # GPU 1's default stream waits for the copy
+    with torch.cuda.stream(side1):
+        z = multiply()                  # a side stream owes the copy nothing
+    torch.cuda.default_stream(1).wait_stream(side1)
+    return y, z
+
+al.check("06.overlap_copy", step)
+al.check("06.overlap_copy", step)
+
+# %% right: an event recorded on GPU 1's side stream after the copy, waited on by its default stream
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+
+def step(send, multiply):
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    e = torch.cuda.Event()
+    e.record(s1)
+    with torch.cuda.device(1):
+        z = multiply()
+    torch.cuda.default_stream(1).wait_event(e)
+    return y, z
+
+al.check("06.overlap_copy", step)
+al.check("06.overlap_copy", step)
+
+# %% right: streams made inside with torch.cuda.device(i) blocks, on every call
+def step(send, multiply):
+    with torch.cuda.device(0):
+        s0 = torch.cuda.Stream()
+    with torch.cuda.device(1):
+        s1 = torch.cuda.Stream()
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+        torch.cuda.current_stream().wait_stream(s1)
+    return y, z
+
+al.check("06.overlap_copy", step)
+
+# %% right: streams made lazily on the first call, kept in globals; GPU 1's stream read with current_stream(1)
+s0 = s1 = None
+
+def step(send, multiply):
+    global s0, s1
+    if s0 is None:
+        s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+    reader = torch.cuda.current_stream(1)
+    s1.wait_stream(reader)              # nothing on GPU 1 may still use the destination
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+    reader.wait_stream(s1)
+    return y, z
+
+al.check("06.overlap_copy", step)
+al.check("06.overlap_copy", step)
+
+# %% right: the product issued first, then the copy on side streams of both GPUs
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+
+def step(send, multiply):
+    with torch.cuda.device(1):
+        z = multiply()
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    torch.cuda.default_stream(1).wait_stream(s1)
+    return y, z
+
+al.check("06.overlap_copy", step)
+al.check("06.overlap_copy", step)
+
+# %% right: GPU 1's default stream waits for GPU 0's side stream, the one the copy ran on
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+
+def step(send, multiply):
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    z = multiply()
+    torch.cuda.default_stream(1).wait_stream(s0)
+    return y, z
+
+al.check("06.overlap_copy", step)
+
+# %% right: side stream on GPU 0 for the copy, the product on a side stream of GPU 1
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+
+def step(send, multiply):
+    with torch.cuda.stream(s0):
+        y = send()                      # fences GPU 1's default stream, not s1
+    with torch.cuda.stream(s1):
+        z = multiply()
+    torch.cuda.current_stream(1).wait_stream(s1)
+    return y, z
+
+al.check("06.overlap_copy", step)
+al.check("06.overlap_copy", step)
+
+# %% right: side streams everywhere, the product on a second side stream of GPU 1, both waited for
+s0, s1, s2 = torch.cuda.Stream(0), torch.cuda.Stream(1), torch.cuda.Stream(1)
+
+def step(send, multiply):
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    with torch.cuda.stream(s2):
+        z = multiply()
+    main1 = torch.cuda.default_stream(1)
+    main1.wait_stream(s1)
+    main1.wait_stream(s2)
+    return y, z
+
+al.check("06.overlap_copy", step)
+
+# %% right: events from record_event, waited on with event.wait
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+
+def step(send, multiply):
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    copied = s1.record_event()
+    with torch.cuda.device(1):
+        z = multiply()
+    copied.wait(torch.cuda.current_stream(1))
+    return y, z
+
+al.check("06.overlap_copy", step)
+al.check("06.overlap_copy", step)
+
+# %% right: the host waits for GPU 1 after issuing both, instead of a stream wait
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+
+def step(send, multiply):
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+    torch.cuda.synchronize(1)
+    return y, z
+
+al.check("06.overlap_copy", step)
+
+# %% right: streams used as context managers themselves (torch.Stream supports with)
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+
+def step(send, multiply):
+    with s0, s1:
+        y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+    torch.cuda.default_stream(1).wait_stream(s1)
+    return y, z
+
+al.check("06.overlap_copy", step)
+
+# %% right: GPU 1's default stream found from the result's device
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+
+def step(send, multiply):
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+    torch.cuda.default_stream(y.device).wait_stream(s1)
+    return y, z
+
+al.check("06.overlap_copy", step)
+
+# %% wrong "ran during the copy": everything on the default streams, as the starter
+def step(send, multiply):
+    y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+    return y, z
+
+al.check("06.overlap_copy", step)
+
+# %% wrong "ran during the copy": a side stream on GPU 0 only: the copy fences GPU 1's default stream
+s0 = torch.cuda.Stream(0)
+
+def step(send, multiply):
+    with torch.cuda.stream(s0):
+        y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+    return y, z
+
+al.check("06.overlap_copy", step)
+al.check("06.overlap_copy", step)
+
+# %% wrong "ran during the copy": a side stream on GPU 1 only: GPU 0's default stream holds GPU 1's
+s1 = torch.cuda.Stream(1)
+
+def step(send, multiply):
+    with torch.cuda.stream(s1):
+        y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+    torch.cuda.default_stream(1).wait_stream(s1)
+    return y, z
+
+al.check("06.overlap_copy", step)
+al.check("06.overlap_copy", step)
+
+# %% wrong "ran during the copy": both side streams made on GPU 0 (torch.cuda.Stream() with no device)
+s0, s1 = torch.cuda.Stream(), torch.cuda.Stream()
+
+def step(send, multiply):
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+    torch.cuda.default_stream(1).wait_stream(s1)
+    return y, z
+
+al.check("06.overlap_copy", step)
+
+# %% wrong "ran during the copy": the product inside the side-stream block, on s1, which waits for the copy
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+
+def step(send, multiply):
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+        z = multiply()
+    torch.cuda.default_stream(1).wait_stream(s1)
+    return y, z
+
+al.check("06.overlap_copy", step)
+al.check("06.overlap_copy", step)
+
+# %% wrong "read a result before it was there": side streams on both GPUs, no wait_stream
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+
+def step(send, multiply):
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+    return y, z
+
+al.check("06.overlap_copy", step)
+al.check("06.overlap_copy", step)
+
+# %% wrong "read a result before it was there": the wait on GPU 0's stream (the current device is GPU 0)
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+
+def step(send, multiply):
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+    torch.cuda.current_stream().wait_stream(s1)
+    return y, z
+
+al.check("06.overlap_copy", step)
+
+# %% wrong "read a result before it was there": the wait turned round, the side stream waits for the default
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+
+def step(send, multiply):
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+    s1.wait_stream(torch.cuda.default_stream(1))
+    return y, z
+
+al.check("06.overlap_copy", step)
+al.check("06.overlap_copy", step)
+
+# %% wrong "read a result before it was there": the wait inside the block, where GPU 1's current stream is s1
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+
+def step(send, multiply):
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+        torch.cuda.current_stream(1).wait_stream(s1)
+    with torch.cuda.device(1):
+        z = multiply()
+    return y, z
+
+al.check("06.overlap_copy", step)
+
+# %% wrong "read a result before it was there": the wait issued before the copy, so it waits for nothing
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+
+def step(send, multiply):
+    torch.cuda.default_stream(1).wait_stream(s1)
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+    return y, z
+
+al.check("06.overlap_copy", step)
+al.check("06.overlap_copy", step)
+
+# %% wrong "read a result before it was there": the event recorded before the copy was issued
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+
+def step(send, multiply):
+    e = torch.cuda.Event()
+    e.record(s1)
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+    torch.cuda.default_stream(1).wait_event(e)
+    return y, z
+
+al.check("06.overlap_copy", step)
+
+# %% wrong "ran during the copy": the wait issued before the product, so the product waits for the copy
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+
+def step(send, multiply):
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    torch.cuda.default_stream(1).wait_stream(s1)
+    with torch.cuda.device(1):
+        z = multiply()
+    return y, z
+
+al.check("06.overlap_copy", step)
+al.check("06.overlap_copy", step)
+
+# %% wrong "ran during the copy": the product issued first, then the copy, all on the default streams
+def step(send, multiply):
+    with torch.cuda.device(1):
+        z = multiply()
+    y = send()
+    return y, z
+
+al.check("06.overlap_copy", step)
+
+# %% wrong "ran during the copy": the host synchronizes between the copy and the product
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+
+def step(send, multiply):
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    torch.cuda.synchronize()
+    with torch.cuda.device(1):
+        z = multiply()
+    return y, z
+
+al.check("06.overlap_copy", step)
+al.check("06.overlap_copy", step)
+
+# %% wrong "ran during the copy": the host waits for the side stream of GPU 1 before the product
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+
+def step(send, multiply):
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    s1.synchronize()
+    with torch.cuda.device(1):
+        z = multiply()
+    return y, z
+
+al.check("06.overlap_copy", step)
+
+# %% wrong "call send() once": send called twice, once to copy and once to return
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+
+def step(send, multiply):
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        send()
+    with torch.cuda.device(1):
+        z = multiply()
+    torch.cuda.default_stream(1).wait_stream(s1)
+    return send(), z
+
+al.check("06.overlap_copy", step)
+
+# %% wrong "in that order": the results returned as (product, copy)
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+
+def step(send, multiply):
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+    torch.cuda.default_stream(1).wait_stream(s1)
+    return z, y
+
+al.check("06.overlap_copy", step)
+
+# %% wrong "return (what send() returned": only the copy returned
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+
+def step(send, multiply):
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    with torch.cuda.device(1):
+        multiply()
+    torch.cuda.default_stream(1).wait_stream(s1)
+    return y
+
+al.check("06.overlap_copy", step)

@@ -1,0 +1,230 @@
+# Answers to lesson 07's exercise 2 (07.pick_m), written the way learners write them.
+# Each cell runs in a fresh process after the notebook's set-up; tests/answers.py says how.
+
+# %% right: math.ceil of the solved inequality, as the published solution
+import math
+
+def choose(p, target):
+    return max(1, math.ceil((p - 1) * (1 - target) / target))
+
+al.check("07.pick_m", choose)
+
+# %% right: math.ceil of (p-1)/target - (p-1), solved the other way round
+import math
+
+def choose(p, target):
+    return math.ceil((p - 1) / target - (p - 1))
+
+al.check("07.pick_m", choose)
+
+# %% right: a search loop that adds micro-batches until the bubble is small enough
+def choose(p, target):
+    m = 1
+    while (p - 1) / (m + p - 1) > target:
+        m += 1
+    return m
+
+al.check("07.pick_m", choose)
+
+# %% right: itertools.count and the first m that fits
+import itertools
+
+def choose(p, target):
+    for m in itertools.count(1):
+        if (p - 1) / (m + p - 1) <= target:
+            return m
+
+al.check("07.pick_m", choose)
+
+# %% right: next() over a range, and checked twice
+def choose(p, target):
+    return next(m for m in range(1, 100_000) if (p - 1) / (m + p - 1) <= target)
+
+al.check("07.pick_m", choose)
+al.check("07.pick_m", choose)
+
+# %% right: integer ceiling -(-a // b) on exact fractions of the target's decimals
+from fractions import Fraction
+
+def choose(p, target):
+    t = Fraction(str(target))
+    a = (p - 1) * (t.denominator - t.numerator)   # (p-1)(1-t)/t, numerator and denominator in integers
+    b = t.numerator
+    return -(-a // b)
+
+al.check("07.pick_m", choose)
+
+# %% right: math.ceil of a Fraction, no rounding anywhere
+import math
+from fractions import Fraction
+
+def choose(p, target):
+    t = Fraction(target)
+    return math.ceil((p - 1) * (1 - t) / t)
+
+al.check("07.pick_m", choose)
+
+# %% right: numpy over every candidate m, the first that fits
+import numpy as np
+
+def choose(p, target):
+    m = np.arange(1, 100_000)
+    bubble = (p - 1) / (m + p - 1)
+    return int(m[bubble <= target][0])
+
+al.check("07.pick_m", choose)
+
+# %% right: numpy's ceil, turned into an int
+import numpy as np
+
+def choose(p, target):
+    return int(np.ceil((p - 1) * (1 - target) / target))
+
+al.check("07.pick_m", choose)
+
+# %% right: a binary search on m
+def choose(p, target):
+    lo, hi = 1, 1
+    while (p - 1) / (hi + p - 1) > target:
+        hi *= 2
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if (p - 1) / (mid + p - 1) <= target:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+al.check("07.pick_m", choose)
+
+# %% right: Decimal arithmetic and a ceiling by rounding up
+from decimal import Decimal, ROUND_CEILING
+
+def choose(p, target):
+    t = Decimal(str(target))
+    return int(((p - 1) * (1 - t) / t).to_integral_value(rounding=ROUND_CEILING))
+
+al.check("07.pick_m", choose)
+
+# %% right: the bubble worked out from step times, the loop stops when idle time is small enough
+def choose(p, target):
+    def step(m):
+        return (m + p - 1) * 3.0            # any t_f + t_b: it cancels out
+    m = 1
+    while 1 - m * 3.0 / step(m) > target + 1e-12:
+        m += 1
+    return m
+
+al.check("07.pick_m", choose)
+
+# %% right: integer ceiling on floats, cast to int
+def choose(p, target):
+    return int(-(-(p - 1) * (1 - target) // target))
+
+al.check("07.pick_m", choose)
+
+# %% wrong "is enough": one micro-batch more than needed (ceil + 1)
+import math
+
+def choose(p, target):
+    return math.ceil((p - 1) * (1 - target) / target) + 1
+
+al.check("07.pick_m", choose)
+
+# %% wrong "over the target": one micro-batch fewer than needed (ceil - 1)
+import math
+
+def choose(p, target):
+    return math.ceil((p - 1) * (1 - target) / target) - 1
+
+al.check("07.pick_m", choose)
+
+# %% wrong "over the target": rounded down with int() instead of up
+def choose(p, target):
+    return int((p - 1) * (1 - target) / target)
+
+al.check("07.pick_m", choose)
+
+# %% wrong "over the target": math.floor instead of math.ceil
+import math
+
+def choose(p, target):
+    return math.floor((p - 1) / target - (p - 1))
+
+al.check("07.pick_m", choose)
+
+# %% wrong "positive integer": the exact solution returned as a float
+def choose(p, target):
+    return (p - 1) * (1 - target) / target
+
+al.check("07.pick_m", choose)
+
+# %% wrong "positive integer": numpy's ceil, which returns a float
+import numpy as np
+
+def choose(p, target):
+    return np.ceil((p - 1) * (1 - target) / target)
+
+al.check("07.pick_m", choose)
+
+# %% wrong "positive integer": the integer-ceiling trick -(-a // b) on floats gives a float
+def choose(p, target):
+    return -(-(p - 1) * (1 - target) // target)
+
+al.check("07.pick_m", choose)
+
+# %% wrong "is enough": the bubble as a share of the ideal time, (p-1)/m, solved instead
+import math
+
+def choose(p, target):
+    return math.ceil((p - 1) / target)
+
+al.check("07.pick_m", choose)
+
+# %% wrong "is enough": p stages in the bubble instead of p - 1
+import math
+
+def choose(p, target):
+    return math.ceil(p * (1 - target) / target)
+
+al.check("07.pick_m", choose)
+
+# %% wrong "over the target": p subtracted instead of p - 1 when solving for m
+import math
+
+def choose(p, target):
+    return math.ceil((p - 1) / target) - p
+
+al.check("07.pick_m", choose)
+
+# %% wrong "is enough": the largest m under a cap that fits, max() instead of the first
+def choose(p, target):
+    return max(m for m in range(1, 500) if (p - 1) / (m + p - 1) <= target)
+
+al.check("07.pick_m", choose)
+
+# %% wrong "over the target": the micro-batches shared out over the stages, per stage
+import math
+
+def choose(p, target):
+    total = math.ceil((p - 1) * (1 - target) / target)
+    return math.ceil(total / p)
+
+al.check("07.pick_m", choose)
+
+# %% wrong: a fixed number of micro-batches, as the starter
+def choose(p, target):
+    return 64
+
+al.check("07.pick_m", choose)
+
+# %% wrong "the checker compares with the formula and the simulator": measuring the bubble on the simulator
+from asynclab.metrics import bubble_fraction
+
+def choose(p, target):
+    m = 1
+    while bubble_fraction(schedules.simulate_trace("gpipe", p, m)).mean > target:
+        m += 1
+    return m
+
+al.check("07.pick_m", choose)

@@ -1,0 +1,184 @@
+# Answers to lesson 07's exercise 1 (07.step_time), written the way learners write them.
+# Each cell runs in a fresh process after the notebook's set-up; tests/answers.py says how.
+
+# %% right: the closed form, as the published solution
+def predict(p, m, t_f, t_b):
+    return (m + p - 1) * (t_f + t_b)
+
+al.check("07.step_time", predict)
+
+# %% right: the ideal time plus the bubble, written as two terms
+def predict(p, m, t_f, t_b):
+    ideal = m * (t_f + t_b)
+    bubble = (p - 1) * (t_f + t_b)
+    return ideal + bubble
+
+al.check("07.step_time", predict)
+
+# %% right: the forward phase and the backward phase, each (m + p - 1) stage-times
+def predict(p, m, t_f, t_b):
+    forward = (m + p - 1) * t_f
+    backward = (m + p - 1) * t_b
+    return forward + backward
+
+al.check("07.step_time", predict)
+
+# %% right: a loop that adds up the ticks of the schedule
+def predict(p, m, t_f, t_b):
+    total = 0.0
+    for tick in range(m + p - 1):
+        total += t_f + t_b
+    return total
+
+al.check("07.step_time", predict)
+
+# %% right: following the last micro-batch through the stages, forward then backward
+def predict(p, m, t_f, t_b):
+    last_forward_ends = (m - 1) * t_f + p * t_f      # it enters stage 0 after m-1 forwards, then crosses p stages
+    return last_forward_ends + (m - 1) * t_b + p * t_b  # the last stage's backwards, then back through the stages
+
+al.check("07.step_time", predict)
+
+# %% right: a small simulation of its own, each op's end from its neighbours'
+def predict(p, m, t_f, t_b):
+    fwd = [[0.0] * m for _ in range(p)]
+    for s in range(p):
+        for i in range(m):
+            start = max(fwd[s][i - 1] if i else 0.0, fwd[s - 1][i] if s else 0.0)
+            fwd[s][i] = start + t_f
+    bwd = [[0.0] * m for _ in range(p)]
+    for s in reversed(range(p)):
+        for i in range(m):
+            free = bwd[s][i - 1] if i else fwd[s][m - 1]
+            need = bwd[s + 1][i] if s < p - 1 else fwd[s][i]
+            bwd[s][i] = max(free, need) + t_b
+    return max(bwd[0][m - 1], max(row[m - 1] for row in bwd))
+
+al.check("07.step_time", predict)
+
+# %% right: the ideal time divided by the share of the step that is busy
+def predict(p, m, t_f, t_b):
+    bubble = (p - 1) / (m + p - 1)
+    return m * (t_f + t_b) / (1 - bubble)
+
+al.check("07.step_time", predict)
+
+# %% right: with numpy, one entry per tick
+import numpy as np
+
+def predict(p, m, t_f, t_b):
+    ticks = np.full(m + p - 1, t_f + t_b)
+    return float(ticks.sum())
+
+al.check("07.step_time", predict)
+
+# %% right: with Fraction, exact decimals, then a float
+from fractions import Fraction
+
+def predict(p, m, t_f, t_b):
+    exact = (m + p - 1) * (Fraction(str(t_f)) + Fraction(str(t_b)))
+    return float(exact)
+
+al.check("07.step_time", predict)
+
+# %% right: a lambda with a sum over a generator
+predict = lambda p, m, t_f, t_b: sum(t_f + t_b for _ in range(m + p - 1))
+
+al.check("07.step_time", predict)
+
+# %% right: math.fsum over the stage-times of the forward and the backward passes
+import math
+
+def predict(p, m, t_f, t_b):
+    ticks = m + p - 1
+    return math.fsum([t_f] * ticks + [t_b] * ticks)
+
+al.check("07.step_time", predict)
+
+# %% right: the pipeline fill, the steady state and the drain, and checked twice
+def predict(p, m, t_f, t_b):
+    fill = (p - 1) * t_f
+    steady = m * (t_f + t_b)
+    drain = (p - 1) * t_b
+    return fill + steady + drain
+
+al.check("07.step_time", predict)
+al.check("07.step_time", predict)
+
+# %% wrong "time with no bubble": no bubble, as the starter
+def predict(p, m, t_f, t_b):
+    return m * (t_f + t_b)
+
+al.check("07.step_time", predict)
+
+# %% wrong "count how many stage-times": one tick too many, (m + p)
+def predict(p, m, t_f, t_b):
+    return (m + p) * (t_f + t_b)
+
+al.check("07.step_time", predict)
+
+# %% wrong "you said": one tick too few, (m + p - 2)
+def predict(p, m, t_f, t_b):
+    return (m + p - 2) * (t_f + t_b)
+
+al.check("07.step_time", predict)
+
+# %% wrong "count how many stage-times": every micro-batch on every stage one after another, m * p
+def predict(p, m, t_f, t_b):
+    return m * p * (t_f + t_b)
+
+al.check("07.step_time", predict)
+
+# %% wrong "you said": only the forward pass
+def predict(p, m, t_f, t_b):
+    return (m + p - 1) * t_f
+
+al.check("07.step_time", predict)
+
+# %% wrong "you said": the bubble counted on the forward pass only
+def predict(p, m, t_f, t_b):
+    return (m + p - 1) * t_f + m * t_b
+
+al.check("07.step_time", predict)
+
+# %% wrong "count how many stage-times": the bubble counted twice, once each way
+def predict(p, m, t_f, t_b):
+    return (m + 2 * (p - 1)) * (t_f + t_b)
+
+al.check("07.step_time", predict)
+
+# %% wrong "you said": the step spread over the stages, divided by p
+def predict(p, m, t_f, t_b):
+    return (m + p - 1) * (t_f + t_b) / p
+
+al.check("07.step_time", predict)
+
+# %% wrong "you said": the longer of forward and backward, taken as a stage-time
+def predict(p, m, t_f, t_b):
+    return (m + p - 1) * max(t_f, t_b)
+
+al.check("07.step_time", predict)
+
+# %% wrong "count how many stage-times": the bubble fraction instead of the time
+def predict(p, m, t_f, t_b):
+    return (p - 1) / (m + p - 1)
+
+al.check("07.step_time", predict)
+
+# %% wrong "count how many stage-times": rounded to whole milliseconds
+def predict(p, m, t_f, t_b):
+    return round((m + p - 1) * (t_f + t_b))
+
+al.check("07.step_time", predict)
+
+# %% wrong "must be a finite number": the time returned as a string with its unit
+def predict(p, m, t_f, t_b):
+    return f"{(m + p - 1) * (t_f + t_b):.2f} ms"
+
+al.check("07.step_time", predict)
+
+# %% wrong "the checker compares with the simulator": asking the simulator for the answer
+def predict(p, m, t_f, t_b):
+    return max(op.end for op in schedules.simulate("gpipe", p, m, t_f, t_b))
+
+al.check("07.step_time", predict)
