@@ -115,6 +115,14 @@ class Stream:
         sim = active()
         return sim.reached(sim.ready(self))
 
+    def __enter__(self) -> "Stream":  # `with stream:` makes it current, as torch.Stream does
+        self._contexts = getattr(self, "_contexts", []) + [StreamContext(self)]
+        self._contexts[-1].__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._contexts.pop().__exit__(*exc)
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)

@@ -104,6 +104,9 @@ class _SimValue:
     def __len__(self) -> int:
         return len(self.values or [])
 
+    def detach(self) -> "_SimValue":
+        return self
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
@@ -111,6 +114,11 @@ class _SimValue:
 
     @classmethod
     def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        import torch
+
+        kwargs = kwargs or {}
+        if func is torch.empty_like and args and isinstance(args[0], SimHostTensor) and "cuda" in str(kwargs.get("device")):
+            return args[0].sim.allocate(len(args[0]))
         raise _limit(f"{getattr(func, '__module__', None) or 'torch'}.{getattr(func, '__name__', func)}(...) on a "
                      "simulated tensor".replace("torch._C._TensorBase", "Tensor").replace("torch._tensor", "Tensor"))
 
@@ -127,8 +135,9 @@ class SimTensor(_SimValue):
     is_cuda = True
 
     def __init__(self, sim: "StreamSim | None", ready_at: float, right: bool = True, values: list | None = None,
-                 stream: Stream | None = None):
+                 stream: Stream | None = None, device: int | None = None):
         self.sim, self.ready_at, self.right, self.values, self.stream = sim, ready_at, right, values, stream
+        self.device_index = device if device is not None else (0 if stream is None else stream.device_index)
         self.recorded: set[int] = set()  # ids of the streams record_stream named
         # the uses on other streams the allocator does not know about: (until when, results they make)
         self.unguarded = {"until": 0.0, "results": []}
@@ -139,7 +148,7 @@ class SimTensor(_SimValue):
     def device(self) -> Any:
         import torch
 
-        return torch.device("cuda", 0 if self.stream is None else self.stream.device_index)
+        return torch.device("cuda", self.device_index)
 
     def record_stream(self, stream: Stream) -> None:
         """Tell the allocator that ``stream`` uses this tensor: its memory waits for that stream's work."""
@@ -179,8 +188,9 @@ class SimTensor(_SimValue):
         """Copy a host tensor into this one (H2D) on the current stream; the data is there when the copy ends."""
         if not isinstance(src, SimHostTensor) or self.sim is None:
             raise _limit("tensor.copy_ from this source")
-        self.ready_at = self.sim.copy(src, non_blocking).ready_at
-        self.values, self.right = src.values, True
+        name = "Memcpy HtoD (Pinned -> Device)" if src.pinned else "Memcpy HtoD (Pageable -> Device)"
+        self.ready_at = self.sim.queue_copy(src.copy_ms, name, host_waits=not (non_blocking and src.pinned))
+        self.values, self.right = src._host_values(), True
         return self
 
     def __repr__(self) -> str:
@@ -248,14 +258,30 @@ class SimHostTensor(_SimValue):
             self.values, self._landing = self._landing[1], None
         return list(self.values or [])
 
-    def __iter__(self) -> Iterator[float]:
-        return iter(self._host_values())
+    def __iter__(self) -> Iterator["SimHostScalar"]:
+        return iter([SimHostScalar(v) for v in self._host_values()])  # 0-d tensors, as iterating a tensor gives
 
     def __getitem__(self, i: Any) -> Any:
-        return self._host_values()[i]
+        values = self._host_values()[i]
+        return [SimHostScalar(v) for v in values] if isinstance(i, slice) else SimHostScalar(values)
 
     def __repr__(self) -> str:
         return f"SimHostTensor({'pinned' if self.pinned else 'pageable'}, copy {self.copy_ms:g} ms)"
+
+
+class SimHostScalar(_SimValue):
+    """One element of a host tensor, as iterating or indexing it gives: a 0-d tensor, not a Python number."""
+
+    is_cuda = False
+
+    def __init__(self, value: float):
+        self.values = [value]
+
+    def _host_values(self) -> list:
+        return list(self.values)
+
+    def __repr__(self) -> str:
+        return f"tensor({self.values[0]})"
 
 
 class StreamSim(Simulation):
@@ -335,6 +361,12 @@ class StreamSim(Simulation):
             self.host = start + ms
         self.last_copy_start = start
         return start + ms
+
+    def allocate(self, n: int) -> SimTensor:
+        """New GPU memory of ``n`` elements on the current stream (``torch.empty_like(host, device="cuda")``)."""
+        stream = self.current()
+        self._allocated(stream, max(self.ready(stream), self.host))
+        return SimTensor(self, 0.0, True, [float("nan")] * n, stream=stream)
 
     def copy(self, src: SimHostTensor, non_blocking: bool) -> SimTensor:
         """``src.to("cuda", non_blocking=...)``: the host waits unless the source is pinned and the copy non-blocking."""

@@ -47,7 +47,7 @@ class PeerSim(Simulation):
         if copy_stream is default_stream_of(0):  # the legacy default streams: GPU 1's waits too
             self.set_ready(default_stream_of(1), max(self.ready(default_stream_of(1)), end))
         self.ran.append(("gpu_memcpy", "Memcpy PtoP (Device -> Device)", 0, self.number(copy_stream), start, end))
-        return SimTensor(None, end, True)
+        return SimTensor(None, end, True, device=1)  # y1: on the receiver
 
     def multiply(self) -> SimTensor:
         """A matrix product on GPU 1's current stream, whichever device is current (as ``with device(1)`` inside)."""
@@ -60,7 +60,7 @@ class PeerSim(Simulation):
         start = max(self.ready(stream), self.host)
         self.set_ready(stream, start + ms)
         self.ran.append(("kernel", name, stream.device_index, self.number(stream), start, start + ms))
-        return SimTensor(None, start + ms, all(t.right and start >= t.ready_at for t in reads))
+        return SimTensor(None, start + ms, all(t.right and start >= t.ready_at for t in reads), device=stream.device_index)
 
     def trace(self):
         """What ran on the two simulated GPUs as a :class:`asynclab.trace.Trace`."""

@@ -494,3 +494,14 @@ def step(send, multiply):
     return y
 
 al.check("06.overlap_copy", step)
+
+# %% wrong "read a result before it was there": the copy on the default streams, the product on a side stream of GPU 1 that nobody waits for
+s1 = torch.cuda.Stream(1)
+
+def step(send, multiply):
+    y = send()
+    with torch.cuda.stream(s1):
+        z = multiply()
+    return y, z
+
+al.check("06.overlap_copy", step)

@@ -28,7 +28,8 @@ def _overlap_on_gpu(overlapped: Callable) -> tuple[int, int, float, int]:
     from asynclab.record import record
 
     dev = torch.device("cuda", torch.cuda.current_device())
-    pipe = Pipeline(dev, "pinned", chunks=CHUNKS, chunk_bytes=16 * MiB)  # chunks, and compute ~1.2x a chunk's copy
+    # big chunks, compute 1.5x a chunk's copy: the host's launches (slower under the profiler) stay small beside them
+    pipe = Pipeline(dev, "pinned", chunks=CHUNKS, chunk_bytes=64 * MiB, compute_over_copy=1.5)
     counts = {"results": 0, "wrong": 0, "calls": 0}
     runs = itertools.count(1)
 
@@ -172,7 +173,7 @@ def _read_on_gpu(read_losses: Callable) -> tuple[Any, list[float]]:
     out = torch.tensor([-1.0] * len(truth), pin_memory=True)  # last step's numbers, as far as anyone can tell
     expected = torch.tensor(truth)
     torch.cuda.synchronize()
-    torch.cuda._sleep(cycles)  # the GPU is still busy with this step...
+    torch.cuda._sleep(2 * cycles)  # the GPU is still busy with this step, longer than a copy takes...
     losses = expected.to(dev, non_blocking=True).as_subclass(_late_copies(cycles))  # ...so its losses arrive late
     got = read_losses(losses, out)
     torch.cuda.synchronize()
@@ -183,7 +184,7 @@ def _read_simulated(read_losses: Callable) -> tuple[Any, list[float]]:
     """The same on :class:`asynclab.simgpu.StreamSim`."""
     truth = [round(random.uniform(0.5, 3.0), 3) for _ in range(8)]
     with StreamSim() as sim:
-        losses = sim.kernel([], ms=LATE_MS, values=list(truth))
+        losses = sim.kernel([], ms=2 * LATE_MS, values=list(truth))  # later than a copy takes, as on a GPU
         out = SimHostTensor(sim, copy_ms=LATE_MS, pinned=True, values=[-1.0] * len(truth))  # a late copy, as on a GPU
         got = read_losses(losses, out)
     return got, truth
@@ -193,8 +194,10 @@ def _read_simulated(read_losses: Callable) -> tuple[Any, list[float]]:
 def d2h_read(read_losses: Callable) -> Verdict:
     """Does ``read_losses(losses, out)`` return this step's losses, not what ``out`` held before?
 
-    ``losses`` is on the GPU and is written late (behind a spin kernel), and each copy of it ends late too
-    (a spin runs ahead of it: a big copy), so a wait for anything before the copy is certainly too early;
+    ``losses`` is on the GPU and is written late (behind a spin kernel of 2 x :data:`LATE_MS`), and each copy of
+    it ends late too (a spin of :data:`LATE_MS` runs ahead of it: a big copy), so a wait for anything before the
+    copy is certainly too early, and a copy on a stream that does not wait for the losses certainly reads them
+    before they are written;
     ``out`` is a pinned host tensor that holds the step before's numbers. The checker draws new losses
     every time, so only a read after the copy has finished returns them. On a GPU it runs real copies; without one, a
     simulation of streams with the same rules.

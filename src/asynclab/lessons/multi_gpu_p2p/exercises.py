@@ -69,14 +69,17 @@ def _launched_in(trace: Any, annotation: str) -> Any:
     return kernels[(at >= lo) & (at <= hi)]
 
 
-def _step_on_gpus(step: Callable) -> tuple[int, float]:
+def _step_on_gpus(step: Callable, slow_product: bool = False) -> tuple[int, float | None]:
     """Run ``step(send, multiply)`` on GPUs 0 and 1, profiled; returns ``(wrong results, overlap share)``.
 
     The copy is 1 GiB (about three times the multiplication); both results are read on GPU 1's default
-    stream right after ``step`` returns, as the rest of a program would.
+    stream right after ``step`` returns, as the rest of a program would. With ``slow_product`` a spin kernel
+    runs ahead of the product, so that it certainly ends after the copy: a read of the product that does not
+    wait for it is then certainly too early (no profile, no overlap share).
     """
     import torch
 
+    from asynclab.experiments import spin_cycles
     from asynclab.record import record
 
     d0, d1 = torch.device("cuda", 0), torch.device("cuda", 1)
@@ -92,8 +95,12 @@ def _step_on_gpus(step: Callable) -> tuple[int, float]:
         dst.copy_(src)
         return dst
 
+    cycles = spin_cycles(d1, 20.0) if slow_product else 0
+
     def multiply() -> Any:
         with torch.cuda.device(d1):
+            if cycles:
+                torch.cuda._sleep(cycles)
             return torch.mm(a, a, out=c)
 
     def once() -> None:
@@ -110,15 +117,18 @@ def _step_on_gpus(step: Callable) -> tuple[int, float]:
         torch.cuda.synchronize(d0), torch.cuda.synchronize(d1)
         wrong["n"] = bad
 
+    if slow_product:
+        once(), once()
+        return wrong["n"], None
     trace = record(once, warmup=1, steps=1)
     return wrong["n"], _overlap_share(trace, _launched_in(trace, "step"))
 
 
-def _step_simulated(step: Callable) -> tuple[int, float]:
-    """The same on :class:`asynclab.simpeers.PeerSim`: a 3 ms copy, a 1 ms multiplication."""
+def _step_simulated(step: Callable, slow_product: bool = False) -> tuple[int, float]:
+    """The same on :class:`asynclab.simpeers.PeerSim`: a 3 ms copy, a 1 ms multiplication (20 ms when slow)."""
     import torch
 
-    with PeerSim(copy_ms=3.0, multiply_ms=1.0) as sim:
+    with PeerSim(copy_ms=3.0, multiply_ms=20.0 if slow_product else 1.0) as sim:
         y, z = _run_step(step, sim.send, sim.multiply)
         with torch.cuda.device(1):  # GPU 1's default stream reads both results at once
             check = sim.kernel([y, z], ms=0.01)
@@ -136,7 +146,8 @@ def overlap_copy(step: Callable) -> Verdict:
     runs a matrix product on GPU 1's current stream (whichever device is current). After ``step`` returns, GPU 1's default stream reads
     both results. The checker needs at least :data:`MIN_OVERLAP` of the multiplication to run during the copy
     (read from a profiler trace with two GPUs, or from a simulation of PyTorch's copy barrier without them)
-    and both results right (the tensor holds new numbers every run).
+    and both results right (the tensor holds new numbers every run), also in a second run where the product
+    is late (a spin ahead of it), so that reading it without a wait is certainly wrong.
 
     Example:
         >>> def plain(send, multiply):
@@ -153,6 +164,7 @@ def overlap_copy(step: Callable) -> Verdict:
     run, where = harness(_step_on_gpus, _step_simulated, gpus=2)
     try:
         wrong, share = run(step)
+        wrong += run(step, slow_product=True)[0]  # the product late: reading it without a wait is certainly early
     except _Shape as err:
         return Verdict(False, f"{err}.")
     except Exception as err:  # noqa: BLE001 - the learner's code
