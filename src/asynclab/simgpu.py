@@ -56,10 +56,18 @@ class SimulatedGPU(Simulation):
         """When everything queued on any stream ends, in ms since the simulation began."""
         return max([0.0] + list(self._ready.values()))
 
+    #: Launches a GPU holds before the next launch blocks the host (CUDA's launch queue is about this deep).
+    QUEUE_DEPTH = 1024
+
     def kernel(self, ms: float) -> None:
-        """Queue ``ms`` of work on the current stream."""
+        """Queue ``ms`` of work on the current stream; with :data:`QUEUE_DEPTH` launches pending, the launch
+        waits for the oldest one, as on a GPU (so a timer that launches without ever waiting cannot queue hours)."""
+        self._pending = [t for t in getattr(self, "_pending", []) if t > self.now()]
+        if len(self._pending) >= self.QUEUE_DEPTH:
+            self.wait_until(self._pending.pop(0))
         stream = self.current()
         self.set_ready(stream, max(self.ready(stream), self.now()) + ms)
+        self._pending.append(self.ready(stream))
 
     def idle(self) -> bool:
         """Whether everything queued has run, as ``torch.cuda.current_stream().query()`` says on a GPU."""
