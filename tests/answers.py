@@ -148,8 +148,9 @@ def _run(answer: Answer) -> list[tuple[bool, str]] | str:
 TIMED = {"00.cpu_timers_agree", "02.event_timer"}
 
 
-def run_all(answers: list[Answer], processes: int | None = None) -> dict[str, list[tuple[bool, str]] | str]:
-    """Run every answer in a fresh process of its own; ``{answer id: its verdicts or its error}``."""
+def run_all(answers: list[Answer], processes: int | None = None, progress=None) -> dict[str, list[tuple[bool, str]] | str]:
+    """Run every answer in a fresh process of its own; ``{answer id: its verdicts or its error}``.
+    ``progress(answer, outcome)`` is called as each one ends."""
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["torch", "asynclab", "matplotlib.pyplot", "pandas"])
     import torch
@@ -160,7 +161,10 @@ def run_all(answers: list[Answer], processes: int | None = None) -> dict[str, li
     for group, n in (([a for a in answers if a.exercise not in TIMED], parallel),
                      ([a for a in answers if a.exercise in TIMED], 1)):
         with ctx.Pool(n, maxtasksperchild=1) as pool:
-            outcomes.update({a.id: outcome for a, outcome in zip(group, pool.map(_run, group, chunksize=1))})
+            for a, outcome in zip(group, pool.imap(_run, group, chunksize=1)):
+                outcomes[a.id] = outcome
+                if progress is not None:
+                    progress(a, outcome)
     return outcomes
 
 
@@ -182,3 +186,31 @@ def judge(answer: Answer, outcome: list[tuple[bool, str]] | str, on_gpu: bool) -
         if answer.says and expect == "wrong" and answer.says not in message:
             return f"the verdict should say {answer.says!r}: {message}"
     return None
+
+
+def main() -> int:
+    """``python3 tests/answers.py [EXERCISE ...]``: run the answers (all, or those of the exercises named) and print
+    each one's outcome as it ends; exit status 1 if any got a verdict it does not deserve."""
+    import sys
+    import time
+
+    import torch
+
+    on_gpu, wanted = torch.cuda.is_available(), set(sys.argv[1:])
+    chosen = [a for a in all_answers() if not wanted or a.exercise in wanted]
+    bad, t0 = [], time.perf_counter()
+
+    def show(answer: Answer, outcome) -> None:
+        problem = judge(answer, outcome, on_gpu)
+        bad.extend([answer.id] if problem else [])
+        print(f"{time.perf_counter() - t0:6.0f} s  {'ok  ' if not problem else 'FAIL'} {answer.id}" +
+              (f"\n         {problem}" if problem else ""), flush=True)
+
+    run_all(chosen, progress=show)
+    print(f"{len(chosen) - len(bad)} of {len(chosen)} answers got the verdict they deserve"
+          f" ({'on ' + torch.cuda.get_device_name() if on_gpu else 'simulated GPUs'})")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
