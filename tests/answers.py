@@ -8,8 +8,8 @@ Two sources of answers:
 - the published solutions: every ``<details><summary>Solution</summary>`` code block of every notebook,
   followed by the exercise's ``al.check(...)`` line when the block has none. They must be right.
 
-A cell runs after its lesson's set-up (the notebook's first code cell and every import line before the
-exercise), in a process forked from a server that has imported torch and nothing else of the run. Every
+A cell runs after its lesson's set-up (the notebook's code cells up to ``al.start`` and every import line before
+the exercise), in a process forked from a server that has imported torch and nothing else of the run. Every
 ``al.check`` call in a cell is recorded, so a cell can check twice (a stream reused across checks).
 """
 from __future__ import annotations
@@ -56,12 +56,13 @@ def notebook_of(exercise: str) -> Path:
 
 
 def setup(notebook: Path, before: int | None = None) -> str:
-    """The set-up a learner's kernel has when they reach cell ``before``: the first code cell, and every import line
-    of the code cells before it."""
+    """The set-up a learner's kernel has when they reach cell ``before``: the code cells up to the one that calls
+    ``al.start``, and every import line of the code cells after it."""
     cells = _cells(notebook)[:before]
     code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
-    imports = [line for cell in code[1:] for line in cell.splitlines() if _IMPORT.match(line)]
-    return "\n".join([code[0], *dict.fromkeys(imports)])
+    start = next(i for i, cell in enumerate(code) if "al.start(" in cell)  # the install cell, then the set-up
+    imports = [line for cell in code[start + 1:] for line in cell.splitlines() if _IMPORT.match(line)]
+    return "\n".join([*code[:start + 1], *dict.fromkeys(imports)])
 
 
 def corpus(path: Path) -> list[Answer]:

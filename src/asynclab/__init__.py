@@ -7,7 +7,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 # Names are imported on first use, so that reading and drawing a trace never imports torch.
-_SUBMODULES = ("checks", "course", "events", "experiments", "hardware", "lessons", "metrics", "parallel", "ranks",
+_SUBMODULES = ("checks", "course", "events", "experiments", "hardware", "launch", "lessons", "metrics", "parallel", "ranks",
                "record", "reference", "schedules", "simgpu", "simpeers", "timeline", "timing", "trace")
 _NAMES = {
     "checks": ("check", "claim"),

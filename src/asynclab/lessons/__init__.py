@@ -154,6 +154,11 @@ class LessonRun:
 
     def __str__(self) -> str:
         text = f"{hardware.report(self.hw)}\nlesson {self.lesson.number}: {how_it_runs(self.lesson, self.hw)}"
+        from asynclab.launch import runtime_hint
+
+        hint = runtime_hint(self.lesson.gpus, len(self.hw.gpus))
+        if hint:
+            text += f"\n{hint}"
         if not self.hw.gpus and self.lesson.has("exercises"):
             text += ("\nexercises: torch.cuda's streams, events and devices stand in for a GPU in this notebook, "
                      "and each check runs your code on a simulated GPU")

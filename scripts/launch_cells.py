@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Put the launch links, the install cell and Colab's GPU request into every notebook (from asynclab.launch).
+
+    python3 scripts/launch_cells.py [--check]
+
+With --check, change nothing and exit 1 if a notebook is not up to date (tests/test_launch.py does the same).
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "src"))
+
+from asynclab import launch  # noqa: E402
+from asynclab.lessons import LESSONS  # noqa: E402
+
+MARK = "[![Open in Colab]"
+METADATA = {"accelerator": "GPU", "colab": {"gpuType": "T4", "provenance": []},
+            "kaggle": {"accelerator": "gpu", "isGpuEnabled": True, "isInternetEnabled": True}}
+
+
+def updated(nb: dict, notebook: str) -> dict:
+    """The notebook with its badges line, its install cell and the GPU metadata in place."""
+    cells = nb["cells"]
+    title = cells[0]
+    lines = "".join(title["source"]).split("\n")
+    lines = [line for line in lines if not line.startswith(MARK)]
+    lines[1:1] = ["", launch.badges(notebook)]
+    text = "\n".join(lines)
+    while "\n\n\n" in text:
+        text = text.replace("\n\n\n", "\n\n")
+    title["source"] = text.splitlines(True)
+    code = launch.install_cell().splitlines(True)
+    first = next(i for i, c in enumerate(cells) if c["cell_type"] == "code")
+    if "".join(cells[first]["source"]).startswith("# On Colab or Kaggle"):
+        cells[first]["source"] = code
+    else:
+        cells.insert(first, {"cell_type": "code", "execution_count": None, "id": "install0", "metadata": {},
+                             "outputs": [], "source": code})
+    nb["metadata"].update(METADATA)
+    return nb
+
+
+def main(argv: list[str]) -> int:
+    stale = []
+    for item in LESSONS:
+        path = REPO / "notebooks" / item.notebook
+        before = path.read_text()
+        after = json.dumps(updated(json.loads(before), item.notebook), indent=1, ensure_ascii=False) + "\n"
+        if after != before:
+            stale.append(item.notebook)
+            if "--check" not in argv:
+                path.write_text(after)
+    if stale:
+        print(("not up to date: " if "--check" in argv else "updated: ") + ", ".join(stale))
+    return 1 if stale and "--check" in argv else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

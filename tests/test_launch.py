@@ -1,0 +1,109 @@
+"""One-click launch: links made from one repository URL, the install cell in every notebook, a notebook run alone."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from asynclab import launch
+from asynclab.lessons import LESSONS
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+
+def _notebook(item) -> dict:
+    return json.loads((ROOT / "notebooks" / item.notebook).read_text())
+
+
+def test_the_repository_is_the_one_pyproject_sets():
+    urls = re.search(r"^\[project\.urls\]\n(.*?)(?:\n\[|\Z)", (ROOT / "pyproject.toml").read_text(), re.M | re.S).group(1)
+    assert f'Repository = "{launch.repository()}"' in urls
+
+
+def test_every_notebook_has_its_links_install_cell_and_gpu_request():
+    import launch_cells
+
+    assert launch_cells.main(["--check"]) == 0, "run scripts/launch_cells.py"
+    for item in LESSONS:
+        nb = _notebook(item)
+        title = "".join(nb["cells"][0]["source"])
+        assert launch.colab_url(item.notebook) in title and launch.kaggle_url(item.notebook) in title, item.notebook
+        first_code = next(c for c in nb["cells"] if c["cell_type"] == "code")
+        assert "".join(first_code["source"]) == launch.install_cell(), item.notebook
+        assert nb["metadata"]["accelerator"] == "GPU" and nb["metadata"]["colab"]["gpuType"] == "T4"
+
+
+def test_every_launch_link_in_the_project_points_at_the_repository():
+    texts = [(ROOT / "README.md").read_text()] + [(ROOT / "notebooks" / x.notebook).read_text() for x in LESSONS]
+    links = [link for text in texts for link in re.findall(r"https://colab\.research\.google\.com/github/[^)\s\"]+|"
+                                                            r"https://kaggle\.com/kernels/welcome\?src=[^)\s\"]+", text)]
+    assert len(links) >= 4 * len(LESSONS)  # two in each notebook, two in the README's lesson map
+    for link in links:
+        notebook = link.rsplit("/", 1)[-1]
+        assert link in (launch.colab_url(notebook), launch.kaggle_url(notebook)), link
+    readme = (ROOT / "README.md").read_text()
+    assert all(launch.colab_url(x.notebook) in readme and launch.kaggle_url(x.notebook) in readme for x in LESSONS)
+
+
+def test_the_runtime_hint_names_the_platform(monkeypatch):
+    monkeypatch.delenv("COLAB_RELEASE_TAG", raising=False)
+    monkeypatch.delenv("KAGGLE_KERNEL_RUN_TYPE", raising=False)
+    assert launch.runtime_hint(1, 0) is None
+    monkeypatch.setenv("COLAB_RELEASE_TAG", "test")
+    assert "Change runtime type" in launch.runtime_hint(1, 0) and launch.runtime_hint(1, 1) is None
+    assert "replays its reference" in launch.runtime_hint(2, 1)
+    monkeypatch.delenv("COLAB_RELEASE_TAG")
+    monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Interactive")
+    assert "Accelerator" in launch.runtime_hint(2, 0)
+
+
+def _venv_without_asynclab(folder: Path) -> Path:
+    """A fresh venv that sees this interpreter's packages (torch, Jupyter...) but not asynclab, as Colab would."""
+    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+    python = folder / "bin" / "python"
+    theirs = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    import sysconfig
+
+    skip = {ROOT, ROOT / "src", ROOT / "tests", ROOT / "scripts"}
+    stdlib = str(Path(sysconfig.get_paths()["stdlib"]).resolve())
+    ours = [p for p in sys.path if p and Path(p).is_dir() and Path(p).resolve() not in skip
+            and not str(Path(p).resolve()).startswith(stdlib) and not (Path(p) / "asynclab").exists()]
+    (Path(theirs) / "course_host.pth").write_text("\n".join(dict.fromkeys(ours)) + "\n")
+    return python
+
+
+def test_a_notebook_alone_installs_the_course_on_colab_and_keeps_torch(tmp_path, monkeypatch):
+    """The notebook copied alone into an empty folder runs to the end in a fresh venv without asynclab, with
+    COLAB_RELEASE_TAG set and ASYNCLAB_SOURCE pointing at this checkout; torch is the same version afterwards."""
+    import nbformat
+    import torch
+    from jupyter_client.manager import KernelManager
+    from nbclient import NotebookClient
+
+    python = _venv_without_asynclab(tmp_path / "venv")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    probe = [str(python), "-c", "import importlib.util, torch; print(torch.__version__, bool(importlib.util.find_spec('asynclab')))"]
+    assert subprocess.run(probe, capture_output=True, text=True, env=env, check=True).stdout.split() == [torch.__version__, "False"]
+    alone = tmp_path / "empty"
+    alone.mkdir()
+    shutil.copy(ROOT / "notebooks" / "01_async_dispatch.ipynb", alone)
+    env.update({"COLAB_RELEASE_TAG": "test", "ASYNCLAB_SOURCE": str(ROOT), "MPLBACKEND": "agg"})
+    spec = tmp_path / "jupyter" / "kernels" / "alone"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({"argv": [str(python), "-m", "ipykernel_launcher", "-f",
+                                                           "{connection_file}"], "display_name": "alone",
+                                                  "language": "python"}))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    km = KernelManager(kernel_name="alone")
+    nb = nbformat.read(alone / "01_async_dispatch.ipynb", as_version=4)
+    NotebookClient(nb, km=km, timeout=600, resources={"metadata": {"path": str(alone)}}).execute(env=env)
+    assert subprocess.run(probe, capture_output=True, text=True, env=env, check=True).stdout.split() == [torch.__version__, "True"]
+    report = "".join(o.get("text", "") for o in nb.cells[2].outputs)
+    assert "lesson 01:" in report
+    assert sorted(p.name for p in alone.iterdir() if p.suffix == ".ipynb") == ["01_async_dispatch.ipynb"]
