@@ -474,3 +474,13 @@ def test_asker_headline_names():
     assert h["asker_detached_small_ms"] == {"plain": 6.0, "1": 5.0, "2": 4.0} == h["asker_detached_big_ms"]
     assert h["asker_detached_big_both_busy_share_m4"] == 0.5
     assert P.headline({})["asker_detached_big_ms"] is None
+
+
+def test_native_half_is_fp16_below_compute_capability_8(monkeypatch):
+    from asynclab.experiments import native_half
+
+    assert native_half("cpu") == torch.bfloat16
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda dev=None: (7, 5))  # a T4
+    assert native_half("cuda:0") == torch.float16
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda dev=None: (8, 0))
+    assert native_half("cuda:0") == torch.bfloat16

@@ -61,6 +61,20 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def native_half(device: Any) -> torch.dtype:
+    """The 16-bit type a device computes natively: bf16 from compute capability 8.0 (and on the CPU), fp16 below
+    (Colab's and Kaggle's T4s are 7.5, where bf16 would be emulated, slowly).
+
+    Example:
+        >>> native_half("cpu")
+        torch.bfloat16
+    """
+    dev = torch.device(device)
+    if dev.type == "cuda" and torch.cuda.get_device_capability(dev) < (8, 0):
+        return torch.float16
+    return torch.bfloat16
+
+
 def dtype_name(dtype: torch.dtype) -> str:
     """``torch.bfloat16`` -> ``"bfloat16"``.
 

@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from asynclab.experiments import dtype_name, resolve_device, run_setup, spin_cycles, sync, wall_ms
+from asynclab.experiments import dtype_name, native_half, resolve_device, run_setup, spin_cycles, sync, wall_ms
 from asynclab.timing import event_timer, naive_timer, paired_ratio, sync_timer
 
 LESSON = "01"
@@ -123,7 +123,7 @@ def d2l_benchmark(device: Any = None, n: int = 1000, reps: int = 10, rounds: int
     }
 
 
-def host_runs_ahead(device: Any = None, n: int = 8192, reps: int = 20, dtype: torch.dtype = torch.bfloat16,
+def host_runs_ahead(device: Any = None, n: int = 8192, reps: int = 20, dtype: torch.dtype | None = None,
                     path: str | Path | None = None) -> tuple[dict[str, Any], Any]:
     """How long the host takes to *enqueue* ``reps`` matmuls vs how long the GPU takes to *finish* them.
 
@@ -145,6 +145,7 @@ def host_runs_ahead(device: Any = None, n: int = 8192, reps: int = 20, dtype: to
         (True, True)
     """
     dev = resolve_device(device)
+    dtype = dtype or native_half(dev)  # bf16 where the GPU computes it natively, fp16 below
     a = torch.randn(n, n, device=dev, dtype=dtype)
     b = torch.randn(n, n, device=dev, dtype=dtype)
 

@@ -79,13 +79,13 @@ def _step_on_gpus(step: Callable, slow_product: bool = False) -> tuple[int, floa
     """
     import torch
 
-    from asynclab.experiments import spin_cycles
+    from asynclab.experiments import native_half, spin_cycles
     from asynclab.record import record
 
     d0, d1 = torch.device("cuda", 0), torch.device("cuda", 1)
     src = torch.empty(1 << 28, device=d0)
     dst = torch.empty(1 << 28, device=d1)
-    a = torch.randn(7168, 7168, device=d1, dtype=torch.bfloat16)  # about 1 ms on an H200; the copy about 3 ms
+    a = torch.randn(7168, 7168, device=d1, dtype=native_half(d1))  # about 1 ms on an H200; the copy about 3 ms
     c = torch.empty_like(a)
     want = a @ a
     runs = itertools.count(1)

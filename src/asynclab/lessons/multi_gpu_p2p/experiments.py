@@ -13,7 +13,7 @@ import torch
 from asynclab import hardware
 from asynclab.experiments import annotate as _annotate
 from asynclab.experiments import record_gpu_trace as _record_trace
-from asynclab.experiments import gbps, gpu_count, resolve_device, run_annotated, spin_cycles, sync_all, wall_ms
+from asynclab.experiments import gbps, gpu_count, native_half, resolve_device, run_annotated, spin_cycles, sync_all, wall_ms
 
 LESSON = "06"
 
@@ -107,10 +107,10 @@ def machine(device: Any = None) -> dict[str, Any]:
 
 # -- 2: seed 004 -----------------------------------------------------------------------------------------------
 def _matmul_size(d1: torch.device, target_ms: float) -> int:
-    """The bf16 matrix size whose product takes about ``target_ms`` on ``d1`` (a multiple of 512)."""
+    """The 16-bit (bf16, or fp16 without native bf16) matrix size whose product takes about ``target_ms`` on ``d1`` (a multiple of 512)."""
     n = 4096
     for _ in range(3):
-        a = torch.randn(n, n, device=d1, dtype=torch.bfloat16)
+        a = torch.randn(n, n, device=d1, dtype=native_half(d1))
         with torch.cuda.device(d1):
             ms = _median_ms(lambda: a @ a, 3)
         n = max(512, int(round(n * (target_ms / ms) ** (1 / 3) / 512)) * 512)
@@ -146,8 +146,8 @@ def seed004(device: Any = None, nbytes: int = GiB, multiply_ms: float = 2.0, rep
     src = torch.ones(nbytes // 4, device=d0)
     dst = torch.zeros(nbytes // 4, device=d1)
     n = _matmul_size(d1, multiply_ms)
-    a = torch.randn(n, n, device=d1, dtype=torch.bfloat16)
-    c = torch.empty(n, n, device=d1, dtype=torch.bfloat16)
+    a = torch.randn(n, n, device=d1, dtype=native_half(d1))
+    c = torch.empty(n, n, device=d1, dtype=native_half(d1))
     streams = {("send", "default"): torch.cuda.default_stream(d0), ("send", "side"): torch.cuda.Stream(d0),
                ("recv", "default"): torch.cuda.default_stream(d1), ("recv", "side"): torch.cuda.Stream(d1)}
 

@@ -8,7 +8,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from asynclab.experiments import TraceFolder, dig, dtype_name, on_device, resolve_device, run_setup, spin_cycles, sync
+from asynclab.experiments import TraceFolder, dig, dtype_name, native_half, on_device, resolve_device, run_setup, spin_cycles, sync
 from asynclab.parallel import Parallel
 from asynclab.timing import event_timer, sync_timer
 
@@ -261,7 +261,7 @@ def _trace_parts(path: str | Path, parts: dict[str, Callable[[], Any]], dev: tor
 
 # -- 4: when they don't: big and tiny matrix products --------------------------------------------------------
 def matmuls(device: Any = None, big_n: int = 8192, big_count: int = 2, tiny_n: int = 256, tiny_count: int = 8,
-            dtype: torch.dtype = torch.bfloat16, repeats: int = 10, tiny_repeats: int = 300,
+            dtype: torch.dtype | None = None, repeats: int = 10, tiny_repeats: int = 300,
             path: str | Path | None = None) -> dict[str, Any]:
     """Matrix products that fill the GPU (``big_count`` of ``big_n²``) and tiny ones (``tiny_count`` of ``tiny_n²``),
     on one stream and on one stream each.
@@ -280,7 +280,7 @@ def matmuls(device: Any = None, big_n: int = 8192, big_count: int = 2, tiny_n: i
         True
     """
     dev = resolve_device(device)
-    dtype = dtype if dev.type == "cuda" else torch.float32
+    dtype = (dtype or native_half(dev)) if dev.type == "cuda" else torch.float32
     big = [torch.randn(big_n, big_n, device=dev, dtype=dtype) for _ in range(big_count + 1)]
     tiny = [torch.randn(tiny_n, tiny_n, device=dev, dtype=dtype) for _ in range(tiny_count + 1)]
     out: dict[str, Any] = {"big_n": big_n, "big_count": big_count, "tiny_n": tiny_n, "tiny_count": tiny_count,
@@ -492,6 +492,7 @@ def workload_modules(spec: dict[str, Any], dev: torch.device) -> tuple[list[nn.M
         (4, (8, 16384))
     """
     dtype = getattr(torch, spec["dtype"])
+    dtype = native_half(dev) if dtype == torch.bfloat16 else dtype  # fp16 on GPUs without native bf16
     torch.manual_seed(0)
     make = _LAYERS[spec["layer"]]
     mods = [nn.Sequential(*[make(spec["features"]) for _ in range(spec["depth"])]).to(dev, dtype)
@@ -533,7 +534,7 @@ def parallel_module(device: Any = None, workloads: tuple[str, ...] = ("small", "
             same = all(torch.allclose(p, s, rtol=1e-3, atol=1e-3) for p, s in zip(parallel(), sequential()))
             seq_ms, par_ms = _ms(sequential, dev, repeats), _ms(parallel, dev, repeats)
             out[name] = {"sequential_ms": seq_ms, "parallel_ms": par_ms, "speedup": seq_ms / par_ms,
-                         "same_outputs": bool(same), "spec": dict(specs[name])}
+                         "same_outputs": bool(same), "spec": {**specs[name], "dtype": dtype_name(x.dtype)}}
             parts[f"{name}: sequential"], parts[f"{name}: Parallel"] = sequential, parallel
         if path is not None:
             _trace_parts(path, parts, dev)

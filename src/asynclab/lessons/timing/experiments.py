@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from asynclab.experiments import dtype_name, on_device, percentile, resolve_device, run_setup, spin_cycles, sync, wall_ms
+from asynclab.experiments import dtype_name, native_half, on_device, percentile, resolve_device, run_setup, spin_cycles, sync, wall_ms
 from asynclab.timing import benchmark_timer, event_timer, naive_timer, sync_timer
 
 LESSON = "02"
@@ -31,7 +31,7 @@ def _first_line(err: BaseException) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
-def timers_side_by_side(device: Any = None, n: int = 8192, dtype: torch.dtype = torch.bfloat16, repeats: int = 10,
+def timers_side_by_side(device: Any = None, n: int = 8192, dtype: torch.dtype | None = None, repeats: int = 10,
                         min_run_time: float = 0.2) -> dict[str, Any]:
     """One matmul, four timers: naive (no sync), synchronize, CUDA events and ``torch.utils.benchmark``.
 
@@ -50,6 +50,7 @@ def timers_side_by_side(device: Any = None, n: int = 8192, dtype: torch.dtype = 
         True
     """
     dev = resolve_device(device)
+    dtype = dtype or native_half(dev)  # bf16 where the GPU computes it natively, fp16 below
     a = torch.randn(n, n, device=dev, dtype=dtype)
     b = torch.randn(n, n, device=dev, dtype=dtype)
 
@@ -80,7 +81,7 @@ def timers_side_by_side(device: Any = None, n: int = 8192, dtype: torch.dtype = 
     return out
 
 
-def timers_trace(device: Any, path: str | Path, n: int = 8192, dtype: torch.dtype = torch.bfloat16) -> Any:
+def timers_trace(device: Any, path: str | Path, n: int = 8192, dtype: torch.dtype | None = None) -> Any:
     """A profiler trace of what a naive timer and a synchronize timer each have inside their window.
 
     One ``torch.mm`` under the host annotation ``"naive timer window"`` (t0, launch, t1: the window
@@ -94,6 +95,7 @@ def timers_trace(device: Any, path: str | Path, n: int = 8192, dtype: torch.dtyp
     from asynclab.record import record
 
     dev = resolve_device(device)
+    dtype = dtype or native_half(dev)  # bf16 where the GPU computes it natively, fp16 below
     a = torch.randn(n, n, device=dev, dtype=dtype)
     b = torch.randn(n, n, device=dev, dtype=dtype)
     torch.mm(a, b)
@@ -157,7 +159,7 @@ def warmup_cost(device: Any = None, n: int = 4096, dtype: torch.dtype = torch.fl
     }
 
 
-def spread(device: Any = None, n: int = 2048, repeats: int = 200, dtype: torch.dtype = torch.bfloat16
+def spread(device: Any = None, n: int = 2048, repeats: int = 200, dtype: torch.dtype | None = None
            ) -> dict[str, Any]:
     """Many CUDA-event timings of one matmul: the distribution, not one number.
 
@@ -174,6 +176,7 @@ def spread(device: Any = None, n: int = 2048, repeats: int = 200, dtype: torch.d
         (20, True)
     """
     dev = resolve_device(device)
+    dtype = dtype or native_half(dev)  # bf16 where the GPU computes it natively, fp16 below
     a = torch.randn(n, n, device=dev, dtype=dtype)
     b = torch.randn(n, n, device=dev, dtype=dtype)
     with on_device(dev):
