@@ -2,9 +2,11 @@
 # GPU check: run the unit tests and strict nbval with the GPU live, on a machine that has Python
 # and torch but no package registry. The rest comes from a folder of wheels.
 #
-#   scripts/gpu_check.sh [--wheels DIR] [--refresh NOTEBOOK ...]
+#   scripts/gpu_check.sh [--wheels DIR] [--memory-cap-gib N] [--refresh NOTEBOOK ...]
 #
 #   --wheels DIR   wheels to install (default .whl): nbval, ipykernel, nbclient, d2l and their needs
+#   --memory-cap-gib N  cap every process's memory on each GPU at N GiB (notebook kernels and torchrun's
+#                  children too, through scripts/memcap/sitecustomize.py), to prove the lessons fit a small GPU
 #   --refresh NB   first re-execute these notebooks in place (keeps execution counts), so their
 #                  stored outputs come from this GPU; then nbval checks them like every other notebook
 set -uo pipefail
@@ -14,6 +16,7 @@ refresh=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --wheels) wheels=$2; shift 2 ;;
+    --memory-cap-gib) export ASYNCLAB_GPU_MEMORY_GIB=$2; cap=1; shift 2 ;;
     --refresh) shift; while [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; do refresh+=("$1"); shift; done ;;
     *) echo "gpu_check: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -23,6 +26,10 @@ if ls "$wheels"/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "$wheels"/*.whl || exit 1
 fi
 export PYTHONPATH="$site:$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+if [ -n "${cap:-}" ]; then
+  export PYTHONPATH="$PWD/scripts/memcap:$PYTHONPATH"
+  echo "gpu_check: every process capped at $ASYNCLAB_GPU_MEMORY_GIB GiB per GPU"
+fi
 unset MPLBACKEND  # notebooks use the inline backend, so their stored outputs keep the figures
 python3 -m asynclab.cli hardware || exit 1
 status=0

@@ -83,3 +83,35 @@ def test_nvlink_links_and_peak_from_the_recorded_topology():
         assert nvlink_links(text) == {(0, 1): 18, (1, 0): 18}
     assert nvlink_peak_gbps(18, 9) == 450.0 and nvlink_peak_gbps(12, 8) == 300.0
     assert nvlink_peak_gbps(18, 7) is None and nvlink_links(None) == {}
+
+
+def test_memory_cap_is_queued_in_every_process_that_imports_torch():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "ASYNCLAB_GPU_MEMORY_GIB": "6",
+           "PYTHONPATH": os.pathsep.join([str(root / "scripts" / "memcap"), str(root / "src")])}
+    code = "import torch; print(any('cap_memory' in getattr(c[0], '__qualname__', '') for c in torch.cuda._queued_calls))"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
+
+
+def test_memory_cap_sets_each_gpus_fraction(monkeypatch):
+    import types
+
+    import pytest
+    import torch
+
+    from asynclab.hardware import _cap_memory, cap_memory_when_cuda_starts
+
+    set_to = {}
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: types.SimpleNamespace(total_memory=(80 if i else 4) * 2**30))
+    monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction", lambda f, i: set_to.__setitem__(i, f))
+    _cap_memory(6)
+    assert set_to == {0: 1.0, 1: 6 / 80}  # a 4 GiB GPU keeps all of it
+    with pytest.raises(ValueError, match="positive"):
+        cap_memory_when_cuda_starts(0)

@@ -300,3 +300,53 @@ def report(hw: Hardware | None = None) -> str:
             lines += ["    " + row for row in hw.topology.splitlines()]
     lines.append(f"mode: {MODE_TEXT[hw.mode]}")
     return "\n".join(lines)
+
+
+def _cap_memory(gib: float) -> None:
+    """Cap this process's share of every visible GPU at ``gib`` GiB (``torch.cuda.set_per_process_memory_fraction``)."""
+    import torch
+
+    for i in range(torch.cuda.device_count()):
+        total = torch.cuda.get_device_properties(i).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, gib * 2**30 / total), i)
+
+
+def cap_memory_when_cuda_starts(gib: float) -> None:
+    """From now on, cap this process's memory on each GPU at ``gib`` GiB as soon as CUDA starts in it (when torch
+    is imported later, the cap is queued then): the GPU check runs every lesson so, to prove it fits a small GPU.
+
+    Example:
+        >>> cap_memory_when_cuda_starts(6)  # doctest: +SKIP
+    """
+    import importlib.abc
+    import importlib.machinery
+    import sys
+
+    if not gib > 0:
+        raise ValueError(f"a memory cap must be a positive number of GiB, not {gib!r}")
+
+    def queue(torch) -> None:
+        torch.cuda._lazy_call(lambda: _cap_memory(gib))
+
+    if "torch" in sys.modules:
+        queue(sys.modules["torch"])
+        return
+
+    class AfterTorch(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name != "torch":
+                return None
+            sys.meta_path.remove(self)
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            if spec is None or spec.loader is None:
+                return spec
+            run = spec.loader.exec_module
+
+            def exec_module(module) -> None:
+                run(module)
+                queue(module)
+
+            spec.loader.exec_module = exec_module
+            return spec
+
+    sys.meta_path.insert(0, AfterTorch())
