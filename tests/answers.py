@@ -157,13 +157,22 @@ def run_all(answers: list[Answer], processes: int | None = None, progress=None) 
     ctx.set_forkserver_preload(["torch", "asynclab", "matplotlib.pyplot", "pandas"])
     parallel = processes or min(4, multiprocessing.cpu_count())
     outcomes = {}
-    for group, n in (([a for a in answers if a.exercise not in TIMED], parallel),
-                     ([a for a in answers if a.exercise in TIMED], 1)):
-        with ctx.Pool(n, maxtasksperchild=1) as pool:
-            for a, outcome in zip(group, pool.imap(_run, group, chunksize=1)):
-                outcomes[a.id] = outcome
-                if progress is not None:
-                    progress(a, outcome)
+    def done(answer: Answer, outcome) -> None:
+        outcomes[answer.id] = outcome
+        if progress is not None:
+            progress(answer, outcome)
+
+    others = [a for a in answers if a.exercise not in TIMED]
+    with ctx.Pool(parallel, maxtasksperchild=1) as pool:
+        for a, outcome in zip(others, pool.imap(_run, others, chunksize=1)):
+            done(a, outcome)
+    for a in (a for a in answers if a.exercise in TIMED):
+        pool = ctx.Pool(1)  # one process at a time, each one gone before the next starts: nothing else runs beside it
+        try:
+            done(a, pool.apply(_run, (a,)))
+        finally:
+            pool.close()
+            pool.join()
     return outcomes
 
 
