@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.asynclab-setup
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg --nbval-cell-timeout=300 -p tests.conftest
 
-.PHONY: setup course test unit nbval lab clean
+.PHONY: setup course test unit nbval lab classroom clean
 
 # Virtual environment with everything the course needs. d2l 1.0.3 pins numpy==1.23.5 and other
 # ancient versions that break on Python 3.12, so it goes in on its own with --no-deps
@@ -14,7 +14,7 @@ NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg -
 setup: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --disable-pip-version-check -q -c constraints.txt -e ".[course,test]"
+	$(BIN)/python -m pip install --disable-pip-version-check -q -c constraints.txt -e ".[course,test,classroom]"
 	$(BIN)/python -m pip install --disable-pip-version-check -q --no-deps d2l==1.0.3
 	touch $(STAMP)
 
@@ -30,6 +30,11 @@ unit: setup
 	$(PYTEST) --doctest-modules src/asynclab
 nbval: setup
 	$(PYTEST) $(NBVAL) notebooks
+
+# An nbgrader course in build/classroom (source, student versions), graded on two example submissions per lesson
+# (solved, and as shipped), on this machine (no GPU needed): prints the gradebook.
+classroom: setup
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/asynclab classroom examples build/classroom
 
 lab: setup
 	$(BIN)/jupyter lab notebooks

@@ -152,7 +152,38 @@ def build_parser() -> argparse.ArgumentParser:
                        description=course.command.__doc__)
     course.add_arguments(p)
     p.set_defaults(func=course.command)
+
+    p = sub.add_parser("classroom", help="an nbgrader course from the notebooks, and its grading on examples",
+                       description="source DIR: write an nbgrader course folder (DIR/source/NN_name/, "
+                                   "nbgrader_config.py) from the notebooks. examples DIR: also generate the student "
+                                   "versions, autograde a solved and an as-shipped submission per lesson, and "
+                                   "print the gradebook.")
+    p.add_argument("action", choices=("source", "examples"))
+    p.add_argument("folder", help="the course folder to write")
+    p.add_argument("--notebooks", default="notebooks", help="where the course notebooks are (default notebooks/)")
+    p.add_argument("--lessons", nargs="+", default=None, metavar="NN", help="only these lessons (examples)")
+    p.set_defaults(func=_cmd_classroom)
     return parser
+
+
+def _cmd_classroom(args: argparse.Namespace) -> int:
+    from asynclab import classroom
+
+    try:
+        if args.action == "source":
+            for path in classroom.write_source(args.folder, args.notebooks):
+                print(path)
+            return 0
+        rows = classroom.examples(args.folder, args.notebooks, args.lessons)
+    except (classroom.ClassroomError, ModuleNotFoundError) as err:
+        raise UsageError(f"classroom: {err}" + (" (install the classroom extra: pip install 'asynclab[classroom]')"
+                                                if isinstance(err, ModuleNotFoundError) else "")) from None
+    print(classroom.table(rows))
+    wrong = [r for r in rows if r["score"] != (r["max_score"] if r["student"] == "solved" else 0.0)]
+    for r in wrong:
+        print(f"asynclab classroom: {r['lesson']}: {r['student']} scored {r['score']:g} of {r['max_score']:g}",
+              file=sys.stderr)
+    return 1 if wrong else 0
 
 
 def main(argv: list[str] | None = None) -> int:

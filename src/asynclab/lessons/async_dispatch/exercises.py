@@ -157,3 +157,9 @@ def no_sync_loop(fast_loop) -> Verdict:
         return Verdict(False, f"{reads} host reads (.item(), float(), .cpu(), print, ...): keep the running sum on "
                               "the device, read it once.")
     return Verdict(True, "one read at the end: the host can run ahead for the whole loop.")
+
+
+#: Answers for the classroom's solved examples, where the lesson publishes no code (``asynclab.classroom``).
+CLASSROOM_ANSWERS = {
+    "01.sync_ops": 'my_syncing_ops = {r["op"] for r in run.reference("hidden_syncs")["ops"] if r["syncs"]}',
+}

@@ -182,3 +182,10 @@ def who_waited(answer: Any) -> Verdict:
                           + (f"; {wrong} pair{'s' if wrong > 1 else ''} that did not wait like that" if wrong else "")
                           + (f"; {len(right - pairs)} missing" if right - pairs else "")
                           + ". Look for work that starts long after its launch, right when another stream's work ends.")
+
+
+#: Answers for the classroom's solved examples, where the lesson publishes no code (``asynclab.classroom``).
+CLASSROOM_ANSWERS = {
+    "04.who_waited": ("from asynclab.lessons.events.exercises import true_waits\n"
+                      'answer = {(int(a), int(b)) for a, b in true_waits(run.reference_trace("who_waited"))}'),
+}

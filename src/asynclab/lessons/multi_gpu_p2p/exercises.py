@@ -229,3 +229,9 @@ def both_ways(predicted_ms: Any) -> Verdict:
         return Verdict(False, f"{predicted_ms:.2f} ms is {-error:.1%} under the measurement. Can two copies finish "
                               "faster than one?")
     return Verdict(False, f"{predicted_ms:.2f} ms is {error:.1%} over the measurement (20% is the limit).")
+
+
+#: Answers for the classroom's solved examples, where the lesson publishes no code (``asynclab.classroom``).
+CLASSROOM_ANSWERS = {
+    "06.both_ways": 'one_way_ms = bw["one_way_ms"]\npredicted_ms = 1.05 * one_way_ms  # each direction has its own lanes',
+}

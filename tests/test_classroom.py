@@ -1,0 +1,112 @@
+"""Classroom labs: the nbgrader course built from the notebooks, graded on a machine without a GPU."""
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from asynclab import classroom
+from asynclab.lessons import LESSONS
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+
+
+def _graded(nb: dict) -> list[dict]:
+    return [c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade")]
+
+
+def test_every_exercise_becomes_a_solution_cell_and_a_locked_graded_check(tmp_path):
+    paths = classroom.write_source(tmp_path, NOTEBOOKS)
+    assert (tmp_path / "nbgrader_config.py").is_file()
+    assert len(paths) == sum(x.has("exercises") for x in LESSONS)
+    for path in paths:
+        nb = json.loads(path.read_text())
+        text = json.dumps(nb)
+        assert "<summary>Solution</summary>" not in text, path.name
+        solutions = [c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("solution")]
+        graded = _graded(nb)
+        assert len(solutions) == len(graded) >= 1, path.name
+        for cell in solutions:
+            assert "### BEGIN SOLUTION" in "".join(cell["source"]) and "### END SOLUTION" in "".join(cell["source"])
+        for cell in graded:
+            source = "".join(cell["source"])
+            assert cell["metadata"]["nbgrader"]["locked"] and "al.check(" in source and "assert verdict.right" in source
+
+
+def test_a_notebook_without_an_answer_for_an_exercise_is_refused():
+    nb = json.loads((NOTEBOOKS / "07_pipeline_bubbles.ipynb").read_text())
+    for cell in nb["cells"]:
+        cell["source"] = "".join(cell["source"]).replace("<summary>Solution</summary>", "<summary>Hint</summary>")
+    with pytest.raises(classroom.ClassroomError, match="07.step_time has no code solution"):
+        classroom.source_notebook(nb)
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    pytest.importorskip("nbgrader")
+    root = tmp_path_factory.mktemp("classroom")
+    return root, classroom.examples(root, NOTEBOOKS, ["07", "03"])
+
+
+def test_solved_examples_score_full_marks_and_shipped_ones_zero(course):
+    _, rows = course
+    assert {r["lesson"] for r in rows} == {"07_pipeline_bubbles", "03_streams"}
+    for r in rows:
+        assert r["score"] == (r["max_score"] if r["student"] == "solved" else 0.0), r
+        assert r["max_score"] == 2.0
+    assert "07_pipeline_bubbles  solved      2 / 2" in classroom.table(rows)
+
+
+def test_student_versions_hold_no_solution_code(course):
+    root, _ = course
+    for lesson in ("07_pipeline_bubbles", "03_streams"):
+        source = json.loads((root / "source" / lesson / f"{lesson}.ipynb").read_text())
+        released = (root / "release" / lesson / f"{lesson}.ipynb").read_text()
+        assert "BEGIN SOLUTION" not in released and "raise NotImplementedError()" in released
+        for cell in source["cells"]:
+            text = "".join(cell["source"])
+            if "### BEGIN SOLUTION" in text:
+                hint, body = text.split("### BEGIN SOLUTION\n")[0], text.split("### BEGIN SOLUTION\n")[1].split("### END SOLUTION")[0]
+                for line in body.splitlines():
+                    # every real line of the solution (not a bare `return y`, nor a line the starting point shows too)
+                    if len(line.strip()) > 12 and line.strip() not in hint:
+                        assert json.dumps(line)[1:-1] not in released, (lesson, line)
+
+
+def _with_answer(nb: dict, exercise: str, code: str | None) -> dict:
+    """The source notebook with one exercise's answer cell replaced by ``code`` (None: the cell deleted)."""
+    out = copy.deepcopy(nb)
+    slug = f"{exercise.replace('.', '_')}_answer"
+    cells = []
+    for cell in out["cells"]:
+        if cell.get("id") == slug:
+            if code is None:
+                continue
+            cell["source"] = code.splitlines(True)
+        cells.append(cell)
+    out["cells"] = cells
+    return out
+
+
+def test_bad_submissions_cost_their_own_points_and_stop_nothing(course):
+    root, _ = course
+    lesson = "07_pipeline_bubbles"
+    source = json.loads((root / "source" / lesson / f"{lesson}.ipynb").read_text())
+    bad = {
+        "raises": _with_answer(source, "07.step_time", "def predict(p, m, t_f, t_b):\n    return 1 / 0\npredict(1, 1, 1, 1)"),
+        "never_returns": _with_answer(source, "07.step_time", "while True:\n    pass"),
+        "deleted_cell": _with_answer(source, "07.step_time", None),
+        "prints_right": _with_answer(source, "07.step_time", "def predict(p, m, t_f, t_b):\n    return m * (t_f + t_b)\n"
+                                                              "print('Right: 12 random pipelines')"),
+    }
+    for student, nb in bad.items():
+        classroom.submit(root, lesson, student, json.dumps(nb).encode())
+    classroom.submit(root, lesson, "not_json", b"{this is not a notebook")
+    classroom.submit(root, lesson, "good", root / "source" / lesson / f"{lesson}.ipynb")
+    grades = classroom.grade(root, lesson, [*bad, "not_json", "good"], timeout_s=20)
+    assert grades["good"]["score"] == 2.0  # graded in the same run, after every bad one
+    for student in bad:  # the broken exercise scores zero; the other one still counts
+        assert grades[student]["score"] == 1.0, (student, grades[student]["log"][-500:])
+    assert grades["not_json"]["score"] == 0.0 and not grades["not_json"]["ok"]
+    assert "not_json" in grades["not_json"]["log"] or "JSON" in grades["not_json"]["log"]
