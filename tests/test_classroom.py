@@ -110,3 +110,9 @@ def test_bad_submissions_cost_their_own_points_and_stop_nothing(course):
         assert grades[student]["score"] == 1.0, (student, grades[student]["log"][-500:])
     assert grades["not_json"]["score"] == 0.0 and not grades["not_json"]["ok"]
     assert "not_json" in grades["not_json"]["log"] or "JSON" in grades["not_json"]["log"]
+
+
+def test_the_instructors_guide_lists_the_lessons_from_the_registry():
+    guide = (ROOT / "docs" / "instructors.md").read_text()
+    assert classroom.lesson_table(NOTEBOOKS) in guide, "regenerate the table with asynclab.classroom.lesson_table"
+    assert "docs/instructors.md" in (ROOT / "README.md").read_text()

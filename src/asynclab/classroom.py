@@ -274,3 +274,23 @@ def table(rows: list[dict]) -> str:
     lines = [f"{'lesson':<20} {'student':<11} score"]
     lines += [f"{r['lesson']:<20} {r['student']:<11} {r['score']:g} / {r['max_score']:g}" for r in rows]
     return "\n".join(lines)
+
+
+def lesson_table(notebooks: str | Path) -> str:
+    """The instructor's table of lessons, read from the registry and each notebook's own header (its time and
+    prerequisites), so that it is never typed twice.
+
+    Example:
+        >>> print(lesson_table("notebooks").splitlines()[0])  # doctest: +SKIP
+        | # | lesson | time | prerequisites | GPUs for live runs | graded exercises |
+    """
+    from asynclab import lessons
+
+    rows = ["| # | lesson | time | prerequisites | GPUs for live runs | graded exercises |", "|---|---|---|---|---|---|"]
+    for item in lessons.LESSONS:
+        nb = json.loads((Path(notebooks) / item.notebook).read_text())
+        header = dict(re.findall(r"^\| \*\*(.+?)\*\* \| (.+?) \|$", "".join(nb["cells"][0]["source"]), re.M))
+        graded = len(_exercise_cells(nb["cells"]))
+        rows.append(f"| {item.number} | {item.title} | {header.get('Time', '?')} | {header.get('Prerequisites', '?')} "
+                    f"| {item.gpus} | {graded} |")
+    return "\n".join(rows)
