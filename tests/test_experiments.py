@@ -484,3 +484,11 @@ def test_native_half_is_fp16_below_compute_capability_8(monkeypatch):
     assert native_half("cuda:0") == torch.float16
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda dev=None: (8, 0))
     assert native_half("cuda:0") == torch.bfloat16
+
+
+def test_pipelining_section_says_when_this_torch_is_too_old(monkeypatch):
+    monkeypatch.setattr(P, "gpu_count", lambda: 2)
+    monkeypatch.setattr(P, "resolve_device", lambda device=None: torch.device("cuda", 0))
+    monkeypatch.setattr(P, "has_pipelining", lambda: False)
+    r = P.torch_pipelining("cuda")
+    assert "PyTorch 2.4 or newer" in r["note"] and r["gpipe"] is None and r["1f1b"] is None

@@ -37,6 +37,23 @@ CPU_KWARGS: dict[str, dict[str, Any]] = {name: {} for name in (
     "one_stage", "naive", "asker", "asker_detached", "gpipe", "memory", "torch_pipelining")}
 
 NO_GPUS = "needs two CUDA GPUs: a model split over two GPUs"
+NO_PIPELINING = ("needs torch.distributed.pipelining (PyTorch 2.4 or newer): this PyTorch is older, so this section "
+                 "replays its reference")
+
+
+def has_pipelining() -> bool:
+    """Whether this PyTorch has ``torch.distributed.pipelining`` (2.4 and newer).
+
+    Example:
+        >>> isinstance(has_pipelining(), bool)
+        True
+    """
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("torch.distributed.pipelining") is not None
+    except ModuleNotFoundError:  # no torch.distributed at all
+        return False
 
 
 class HandWrittenStage(nn.Module):
@@ -447,6 +464,8 @@ def torch_pipelining(device: Any = None, schedules: tuple[str, ...] = ("gpipe", 
     dev = resolve_device(device)
     if dev.type != "cuda" or not gpu_count() >= 2:
         return _no_gpus(dev, **{s: None for s in schedules})
+    if not has_pipelining():
+        return {"device": str(dev), "note": NO_PIPELINING, **{s: None for s in schedules}}
     from asynclab.ranks import load_ranks
 
     gpus = torch.cuda.device_count()
