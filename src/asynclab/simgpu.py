@@ -34,6 +34,7 @@ class SimulatedGPU(Simulation):
         super().__init__()
         self._t0 = time.perf_counter()
         self.late_ms = 0.0
+        self._pending: list[float] = []  # when each launch still queued ends
 
     def now(self) -> float:
         import time
@@ -62,7 +63,7 @@ class SimulatedGPU(Simulation):
     def kernel(self, ms: float) -> None:
         """Queue ``ms`` of work on the current stream; with :data:`QUEUE_DEPTH` launches pending, the launch
         waits for the oldest one, as on a GPU (so a timer that launches without ever waiting cannot queue hours)."""
-        self._pending = [t for t in getattr(self, "_pending", []) if t > self.now()]
+        self._pending = [t for t in self._pending if t > self.now()]
         if len(self._pending) >= self.QUEUE_DEPTH:
             self.wait_until(self._pending.pop(0))
         stream = self.current()
@@ -196,8 +197,7 @@ class SimTensor(_SimValue):
         """Copy a host tensor into this one (H2D) on the current stream; the data is there when the copy ends."""
         if not isinstance(src, SimHostTensor) or self.sim is None:
             raise _limit("tensor.copy_ from this source")
-        name = "Memcpy HtoD (Pinned -> Device)" if src.pinned else "Memcpy HtoD (Pageable -> Device)"
-        self.ready_at = self.sim.queue_copy(src.copy_ms, name, host_waits=not (non_blocking and src.pinned))
+        self.ready_at = self.sim.h2d(src, non_blocking)
         self.values, self.right = src._host_values(), True
         return self
 
@@ -376,10 +376,14 @@ class StreamSim(Simulation):
         self._allocated(stream, max(self.ready(stream), self.host))
         return SimTensor(self, 0.0, True, [float("nan")] * n, stream=stream)
 
-    def copy(self, src: SimHostTensor, non_blocking: bool) -> SimTensor:
-        """``src.to("cuda", non_blocking=...)``: the host waits unless the source is pinned and the copy non-blocking."""
+    def h2d(self, src: SimHostTensor, non_blocking: bool) -> float:
+        """Queue ``src``'s copy to the GPU; the host waits unless the source is pinned and the copy non-blocking."""
         name = "Memcpy HtoD (Pinned -> Device)" if src.pinned else "Memcpy HtoD (Pageable -> Device)"
-        end = self.queue_copy(src.copy_ms, name, host_waits=not (non_blocking and src.pinned))
+        return self.queue_copy(src.copy_ms, name, host_waits=not (non_blocking and src.pinned))
+
+    def copy(self, src: SimHostTensor, non_blocking: bool) -> SimTensor:
+        """``src.to("cuda", non_blocking=...)``: new GPU memory on the current stream, written by the copy."""
+        end = self.h2d(src, non_blocking)
         self._allocated(self.current(), self.last_copy_start)
         return SimTensor(self, end, True, src._host_values(), stream=self.current())
 
