@@ -22,6 +22,18 @@ METADATA = {"accelerator": "GPU", "colab": {"gpuType": "T4", "provenance": []},
             "kaggle": {"accelerator": "gpu", "isGpuEnabled": True, "isInternetEnabled": True}}
 
 
+def _runs_first(cells: list[dict], install: int) -> None:
+    """Number the install cell as the first one run (it prints nothing outside Colab and Kaggle, so the stored
+    outputs of the run that made them stay what they were), and every later count one higher."""
+    for cell in cells:
+        if cell["cell_type"] == "code" and cell.get("execution_count") is not None:
+            cell["execution_count"] += 1
+            for out in cell.get("outputs", []):
+                if out.get("execution_count") is not None:
+                    out["execution_count"] += 1
+    cells[install]["execution_count"] = 1
+
+
 def updated(nb: dict, notebook: str) -> dict:
     """The notebook with its badges line, its install cell and the GPU metadata in place."""
     cells = nb["cells"]
@@ -35,11 +47,12 @@ def updated(nb: dict, notebook: str) -> dict:
     title["source"] = text.splitlines(True)
     code = launch.install_cell().splitlines(True)
     first = next(i for i, c in enumerate(cells) if c["cell_type"] == "code")
-    if "".join(cells[first]["source"]).startswith("# On Colab or Kaggle"):
-        cells[first]["source"] = code
-    else:
+    if not "".join(cells[first]["source"]).startswith("# On Colab or Kaggle"):
         cells.insert(first, {"cell_type": "code", "execution_count": None, "id": "install0", "metadata": {},
                              "outputs": [], "source": code})
+    cells[first]["source"] = code
+    if cells[first]["execution_count"] is None:
+        _runs_first(cells, first)
     nb["metadata"].update(METADATA)
     return nb
 
