@@ -141,6 +141,12 @@ def lesson_map(hw: hardware.Hardware | None = None) -> str:
     return "\n".join(rows)
 
 
+#: What changes on two GPUs that cannot reach each other's memory (PCIe machines, Kaggle's two T4s).
+NO_PEER_ACCESS = ("no peer access between GPU 0 and GPU 1 here: a copy between them goes through host memory, "
+                  "staged by the driver, so it is slower and its overlap can differ; the live cells run all the same "
+                  "and print DIFFERS where they differ, and the NVLink figures are the reference's")
+
+
 @dataclass(frozen=True)
 class LessonRun:
     """What a notebook's set-up cell decided: the hardware, and whether this lesson runs live."""
@@ -159,10 +165,25 @@ class LessonRun:
         hint = runtime_hint(self.lesson.gpus, len(self.hw.gpus))
         if hint:
             text += f"\n{hint}"
+        if self.live and not self.peer_access:
+            text += f"\n{NO_PEER_ACCESS}"
         if not self.hw.gpus and self.lesson.has("exercises"):
             text += ("\nexercises: torch.cuda's streams, events and devices stand in for a GPU in this notebook, "
                      "and each check runs your code on a simulated GPU")
         return text
+
+    @property
+    def peer_access(self) -> bool:
+        """True when GPU 0 and GPU 1 reach each other's memory directly (or the lesson needs fewer than two).
+
+        Example:
+            >>> g = hardware.GPU(0, "T4", 15.0, 40, "7.5")
+            >>> LessonRun(lesson(6), hardware.Hardware(gpus=(g, g), p2p=((True, False), (False, True)))).peer_access
+            False
+        """
+        if self.lesson.gpus < 2 or len(self.hw.gpus) < 2:
+            return True
+        return bool(self.hw.p2p) and self.hw.p2p[0][1] and self.hw.p2p[1][0]
 
     @property
     def device(self) -> str:

@@ -105,6 +105,24 @@ def machine(device: Any = None) -> dict[str, Any]:
             "device": str(dev)}
 
 
+def link_line(m: dict[str, Any]) -> str:
+    """One line on how GPU 0 and GPU 1 reach each other, from :func:`machine`'s result.
+
+    Example:
+        >>> link_line({"p2p": [[True, True], [True, True]], "links_0_1": 18, "nvlink_peak_gbps": 450.0})
+        'GPU 0 <-> GPU 1: 18 NVLink links, peak 450.0 GB/s each way'
+        >>> link_line({"p2p": [[True, False], [False, True]], "links_0_1": 0, "nvlink_peak_gbps": None})[:45]
+        'GPU 0 <-> GPU 1: no peer access, so a copy be'
+    """
+    if not (m["p2p"][0][1] and m["p2p"][1][0]):
+        return ("GPU 0 <-> GPU 1: no peer access, so a copy between them goes through host memory; "
+                "the NVLink figures in this lesson are the reference's")
+    if not m["links_0_1"]:
+        return ("GPU 0 <-> GPU 1: peer access over PCIe, no NVLink links; "
+                "the NVLink figures in this lesson are the reference's")
+    return f"GPU 0 <-> GPU 1: {m['links_0_1']} NVLink links, peak {m['nvlink_peak_gbps']} GB/s each way"
+
+
 # -- 2: seed 004 -----------------------------------------------------------------------------------------------
 def _matmul_size(d1: torch.device, target_ms: float) -> int:
     """The 16-bit (bf16, or fp16 without native bf16) matrix size whose product takes about ``target_ms`` on ``d1`` (a multiple of 512)."""
