@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.asynclab-setup
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg --nbval-cell-timeout=300 -p tests.conftest
 
-.PHONY: setup course test unit nbval lab classroom clean
+.PHONY: setup course test unit nbval lab classroom site test-oldest clean
 
 # Virtual environment with everything the course needs. d2l 1.0.3 pins numpy==1.23.5 and other
 # ancient versions that break on Python 3.12, so it goes in on its own with --no-deps
@@ -14,7 +14,7 @@ NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg -
 setup: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --disable-pip-version-check -q -c constraints.txt -e ".[course,test,classroom]"
+	$(BIN)/python -m pip install --disable-pip-version-check -q -c constraints.txt -e ".[course,test,classroom,site]"
 	$(BIN)/python -m pip install --disable-pip-version-check -q --no-deps d2l==1.0.3
 	touch $(STAMP)
 
@@ -35,6 +35,15 @@ nbval: setup
 # (solved, and as shipped), on this machine (no GPU needed): prints the gradebook.
 classroom: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/asynclab classroom examples build/classroom
+
+# The book of the course in build/site: every lesson page from the notebooks' stored outputs (nothing executes),
+# the lesson map, the command and API reference, search. Open build/site/index.html.
+site: setup
+	$(BIN)/python scripts/build_site.py build/site
+
+# The unit tests and strict nbval with the oldest PyTorch the course supports (CPU), in a venv of its own.
+test-oldest:
+	bash scripts/test_oldest.sh
 
 lab: setup
 	$(BIN)/jupyter lab notebooks

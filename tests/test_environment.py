@@ -27,7 +27,7 @@ def environment_deps() -> set[str]:
     names = set()
     text = (ROOT / "environment.yml").read_text()
     for line in text.split("\ndependencies:", 1)[1].splitlines():
-        m = re.match(r"^\s{2}-\s+([A-Za-z][\w.-]*)", line)
+        m = re.match(r"^\s+-\s+([A-Za-z][\w.-]*)", line)  # conda packages, and those under `pip:`
         if m and m.group(1) not in ("python", "pip"):
             names.add(CONDA_NAMES.get(m.group(1).lower(), m.group(1).lower()))
     return names

@@ -93,7 +93,10 @@ def test_a_notebook_alone_installs_the_course_on_colab_and_keeps_torch(tmp_path,
     alone = tmp_path / "empty"
     alone.mkdir()
     shutil.copy(ROOT / "notebooks" / "01_async_dispatch.ipynb", alone)
-    env.update({"COLAB_RELEASE_TAG": "test", "ASYNCLAB_SOURCE": str(ROOT), "MPLBACKEND": "agg"})
+    env.update({"COLAB_RELEASE_TAG": "test", "ASYNCLAB_SOURCE": str(ROOT), "MPLBACKEND": "agg",
+                # build the checkout with the setuptools already here (pip's 0 means "no isolation"), so that the
+                # test needs no package index: what it tests is the install cell, not pip's build isolation
+                "PIP_NO_BUILD_ISOLATION": "0"})
     spec = tmp_path / "jupyter" / "kernels" / "alone"
     spec.mkdir(parents=True)
     (spec / "kernel.json").write_text(json.dumps({"argv": [str(python), "-m", "ipykernel_launcher", "-f",

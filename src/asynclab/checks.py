@@ -70,7 +70,7 @@ def raised(err: BaseException) -> Verdict:
         Not yet: your function raised ZeroDivisionError: division by zero
         >>> from asynclab.simcuda import SimulationLimit
         >>> print(raised(SimulationLimit("tensor.pin_memory()")))  # doctest: +ELLIPSIS
-        Not yet: the simulated GPU does not cover tensor.pin_memory(). This machine has no GPU, ...
+        Not yet: the simulated GPU does not cover tensor.pin_memory(). This machine has ..., so the check runs ...
     """
     from asynclab.simcuda import limit_message
 

@@ -261,11 +261,30 @@ def _fakes() -> dict[str, Any]:
     }
 
 
+def _register_as_torch_kinds() -> None:
+    """Count the stand-ins as torch's stream and event kinds where PyTorch checks it.
+
+    PyTorch before 2.6 keeps abstract ``_StreamBase``/``_EventBase`` classes, and its ``torch._dynamo`` (which
+    torchvision imports, and with it d2l) asserts at import that ``torch.cuda.Stream``/``Event`` are theirs; later
+    releases deprecate those classes and check nothing.
+    """
+    import abc
+
+    try:
+        from torch._streambase import _EventBase, _StreamBase
+    except ImportError:  # a PyTorch without them: nothing checks
+        return
+    if isinstance(_StreamBase, abc.ABCMeta) and isinstance(_EventBase, abc.ABCMeta):
+        _StreamBase.register(Stream)
+        _EventBase.register(Event)
+
+
 def _install() -> None:
     import torch
 
     if _SAVED:
         return
+    _register_as_torch_kinds()
     for name, fake in _fakes().items():
         _SAVED[name] = getattr(torch.cuda, name)
         setattr(torch.cuda, name, fake)
@@ -279,10 +298,12 @@ def _uninstall() -> None:
     _SAVED.clear()
 
 
-def stand_in_for_cuda() -> bool:
-    """On a machine without a GPU, put the stand-ins in place for the rest of the session; True if they are.
+def stand_in_for_cuda(gpus_needed: int = 1) -> bool:
+    """On a machine with fewer GPUs than ``gpus_needed`` (none, or one for a two-GPU lesson), put the stand-ins in
+    place for the rest of the session; True if they are.
 
-    ``torch.cuda.is_available()`` still says False outside a check. Nothing changes on a machine with a GPU.
+    ``torch.cuda.is_available()`` and ``device_count()`` still answer for the machine outside a check. Nothing
+    changes on a machine with enough GPUs.
 
     Example:
         >>> import torch
@@ -291,14 +312,20 @@ def stand_in_for_cuda() -> bool:
     """
     if _SESSION:
         return True
-    import torch
-
-    if torch.cuda.is_available():
+    if _gpus_here() >= gpus_needed:
         return False
     _SESSION.append(Simulation())
     _STACK.insert(0, _SESSION[0])
     _install()
     return True
+
+
+def _gpus_here() -> int:
+    """How many GPUs the machine has, whether or not the stand-ins are in place."""
+    import torch
+
+    available = _SAVED.get("is_available", torch.cuda.is_available)
+    return _SAVED.get("device_count", torch.cuda.device_count)() if available() else 0
 
 
 class Simulation:
@@ -419,7 +446,8 @@ def outside() -> Iterator[None]:
             _install()
 
 
-_NO_GPU = ("NVIDIA driver", "CUDA driver", "not compiled with CUDA", "No CUDA GPUs", "cudaGetDeviceCount")
+_NO_GPU = ("NVIDIA driver", "CUDA driver", "not compiled with CUDA", "No CUDA GPUs", "cudaGetDeviceCount",
+           "invalid device ordinal")
 _OURS = (os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.abspath(contextlib.__file__)))
 
 
@@ -441,7 +469,7 @@ def limit_message(err: BaseException) -> str | None:
 
     Example:
         >>> print(limit_message(SimulationLimit("torch.cuda.memory_allocated()")))  # doctest: +ELLIPSIS
-        the simulated GPU does not cover torch.cuda.memory_allocated(). This machine has no GPU, so the check runs ...
+        the simulated GPU does not cover torch.cuda.memory_allocated(). This machine has ..., so the check runs ...
         >>> limit_message(ZeroDivisionError("division by zero")) is None
         True
     """
@@ -453,7 +481,9 @@ def limit_message(err: BaseException) -> str | None:
     else:
         return None
     extra = f" {instead[:1].upper()}{instead[1:]}." if instead else ""
-    return (f"the simulated GPU does not cover {call}. This machine has no GPU, so the check runs your code on a "
+    have = _gpus_here()
+    machine = "This machine has no GPU" if not have else f"This machine has {have} GPU{'s' if have > 1 else ''}, fewer than the check needs"
+    return (f"the simulated GPU does not cover {call}. {machine}, so the check runs your code on a "
             "simulation of torch.cuda's streams, events and devices, and of the work and tensors the check hands you "
             f"(their copies: .to, .cpu, copy_; their reads: .tolist, .item, float).{extra} Write the answer with "
             "those, or run the check on a machine with a GPU: this is the simulation's limit, not a fault in your answer.")

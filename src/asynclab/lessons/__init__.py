@@ -167,10 +167,21 @@ class LessonRun:
             text += f"\n{hint}"
         if self.live and not self.peer_access:
             text += f"\n{NO_PEER_ACCESS}"
-        if not self.hw.gpus and self.lesson.has("exercises"):
+        if self.simulates_exercises and self.lesson.has("exercises"):
             text += ("\nexercises: torch.cuda's streams, events and devices stand in for a GPU in this notebook, "
                      "and each check runs your code on a simulated GPU")
         return text
+
+    @property
+    def simulates_exercises(self) -> bool:
+        """True when learner code runs on stand-ins for torch.cuda: no GPU here, or fewer than a two-GPU lesson needs.
+
+        Example:
+            >>> one = hardware.Hardware(gpus=(hardware.GPU(0, "T4", 15.0, 40, "7.5"),))
+            >>> LessonRun(lesson(6), one).simulates_exercises, LessonRun(lesson(3), one).simulates_exercises
+            (True, False)
+        """
+        return not self.hw.gpus or (self.lesson.gpus > 1 and not self.live)
 
     @property
     def peer_access(self) -> bool:
@@ -290,7 +301,8 @@ def start(number: str | int) -> LessonRun:
     from asynclab.simcuda import stand_in_for_cuda
 
     run = LessonRun(lesson(number), hardware.inventory())
-    if not run.hw.gpus:
-        stand_in_for_cuda()  # learner code may make streams and events in any cell; checks simulate the GPU
+    if run.simulates_exercises:
+        stand_in_for_cuda(max(1, run.lesson.gpus))  # learner code may make streams and events in any cell
+
     print(run)
     return run

@@ -172,6 +172,7 @@ def _read_on_gpu(read_losses: Callable) -> tuple[Any, list[float]]:
     truth = [round(random.uniform(0.5, 3.0), 3) for _ in range(8)]
     out = torch.tensor([-1.0] * len(truth), pin_memory=True)  # last step's numbers, as far as anyone can tell
     expected = torch.tensor(truth)
+    torch.cuda.Stream()  # the stream pool is built now: building it waits for the GPU, which would order the race
     torch.cuda.synchronize()
     torch.cuda._sleep(2 * cycles)  # the GPU is still busy with this step, longer than a copy takes...
     losses = expected.to(dev, non_blocking=True).as_subclass(_late_copies(cycles))  # ...so its losses arrive late

@@ -1,0 +1,155 @@
+"""The book of the course (make site), built from the stored outputs and checked in a real browser (headless Chromium).
+
+Screenshots of the pages checked are saved under build/site-check/.
+"""
+import functools
+import http.server
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from asynclab.lessons import LESSONS
+
+ROOT = Path(__file__).resolve().parent.parent
+SHOTS = ROOT / "build" / "site-check"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+#: Flags for a closed network: no background connections, no first-run or sync traffic.
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+#: Two lesson pages with timelines: one lesson on one GPU, one on two.
+LESSON_PAGES = ("03_streams", "07_pipeline_bubbles")
+
+
+def _build_site_module():
+    spec = importlib.util.spec_from_file_location("build_site", ROOT / "scripts" / "build_site.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+#: Where the test builds the book: under build/, not a private temporary folder, because linkchecker run as root
+#: reads files as the user nobody.
+WORK = ROOT / "build" / "site-test"
+
+
+@pytest.fixture(scope="module")
+def site() -> Path:
+    pytest.importorskip("jupyter_book", reason="the site extra is not installed (pip install -e '.[site]')")
+    _build_site_module().build(WORK / "site")
+    return WORK / "site"
+
+
+@pytest.fixture(scope="module")
+def served(site):
+    """The site on a local HTTP server: ``(base URL, site folder)``."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    handler.log_message = lambda *args: None
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", site
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if CHROMIUM is None:
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is missing: .ci/run installs Debian's chromium package; install it")
+        pytest.skip("no Chromium here (Debian: apt-get install chromium)")
+    playwright = pytest.importorskip("playwright.sync_api", reason="the site extra is not installed")
+    with playwright.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+def test_the_site_has_every_page(site):
+    pages = {p.relative_to(site).as_posix() for p in site.rglob("*.html")}
+    assert {"index.html", "cli.html", "api.html", "search.html", "docs/instructors.html", "CONTRIBUTING.html"} <= pages
+    assert {f"notebooks/{x.folder}.html" for x in LESSONS} <= pages
+    api = (site / "api.html").read_text()
+    assert "load_trace" in api and "draw_timeline" in api and "bubble_fraction" in api  # from the docstrings
+    assert "asynclab timeline" in (site / "cli.html").read_text()
+
+
+def test_lesson_pages_carry_both_launch_links_from_the_one_repository_url(site):
+    from asynclab import launch
+
+    for item in LESSONS:
+        page = (site / "notebooks" / f"{item.folder}.html").read_text()
+        assert launch.colab_url(item.notebook) in page, item.folder  # the book's launch button and the badge
+        assert launch.kaggle_url(item.notebook).replace("&", "&amp;") in page or launch.kaggle_url(item.notebook) in page
+
+
+def test_the_landing_page_links_every_lesson(served, browser):
+    base, _ = served
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{base}/index.html")
+    links = page.eval_on_selector_all("article a[href]", "els => els.map(a => a.getAttribute('href'))")
+    for item in LESSONS:
+        assert f"notebooks/{item.folder}.html" in links, item.folder
+    assert page.locator("h2", has_text="What runs where").count() == 1
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "index.png"))
+    page.close()
+
+
+@pytest.mark.parametrize("name", LESSON_PAGES)
+def test_a_lesson_page_shows_its_timelines_and_hides_its_solutions(served, browser, name):
+    base, _ = served
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{base}/notebooks/{name}.html")
+    images = page.locator("div.cell_output img")
+    assert images.count() >= 3, f"{name}: {images.count()} output images"
+    page.wait_for_load_state("load")
+    widths = page.eval_on_selector_all("div.cell_output img", "els => els.map(i => i.complete ? i.naturalWidth : 0)")
+    assert all(w > 0 for w in widths), f"{name}: images that did not load: {widths}"
+    solution = page.locator("details", has=page.locator("summary", has_text="Solution")).first
+    code = solution.locator("pre").first
+    assert solution.evaluate("d => d.open") is False and not code.is_visible()
+    solution.locator("summary").click()
+    assert solution.evaluate("d => d.open") is True and code.is_visible()
+    images.first.scroll_into_view_if_needed()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"))
+    page.close()
+
+
+def test_search_finds_a_lesson(served, browser):
+    base, _ = served
+    page = browser.new_page()
+    page.goto(f"{base}/search.html?q=wait_stream")
+    results = page.locator("#search-results ul.search li")
+    results.first.wait_for(timeout=15000)
+    hrefs = results.locator("a").evaluate_all("els => els.map(a => a.getAttribute('href'))")
+    assert any("03_streams" in h for h in hrefs), hrefs
+    page.close()
+
+
+def _linkchecker(start: Path) -> subprocess.CompletedProcess:
+    exe = Path(sys.executable).parent / "linkchecker"
+    if not exe.exists():
+        pytest.skip("linkchecker is not installed (the site extra)")
+    return subprocess.run([str(exe), "--no-status", "--no-warnings", str(start)], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_internal_links_resolve(site):
+    done = _linkchecker(site / "index.html")
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert int(re.search(r"(\d+) links? in", done.stdout).group(1)) > 100, done.stdout[-500:]  # it followed the links
+    broken = WORK / "broken"
+    shutil.rmtree(broken, ignore_errors=True)
+    shutil.copytree(site, broken)
+    index = broken / "index.html"
+    index.write_text(index.read_text().replace("</article>", '<a href="notebooks/99_missing.html">x</a></article>'))
+    done = _linkchecker(index)
+    assert done.returncode != 0 and "99_missing" in done.stdout, "the link check cannot fail"
