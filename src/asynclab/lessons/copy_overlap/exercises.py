@@ -18,9 +18,9 @@ LATE_MS = 20.0
 
 
 # -- exercise 1: a loop that overlaps copies with compute -------------------------------------------------------
-def _overlap_on_gpu(overlapped: Callable) -> tuple[int, int, float, int]:
+def _overlap_on_gpu(overlapped: Callable) -> tuple[int, int, float, int, bool]:
     """Run ``overlapped(chunks, compute)`` on the GPU, profiled; returns ``(results, wrong results, hidden fraction,
-    compute calls)``."""
+    compute calls, whether the copies ran out of the order they were issued in)``."""
     import torch
 
     from asynclab.lessons.copy_overlap.experiments import MiB, Pipeline
@@ -56,7 +56,41 @@ def _overlap_on_gpu(overlapped: Callable) -> tuple[int, int, float, int]:
         counts["wrong"] += max(0, CHUNKS - len(results))
 
     trace = record(once, warmup=1, steps=1)
-    return counts["results"], counts["wrong"], hidden_fraction(trace), counts["calls"]
+    return counts["results"], counts["wrong"], hidden_fraction(trace), counts["calls"], _ran_out_of_order(trace)
+
+
+def _ran_out_of_order(trace: Any) -> bool:
+    """Whether the trace's host-to-GPU copies ran in another order than their launches'."""
+    ev = trace.events
+    launches = ev.loc[ev["kind"] == "h2d"].sort_values("start_us")["launch"].dropna().astype(int).tolist()
+    return launches != sorted(launches)
+
+
+def engine_order(streams: list) -> list[int]:
+    """The order in which a copy engine runs copies queued at once on ``streams`` (each copy's stream, in the order
+    they were issued), as an NVIDIA H100 ran them: the first copy, then each other stream's queued copies in turn,
+    a stream at a time, then the first stream's rest. Copies on one stream keep their order; across streams they don't.
+
+    Example:
+        >>> engine_order(["a", "b", "a", "b"])  # two copy streams in turn: the fourth copy runs before the third
+        [0, 1, 3, 2]
+        >>> engine_order(["a", "b", "c", "d"])  # a stream per copy: issue order
+        [0, 1, 2, 3]
+    """
+    if not streams:
+        return []
+    turns = list(dict.fromkeys(streams))
+    turns = turns[1:] + turns[:1]
+    rest = [[i for i, s in enumerate(streams) if s == stream and i > 0] for stream in turns]
+    return [0] + [i for queue in rest for i in queue]
+
+
+def _would_run_out_of_order(trace: Any) -> bool:
+    """Whether a copy engine that runs copies queued at once as :func:`engine_order` says would change their order
+    (the simulated GPU runs copies in the order they were issued: its trace's copies, by start)."""
+    ev = trace.events
+    streams = list(ev.loc[ev["kind"] == "h2d"].sort_values("start_us")["stream"])
+    return engine_order(streams) != list(range(len(streams)))
 
 
 def _as_list(results: Any) -> list:
@@ -70,7 +104,7 @@ class _NotAList(TypeError):
     """What overlapped() returned is not a list."""
 
 
-def _overlap_simulated(overlapped: Callable) -> tuple[int, int, float, int]:
+def _overlap_simulated(overlapped: Callable) -> tuple[int, int, float, int, bool]:
     """The same on :class:`asynclab.simgpu.StreamSim`: pinned chunks of 1 ms copies, 1.2 ms of compute each."""
     import torch
 
@@ -89,9 +123,10 @@ def _overlap_simulated(overlapped: Callable) -> tuple[int, int, float, int]:
         results = _as_list(overlapped(list(chunks), compute))
         wrong = sum(not isinstance(r, SimTensor) or not r.right or r.values != [i] for i, r in enumerate(results))
         wrong += max(0, CHUNKS - len(results))
-        hidden = hidden_fraction(sim.trace()) if sim.ran else float("nan")
+        trace = sim.trace() if sim.ran else None
+        hidden = hidden_fraction(trace) if trace is not None else float("nan")
         torch.cuda.synchronize()
-    return len(results), wrong, hidden, calls[0]
+    return len(results), wrong, hidden, calls[0], trace is not None and _would_run_out_of_order(trace)
 
 
 @exercise("05.overlap_loop")
@@ -116,7 +151,7 @@ def overlap_loop(overlapped: Callable) -> Verdict:
         return Verdict(False, "pass your function overlapped itself (no parentheses).")
     run, where = harness(_overlap_on_gpu, _overlap_simulated)
     try:
-        count, wrong, hidden, calls = run(overlapped)
+        count, wrong, hidden, calls, reordered = run(overlapped)
     except _NotAList as err:
         return Verdict(False, f"{err}.")
     except Exception as err:  # noqa: BLE001 - the learner's code
@@ -132,6 +167,15 @@ def overlap_loop(overlapped: Callable) -> Verdict:
         return Verdict(False, f"{wrong} of {CHUNKS} results are wrong{where}: compute read a chunk that was not there yet, "
                               "or no longer. Make the compute stream wait for an event recorded after each copy, and "
                               "keep each chunk's memory for it: x.record_stream(compute stream) (lesson 04).")
+    if reordered and (hidden < MIN_HIDDEN or where):
+        return Verdict(False, f"right results, but the copies ran out of the order you issued them in{where}. A copy "
+                              "engine keeps the order of the copies on one stream, not across streams: an NVIDIA H100 "
+                              "ran all of one stream's queued copies before the other's, so chunks waited for copies "
+                              "issued after theirs" + (f", and only {hidden:.0%} of the copy time was hidden (needed: "
+                                                       f"{MIN_HIDDEN:.0%})" if not where else
+                                                       " (the simulated GPU runs copies in issue order, so it refuses "
+                                                       "an order a GPU does not keep)") +
+                       ". Put every copy on one stream of its own.")
     if hidden < MIN_HIDDEN:
         return Verdict(False, f"right results, but only {hidden:.0%} of the copy time was hidden behind compute{where} "
                               f"(needed: {MIN_HIDDEN:.0%}): issue the copies on a stream of their own, non_blocking, "

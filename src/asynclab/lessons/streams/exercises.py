@@ -44,7 +44,7 @@ def _run_on_gpu(on_side_stream: Callable, late: str) -> tuple[bool, bool, bool, 
     from asynclab.experiments import spin_cycles
 
     dev = torch.device("cuda", torch.cuda.current_device())
-    cycles = spin_cycles(dev, 20.0)
+    cycles = spin_cycles(dev, 100.0)  # long beside anything the host does in between: only a real wait sees it end
     default = torch.cuda.current_stream()
     streams_seen, spun = [], torch.cuda.Event()
 

@@ -5,9 +5,13 @@ from asynclab.checks import Verdict, exercise, raised
 from asynclab.simgpu import SimulatedGPU
 
 
+#: The workloads each timer times, as multiples of the first (20 ms): a timer of the work grows with them.
+SCALES = (1, 2, 4)
+
+
 @exercise("02.event_timer")
 def event_timer_answer(my_time_ms) -> Verdict:
-    """Time a 20 ms and a 40 ms GPU workload with the learner's timer: a real spin kernel, or a simulated GPU without one.
+    """Time GPU workloads of 20, 40 and 80 ms with the learner's timer: a real spin kernel, or a simulated GPU without one.
 
     Example:
         >>> event_timer_answer(lambda fn: 0.0).right
@@ -21,22 +25,26 @@ def event_timer_answer(my_time_ms) -> Verdict:
     simulated = not torch.cuda.is_available()
     where = " (on a simulated GPU: this machine has none)" if simulated else ""
     try:
-        (got, late, done), (twice, late_twice, done_twice) = (_time_workload(my_time_ms, ms, simulated)
-                                                              for ms in (target, 2 * target))
+        runs = [_time_workload(my_time_ms, k * target, simulated) for k in SCALES]
     except Exception as err:  # noqa: BLE001 - the learner's code
         return raised(err)
-    if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in (got, twice)):
+    (got, _, _), (twice, _, _) = runs[:2]
+    if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v, _, _ in runs):
         return Verdict(False, "return the time in milliseconds as a number.")
-    if not (done and done_twice):  # the timer returned while the GPU was still working: it cannot have timed the work
+    if not all(done for _, _, done in runs):  # the timer returned while the GPU was still working: it cannot have timed the work
         return Verdict(False, f"{got:.3f} ms for a {target:.0f} ms GPU workload{where}, and the GPU was still working "
                               "when your function returned: you timed the launch. Wait for the GPU before you read the time.")
 
     def fits(scale: float) -> bool:
         """The readings, taken as ``scale`` x ms, time the work: with or without the host's late wake-ups."""
-        readings = ((got * scale, twice * scale), (got * scale - late, twice * scale - late_twice))
-        # a timer of the work doubles with a workload twice as long; a timer of the launch does not
-        # (the value alone cannot tell a launch's 0.02 ms from a 20 ms workload given in seconds)
-        return any(a > 0 and 1.6 <= b / a <= 2.4 and 0.8 * target <= a <= 1.3 * target for a, b in readings)
+        # a timer of the work grows with the workload (x2, x4); a timer of the launch does not (the value alone cannot
+        # tell a launch's 0.02 ms from a 20 ms workload given in seconds, and two launches may differ by 2x by chance)
+        for wake in (False, True):
+            a, *more = (v * scale - (late if wake else 0.0) for v, late, _ in runs)
+            if a > 0 and 0.8 * target <= a <= 1.3 * target and all(0.8 * k <= b / a <= 1.2 * k
+                                                                    for k, b in zip(SCALES[1:], more)):
+                return True
+        return False
 
     if fits(1e3):
         return Verdict(False, f"{got} looks like seconds: return milliseconds.")
