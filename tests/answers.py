@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -176,6 +176,21 @@ def run_all(answers: list[Answer], processes: int | None = None, progress=None) 
     return outcomes
 
 
+def on_this_torch(answer: Answer) -> Answer | str:
+    """The answer with the verdict it deserves on this PyTorch, or why this PyTorch cannot judge it (it lacks the
+    feature the answer uses)."""
+    import torch
+
+    for feature, name, release in (("torch.Event(", "Event", "2.4"), ("torch.accelerator", "accelerator", "2.6")):
+        if feature in answer.code and not hasattr(torch, name):
+            return f"the answer uses torch.{name}, which needs PyTorch {release} or newer (this is {torch.__version__})"
+    if answer.expect == "limit" and "benchmark" in answer.code and torch.__version__ < "2.9":
+        # torch.utils.benchmark's timer synchronizes with torch.cuda.synchronize() before PyTorch 2.9 (with
+        # torch.accelerator's from 2.9): the simulated GPU covers the former, so the answer is right without a GPU too
+        return replace(answer, expect="right")
+    return answer
+
+
 def judge(answer: Answer, outcome: list[tuple[bool, str]] | str, on_gpu: bool) -> str | None:
     """What is wrong with an answer's outcome (None: it got the verdict it deserves)."""
     if isinstance(outcome, str):
@@ -209,10 +224,13 @@ def main() -> int:
     bad, t0 = [], time.perf_counter()
 
     def show(answer: Answer, outcome) -> None:
-        problem = judge(answer, outcome, on_gpu)
+        here = on_this_torch(answer)
+        skipped = here if isinstance(here, str) else None
+        problem = None if skipped else judge(here, outcome, on_gpu)
         bad.extend([answer.id] if problem else [])
-        print(f"{time.perf_counter() - t0:6.0f} s  {'ok  ' if not problem else 'FAIL'} {answer.id}" +
-              (f"\n         {problem}" if problem else ""), flush=True)
+        mark = "skip" if skipped else "FAIL" if problem else "ok  "
+        print(f"{time.perf_counter() - t0:6.0f} s  {mark} {answer.id}" +
+              (f"\n         {problem or skipped}" if problem or skipped else ""), flush=True)
 
     run_all(chosen, progress=show)
     print(f"{len(chosen) - len(bad)} of {len(chosen)} answers got the verdict they deserve"

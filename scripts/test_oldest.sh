@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# make test-oldest: the unit tests and strict nbval, run as `make test` runs them, with the oldest PyTorch the course
+# supports (pyproject.toml's "torch>=X", the one place it is written) and the torchvision made for it, on the CPU.
+# They go from PyPI (its Linux wheels are CUDA builds, which run on a CPU) into a venv of its own, build/venv-oldest
+# (OLDEST_VENV=... for another), made again from nothing when the install recipe, pyproject.toml, constraints.txt
+# or the Python changes, else reused. PYTHON=... picks the Python (one that torch X has wheels for).
+# Exits non-zero on any failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+VENV=${OLDEST_VENV:-build/venv-oldest}
+STAMP=$VENV/.asynclab-oldest
+PY=$VENV/bin/python
+# As the Makefile's PYTEST and NBVAL.
+PYTEST=("$PY" -m pytest -p no:cacheprovider)
+NBVAL=(--nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg --nbval-cell-timeout=300 -p tests.conftest)
+
+# The oldest supported torch: the X of "torch>=X" in pyproject.toml's [project] dependencies.
+oldest_torch() {
+    sed -nE 's/^[[:space:]]*"torch>=([0-9]+(\.[0-9]+)*)".*/\1/p' pyproject.toml
+}
+
+# The venv: torch==X, the torchvision pip resolves for it, the course, its tests and the classroom's grading (which
+# runs the notebooks) at constraints.txt's versions (less the lines of torch, torchvision and the CUDA packages they
+# bring), then d2l on its own (see the Makefile's setup). The site extra is left out: the book runs no torch.
+install_venv() {
+    local torch=$1
+    rm -rf "$VENV"
+    "$PYTHON" -m venv "$VENV"
+    grep -vE '^(torch|torchvision|triton)==|^(nvidia|cuda)-' constraints.txt > "$VENV/constraints-oldest.txt"
+    "$PY" -m pip install --disable-pip-version-check -q -c "$VENV/constraints-oldest.txt" \
+        "torch==$torch" torchvision -e ".[course,test,classroom]"
+    "$PY" -m pip install --disable-pip-version-check -q --no-deps d2l==1.0.3
+}
+
+torch=$(oldest_torch)
+if [[ -z $torch ]]; then
+    echo 'test-oldest: pyproject.toml has no "torch>=X" dependency to read the oldest PyTorch from' >&2
+    exit 1
+fi
+start=$(date +%s)
+recipe=$({ declare -f install_venv; cat pyproject.toml constraints.txt; } | sha256sum | cut -d' ' -f1)
+key="torch==$torch python$("$PYTHON" -c 'import sys; print(sys.version.split()[0])') $recipe"
+if [[ ! -x $PY || ! -f $STAMP || $(cat "$STAMP") != "$key" ]]; then
+    echo "test-oldest: making $VENV with torch==$torch (PyPI)"
+    install_venv "$torch"
+    printf '%s\n' "$key" > "$STAMP"
+fi
+
+versions=$("$PY" -c 'import torch, torchvision; print(torch.__version__, torchvision.__version__)')
+read -r have_torch have_vision <<< "$versions"
+if ! "$PY" -c 'import sys; from packaging.version import Version as V; sys.exit(V(V(sys.argv[1]).public) != V(sys.argv[2]))' \
+        "$have_torch" "$torch"; then
+    echo "test-oldest: $VENV has torch $have_torch, not torch==$torch" >&2
+    exit 1
+fi
+echo "test-oldest: testing with torch $have_torch, torchvision $have_vision (CPU)"
+"${PYTEST[@]}" tests
+"${PYTEST[@]}" --doctest-modules src/asynclab
+"${PYTEST[@]}" "${NBVAL[@]}" notebooks
+echo "test-oldest: passed with torch $have_torch, torchvision $have_vision in $(( $(date +%s) - start )) s"
