@@ -110,3 +110,9 @@ def test_a_notebook_alone_installs_the_course_on_colab_and_keeps_torch(tmp_path,
     report = "".join(o.get("text", "") for o in nb.cells[2].outputs)
     assert "lesson 01:" in report
     assert sorted(p.name for p in alone.iterdir() if p.suffix == ".ipynb") == ["01_async_dispatch.ipynb"]
+
+
+def test_the_readme_links_the_book_where_the_site_workflow_publishes_it():
+    assert launch.book_url() == "https://asynclab.github.io/asynclab/"
+    assert f"<{launch.book_url()}>" in (ROOT / "README.md").read_text()
+    assert "actions/deploy-pages" in (ROOT / ".github" / "workflows" / "site.yml").read_text()

@@ -53,6 +53,17 @@ def repository() -> str:
     raise RuntimeError("asynclab: no Repository URL in the package's metadata or in pyproject.toml [project.urls]")
 
 
+def book_url() -> str:
+    """Where ``.github/workflows/site.yml`` publishes the book: the repository's GitHub Pages address.
+
+    Example:
+        >>> book_url()
+        'https://asynclab.github.io/asynclab/'
+    """
+    owner, name = repository().split("github.com/", 1)[1].split("/")[:2]
+    return f"https://{owner.lower()}.github.io/{name}/"
+
+
 def colab_url(notebook: str) -> str:
     """The link that opens ``notebooks/<notebook>`` of the repository in Colab.
 
