@@ -96,7 +96,7 @@ def cli_page() -> str:
     from asynclab.cli import build_parser
 
     parser = build_parser()
-    parser.formatter_class = lambda prog: argparse.HelpFormatter(prog, width=100)
+    parser.formatter_class = lambda prog: argparse.HelpFormatter(prog, width=78)  # the width a code box shows
     parts = ["# The `asynclab` command", "Printed by `asynclab --help` and `asynclab COMMAND --help`.",
              f"```text\n{parser.format_help()}```"]
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
