@@ -68,8 +68,10 @@ def _ran_out_of_order(trace: Any) -> bool:
 
 def engine_order(streams: list) -> list[int]:
     """The order in which a copy engine runs copies queued at once on ``streams`` (each copy's stream, in the order
-    they were issued), as an NVIDIA H100 ran them: the first copy, then each other stream's queued copies in turn,
-    a stream at a time, then the first stream's rest. Copies on one stream keep their order; across streams they don't.
+    they were issued): a stream's queued copies at a time. This is the order an NVIDIA H100 ran two copy streams'
+    copies in, in a probe of this exercise: the first copy, then the other stream's queue, then the first stream's
+    rest. (The NVIDIA H200 of lesson 05's reference ran one stream's whole queue, then the other's: section 4.)
+    Copies on one stream keep their order; across streams they need not.
 
     Example:
         >>> engine_order(["a", "b", "a", "b"])  # two copy streams in turn: the fourth copy runs before the third
@@ -169,9 +171,8 @@ def overlap_loop(overlapped: Callable) -> Verdict:
                               "keep each chunk's memory for it: x.record_stream(compute stream) (lesson 04).")
     if reordered and (hidden < MIN_HIDDEN or where):
         return Verdict(False, f"right results, but the copies ran out of the order you issued them in{where}. A copy "
-                              "engine keeps the order of the copies on one stream, not across streams: an NVIDIA H100 "
-                              "ran all of one stream's queued copies before the other's, so chunks waited for copies "
-                              "issued after theirs" + (f", and only {hidden:.0%} of the copy time was hidden (needed: "
+                              "engine keeps the order of the copies on one stream, not across streams (section 4 shows it "
+                              "on the reference trace), so chunks waited for copies issued after theirs" + (f", and only {hidden:.0%} of the copy time was hidden (needed: "
                                                        f"{MIN_HIDDEN:.0%})" if not where else
                                                        " (the simulated GPU runs copies in issue order, so it refuses "
                                                        "an order a GPU does not keep)") +

@@ -18,8 +18,8 @@ LESSON = "05"
 
 #: Every experiment of this lesson needs a GPU (on the CPU each returns a note saying so): nothing to size down.
 CPU_KWARGS: dict[str, dict[str, Any]] = {name: {} for name in (
-    "bandwidth", "bidirectional", "non_blocking", "pin_cost", "pipeline", "early_read", "source_mutation",
-    "dataloader")}
+    "bandwidth", "bidirectional", "non_blocking", "pin_cost", "pipeline", "copy_streams", "early_read",
+    "source_mutation", "dataloader")}
 
 #: What each GPU-only experiment returns on a machine without a GPU.
 NO_GPU = "no CUDA GPU: there is no host-to-GPU copy to measure (the CPU's tensors are already in host memory)"
@@ -388,6 +388,88 @@ def pipeline(device: Any = None, memory: str = "pinned", chunks: int = 16, chunk
             "chunks": chunks, "chunk_bytes": chunk_bytes, "memory": memory, "device": str(dev)}
 
 
+#: The two set-ups of :func:`copy_streams`: how many copy streams the chunks' copies take turns on.
+COPY_STREAMS = {"one copy stream": 1, "two copy streams in turn": 2}
+
+
+def _chunk_loop(pipe: Pipeline, streams: list[torch.cuda.Stream]) -> list[torch.Tensor]:
+    """The exercise's loop: each chunk copied on the next of ``streams`` (new GPU memory, non_blocking), the
+    compute stream waiting for an event recorded after its copy, then the chunk's compute."""
+    main, results = torch.cuda.current_stream(), []
+    for i, chunk in enumerate(pipe.host):
+        side = streams[i % len(streams)]
+        with torch.cuda.stream(side):
+            x = chunk.to(pipe.dev, non_blocking=True)
+        main.wait_event(side.record_event())
+        x.record_stream(main)
+        for _ in range(pipe.reps):
+            x = torch.mm(x, pipe.eye)
+        results.append(x)
+    return results
+
+
+def copy_order(window: Any) -> list[int]:
+    """The chunks' copies in the order the copy engine ran them (chunk numbers, by launch order), from a trace window.
+
+    Example:
+        >>> from asynclab.trace import load_trace
+        >>> events = [{"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 1, "ts": t,
+        ...            "dur": 1, "args": {"correlation": c}} for t, c in ((0, 1), (2, 2))]
+        >>> events += [{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "pid": 0, "tid": 7,
+        ...             "ts": t, "dur": 5, "args": {"device": 0, "stream": 7, "correlation": c}} for t, c in ((20, 1), (10, 2))]
+        >>> copy_order(load_trace({"traceEvents": events}))  # the second copy ran first
+        [1, 0]
+    """
+    ev = window.events
+    copies = ev.loc[ev["kind"] == "h2d"].dropna(subset=["launch"])
+    issued = {launch: i for i, launch in enumerate(sorted(copies["launch"].astype(int)))}
+    return [issued[int(launch)] for launch in copies.sort_values("start_us")["launch"]]
+
+
+def copy_streams(device: Any = None, chunks: int = 12, chunk_bytes: int = 64 * MiB, compute_over_copy: float = 1.5,
+                 path: str | Path | None = None) -> dict[str, Any]:
+    """The exercise's loop with the copies on one copy stream, then on two in turn, profiled (one trace, a
+    ``record_function`` range per set-up): the share of copy time hidden behind compute, and the order the copy
+    engine ran the copies in. Copies on one stream run in the order they were issued; across streams they need not.
+
+    Returns ``{"setups": {name: {"hidden_fraction", "order" (chunk numbers as the copies ran), "in_order"}},
+    "best_hidden_fraction", "chunks", "chunk_bytes", "copy_ms", "reps", "device"}``.
+
+    Example:
+        >>> copy_streams("cpu")["setups"] is None
+        True
+    """
+    from asynclab.metrics import hidden_fraction
+
+    dev = resolve_device(device)
+    if dev.type != "cuda":
+        return _no_gpu(dev, setups=None, best_hidden_fraction=(chunks - 1) / chunks, chunks=chunks,
+                       chunk_bytes=chunk_bytes, copy_ms=None, reps=None)
+    with torch.cuda.device(dev):
+        pipe = Pipeline(dev, "pinned", chunks, chunk_bytes, compute_over_copy=compute_over_copy)
+        runs = {name: [torch.cuda.Stream() for _ in range(n)] for name, n in COPY_STREAMS.items()}
+
+        def both() -> None:
+            for name, streams in runs.items():
+                torch.cuda.synchronize()
+                with _annotate(name):
+                    _chunk_loop(pipe, streams)
+                    torch.cuda.synchronize()
+
+        both()  # warm: kernels loaded, the streams' memory pools filled
+        trace = _record_trace(path, both) if path is not None else None
+    setups = None
+    if trace is not None:
+        setups = {}
+        for name in COPY_STREAMS:
+            window = trace.window(annotation=name)
+            order = copy_order(window)
+            setups[name] = {"hidden_fraction": hidden_fraction(window), "order": order,
+                            "in_order": order == sorted(order)}
+    return {"setups": setups, "best_hidden_fraction": (chunks - 1) / chunks, "chunks": chunks,
+            "chunk_bytes": chunk_bytes, "copy_ms": pipe.copy_ms, "reps": pipe.reps, "device": str(dev)}
+
+
 # -- 5: two ways to get wrong numbers ------------------------------------------------------------------------------
 #: How the host reads the copied result in :func:`early_read`.
 READS = ("no sync", "event sync", "to(cpu) no sync")
@@ -665,6 +747,7 @@ def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bo
         "pipeline": {"pinned": pinned,
                      "pageable": pipeline(dev, "pageable", reps=pinned["reps"], path=trace("pipeline_pageable")),
                      **({"note": pinned["note"]} if "note" in pinned else {})},
+        "copy_streams": copy_streams(dev, path=trace("copy_streams")),
         "early_read": early_read(dev, path=trace("early_read")),
         "source_mutation": source_mutation(dev, path=trace("source_mutation")),
         "dataloader": dataloader(dev, path_plain=trace("dataloader_plain"), path_pinned=trace("dataloader_pinned")),
