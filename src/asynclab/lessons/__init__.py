@@ -303,6 +303,5 @@ def start(number: str | int) -> LessonRun:
     run = LessonRun(lesson(number), hardware.inventory())
     if run.simulates_exercises:
         stand_in_for_cuda(max(1, run.lesson.gpus))  # learner code may make streams and events in any cell
-
     print(run)
     return run

@@ -111,12 +111,13 @@ def link_line(m: dict[str, Any]) -> str:
     Example:
         >>> link_line({"p2p": [[True, True], [True, True]], "links_0_1": 18, "nvlink_peak_gbps": 450.0})
         'GPU 0 <-> GPU 1: 18 NVLink links, peak 450.0 GB/s each way'
-        >>> link_line({"p2p": [[True, False], [False, True]], "links_0_1": 0, "nvlink_peak_gbps": None})[:45]
-        'GPU 0 <-> GPU 1: no peer access, so a copy be'
+        >>> link_line({"p2p": [[True, False], [False, True]], "links_0_1": 0, "nvlink_peak_gbps": None})[:44]
+        'no peer access between GPU 0 and GPU 1 here'
     """
+    from asynclab.lessons import NO_PEER_ACCESS
+
     if not (m["p2p"][0][1] and m["p2p"][1][0]):
-        return ("GPU 0 <-> GPU 1: no peer access, so a copy between them goes through host memory; "
-                "the NVLink figures in this lesson are the reference's")
+        return NO_PEER_ACCESS
     if not m["links_0_1"]:
         return ("GPU 0 <-> GPU 1: peer access over PCIe, no NVLink links; "
                 "the NVLink figures in this lesson are the reference's")
