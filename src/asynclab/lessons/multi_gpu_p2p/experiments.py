@@ -111,7 +111,7 @@ def link_line(m: dict[str, Any]) -> str:
     Example:
         >>> link_line({"p2p": [[True, True], [True, True]], "links_0_1": 18, "nvlink_peak_gbps": 450.0})
         'GPU 0 <-> GPU 1: 18 NVLink links, peak 450.0 GB/s each way'
-        >>> link_line({"p2p": [[True, False], [False, True]], "links_0_1": 0, "nvlink_peak_gbps": None})[:44]
+        >>> link_line({"p2p": [[True, False], [False, True]], "links_0_1": 0, "nvlink_peak_gbps": None})[:43]
         'no peer access between GPU 0 and GPU 1 here'
     """
     from asynclab.lessons import NO_PEER_ACCESS
