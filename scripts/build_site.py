@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from asynclab import launch  # noqa: E402
-from asynclab.lessons import LESSONS  # noqa: E402
+from asynclab import lessons as registry  # noqa: E402
 
 #: Files copied into the book as they are in the repository; links from them to anything else go to the repository.
 PAGES = ("docs/instructors.md", "CONTRIBUTING.md")
@@ -67,7 +67,7 @@ def book_links(text: str, source: Path, pages: set[str]) -> str:
 def lesson_map() -> str:
     """The lesson map as a Markdown table, from the registry: page, question, GPUs, reference, launch links."""
     rows = ["| # | lesson | GPUs for live runs | reference recorded on | open alone |", "|---|---|---|---|---|"]
-    for item in LESSONS:
+    for item in registry.written():
         rows.append(f"| {item.number} | [{item.title}](notebooks/{item.notebook}) | {item.gpus} | "
                     f"{item.reference_gpu or 'nothing to record'} | [Colab]({launch.colab_url(item.notebook)}) · "
                     f"[Kaggle]({launch.kaggle_url(item.notebook)}) |")
@@ -143,7 +143,7 @@ sphinx:
 
 def toc() -> str:
     """Jupyter Book's ``_toc.yml``: the lessons in registry order, then the reference and the teaching pages."""
-    lessons = "\n".join(f"      - file: notebooks/{item.folder}" for item in LESSONS)
+    lessons = "\n".join(f"      - file: notebooks/{item.folder}" for item in registry.written())
     return f"""\
 format: jb-book
 root: index
@@ -166,7 +166,7 @@ def sources(folder: Path) -> Path:
     """Lay out the book's sources in ``folder`` (emptied first)."""
     shutil.rmtree(folder, ignore_errors=True)
     (folder / "notebooks").mkdir(parents=True)
-    for item in LESSONS:
+    for item in registry.written():
         shutil.copy(ROOT / "notebooks" / item.notebook, folder / "notebooks" / item.notebook)
     shutil.copytree(ROOT / "figures", folder / "figures")
     for page in PAGES:

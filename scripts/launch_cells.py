@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 
 from asynclab import launch  # noqa: E402
-from asynclab.lessons import LESSONS  # noqa: E402
+from asynclab import lessons  # noqa: E402
 
 MARK = "[![Open in Colab]"
 METADATA = {"accelerator": "GPU", "colab": {"gpuType": "T4", "provenance": []},
@@ -59,7 +59,7 @@ def updated(nb: dict, notebook: str) -> dict:
 
 def main(argv: list[str]) -> int:
     stale = []
-    for item in LESSONS:
+    for item in lessons.written():
         path = REPO / "notebooks" / item.notebook
         before = path.read_text()
         after = json.dumps(updated(json.loads(before), item.notebook), indent=1, ensure_ascii=False) + "\n"

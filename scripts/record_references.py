@@ -6,7 +6,8 @@
 Each lesson runs its experiments module's ``run_all`` (the same functions the notebook runs live)
 in a fresh Python process, as a notebook kernel would, and writes
 ``asynclab/lessons/<name>/reference/`` (or ``<out>/<NN_name>/``): ``results.json``, ``meta.json`` and the traces (``*.json.gz``, each <= 1 MB).
-Record single-GPU lessons on an H100 and multi-GPU lessons on 2x H200 (COURSE_GUIDE section 7).
+A lesson's reference needs the GPUs its live cells need, or more where its experiments module says so
+(``RECORD_GPUS``: lesson 04's cross-device section runs on two).
 """
 from __future__ import annotations
 
@@ -63,6 +64,12 @@ def _normalise(lessons_: list[str]) -> list[str]:
     return out
 
 
+def record_gpus(item) -> int:
+    """The GPUs recording a lesson's reference needs: its live cells' (``Lesson.gpus``), or its experiments module's
+    ``RECORD_GPUS`` where a section of the reference needs more."""
+    return max(item.gpus, getattr(item.module("experiments"), "RECORD_GPUS", 0))
+
+
 def _preflight(lessons_: list[str], device: str) -> None:
     """Refuse early, with one clear line, when this machine cannot record what was asked."""
     try:
@@ -81,7 +88,7 @@ def _preflight(lessons_: list[str], device: str) -> None:
     from asynclab import lessons
 
     for key in lessons_:
-        need = lessons.lesson(key).gpus
+        need = record_gpus(lessons.lesson(key))
         if need > count:
             _fail(f"lesson {key} needs {need} GPUs; this machine has {count}")
     if "01" in lessons_:

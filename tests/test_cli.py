@@ -253,3 +253,15 @@ def test_trace_commands_never_import_torch(tmp_path):
 def test_hardware_no_torch(capsys):
     code, out, err = run(capsys, "hardware", "--no-torch")
     assert code == 0 and "torch not imported (--no-torch)" in out and out.rstrip().splitlines()[-1].startswith("mode: ")
+
+
+def test_course_executes_a_notebook_and_writes_its_figures(tmp_path):
+    """What ``make course`` runs (``asynclab course --out ... --figures ...``), on lesson 00, which runs anywhere."""
+    nb = Path(__file__).resolve().parent.parent / "notebooks" / "00_welcome.ipynb"
+    proc = subprocess.run([sys.executable, "-m", "asynclab.cli", "course", "--out", str(tmp_path / "nb"),
+                           "--figures", str(tmp_path / "fig"), str(nb)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    ran = json.loads((tmp_path / "nb" / nb.name).read_text())
+    outputs = [o for c in ran["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
+    assert outputs and not any(o["output_type"] == "error" for o in outputs)
+    assert (tmp_path / "fig" / "00_reading_a_timeline.png").stat().st_size > 10_000

@@ -58,3 +58,14 @@ def test_ci_calls_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text()
     assert "make test" in readme and "make course" in readme
     assert re.search(r"^\s*make test\b", ci, re.M)
+
+
+def test_make_lab_has_jupyterlab():
+    """``make lab`` runs ``jupyter lab`` from the environment's bin folder."""
+    import subprocess
+
+    pytest.importorskip("jupyterlab", reason="JupyterLab is the course extra's; the GPU check installs no JupyterLab")
+    assert "$(BIN)/jupyter lab notebooks" in (ROOT / "Makefile").read_text()
+    proc = subprocess.run([str(Path(sys.executable).parent / "jupyter"), "lab", "--version"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip()[0].isdigit(), proc.stderr[-500:]

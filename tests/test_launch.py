@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from asynclab import launch
-from asynclab.lessons import LESSONS
+from asynclab.lessons import written
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -29,7 +29,7 @@ def test_every_notebook_has_its_links_install_cell_and_gpu_request():
     import launch_cells
 
     assert launch_cells.main(["--check"]) == 0, "run scripts/launch_cells.py"
-    for item in LESSONS:
+    for item in written():
         nb = _notebook(item)
         title = "".join(nb["cells"][0]["source"])
         assert launch.colab_url(item.notebook) in title and launch.kaggle_url(item.notebook) in title, item.notebook
@@ -39,15 +39,15 @@ def test_every_notebook_has_its_links_install_cell_and_gpu_request():
 
 
 def test_every_launch_link_in_the_project_points_at_the_repository():
-    texts = [(ROOT / "README.md").read_text()] + [(ROOT / "notebooks" / x.notebook).read_text() for x in LESSONS]
+    texts = [(ROOT / "README.md").read_text()] + [(ROOT / "notebooks" / x.notebook).read_text() for x in written()]
     links = [link for text in texts for link in re.findall(r"https://colab\.research\.google\.com/github/[^)\s\"]+|"
                                                             r"https://kaggle\.com/kernels/welcome\?src=[^)\s\"]+", text)]
-    assert len(links) >= 4 * len(LESSONS)  # two in each notebook, two in the README's lesson map
+    assert len(links) >= 4 * len(written())  # two in each notebook, two in the README's lesson map
     for link in links:
         notebook = link.rsplit("/", 1)[-1]
         assert link in (launch.colab_url(notebook), launch.kaggle_url(notebook)), link
     readme = (ROOT / "README.md").read_text()
-    assert all(launch.colab_url(x.notebook) in readme and launch.kaggle_url(x.notebook) in readme for x in LESSONS)
+    assert all(launch.colab_url(x.notebook) in readme and launch.kaggle_url(x.notebook) in readme for x in written())
 
 
 def test_the_runtime_hint_names_the_platform(monkeypatch):
@@ -116,3 +116,21 @@ def test_the_readme_links_the_book_where_the_site_workflow_publishes_it():
     assert launch.book_url() == "https://asynclab.github.io/asynclab/"
     assert f"<{launch.book_url()}>" in (ROOT / "README.md").read_text()
     assert "actions/deploy-pages" in (ROOT / ".github" / "workflows" / "site.yml").read_text()
+
+
+def test_a_lesson_still_being_written_is_in_the_lesson_map_only(monkeypatch, tmp_path):
+    """CONTRIBUTING: a lesson registered with ``ready=False`` has no notebook yet; nothing may need one."""
+    import build_site
+    import launch_cells
+
+    from asynclab import classroom, lessons
+    from asynclab.hardware import Hardware
+
+    extra = lessons.Lesson("08", "newthing", "A lesson still being written", 1, None, False)
+    monkeypatch.setattr(lessons, "LESSONS", lessons.LESSONS + (extra,))
+    assert extra not in written() and len(written()) == len(lessons.LESSONS) - 1
+    assert "notebook not written yet" in lessons.lesson_map(Hardware(gpus=())).splitlines()[-1]
+    assert launch_cells.main(["--check"]) == 0
+    assert "newthing" not in build_site.lesson_map() + build_site.toc()
+    assert "newthing" not in classroom.lesson_table(ROOT / "notebooks")
+    assert not any("newthing" in str(p) for p in classroom.write_source(tmp_path, ROOT / "notebooks"))

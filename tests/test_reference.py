@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from asynclab import reference
+from asynclab import lessons, reference
 from asynclab.hardware import GPU, Hardware
 
 REPO = Path(__file__).resolve().parent.parent
@@ -177,6 +177,20 @@ def test_script_refuses_without_a_gpu(capsys):
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert "no CUDA GPU" in err and len(err.strip().splitlines()) == 1
+
+
+def test_script_refuses_a_lesson_whose_reference_needs_more_gpus(monkeypatch, capsys):
+    """Lesson 04's live cells need one GPU, its reference two (the cross-device section)."""
+    import torch
+
+    script = load_script()
+    assert [script.record_gpus(item) for item in lessons.LESSONS[1:]] == [1, 1, 1, 2, 1, 2, 2]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(SystemExit) as info:
+        script.main(["--lessons", "03", "04", "--out", "/nonexistent"])
+    assert info.value.code == 2
+    assert capsys.readouterr().err.strip() == "record_references: lesson 04 needs 2 GPUs; this machine has 1"
 
 
 def test_script_rejects_unknown_lessons(capsys):

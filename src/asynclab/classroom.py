@@ -157,7 +157,7 @@ def write_source(root: str | Path, notebooks: str | Path) -> list[Path]:
 
     root, notebooks = Path(root), Path(notebooks)
     written = []
-    for item in lessons.LESSONS:
+    for item in lessons.written():
         if not item.has("exercises"):
             continue
         path = notebooks / item.notebook
@@ -249,7 +249,7 @@ def examples(root: str | Path, notebooks: str | Path, lessons: list[str] | None 
 
     root = Path(root)
     write_source(root, notebooks)
-    chosen = [registry.lesson(x) for x in lessons] if lessons else [x for x in registry.LESSONS if x.has("exercises")]
+    chosen = [registry.lesson(x) for x in lessons] if lessons else [x for x in registry.written() if x.has("exercises")]
     api = _api(root)
     rows = []
     for item in chosen:
@@ -287,7 +287,7 @@ def lesson_table(notebooks: str | Path) -> str:
     from asynclab import lessons
 
     rows = ["| # | lesson | time | prerequisites | GPUs for live runs | graded exercises |", "|---|---|---|---|---|---|"]
-    for item in lessons.LESSONS:
+    for item in lessons.written():
         nb = json.loads((Path(notebooks) / item.notebook).read_text())
         header = dict(re.findall(r"^\| \*\*(.+?)\*\* \| (.+?) \|$", "".join(nb["cells"][0]["source"]), re.M))
         graded = len(_exercise_cells(nb["cells"]))

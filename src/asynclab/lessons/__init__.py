@@ -112,6 +112,17 @@ def lesson(number: str | int) -> Lesson:
     raise ValueError(f"no lesson {number!r}; the lessons are {', '.join(x.folder for x in LESSONS)}")
 
 
+def written() -> tuple[Lesson, ...]:
+    """The lessons whose notebook is written (``ready``): what the launch links, the book and the classroom
+    course are made from. A lesson still being written is in :data:`LESSONS` and the lesson map only.
+
+    Example:
+        >>> [item.number for item in written()][:3]
+        ['00', '01', '02']
+    """
+    return tuple(item for item in LESSONS if item.ready)
+
+
 def how_it_runs(item: Lesson, hw: hardware.Hardware) -> str:
     """One phrase: does this lesson run live here, or replay its reference?
 

@@ -17,6 +17,9 @@ from asynclab.experiments import record_gpu_trace as _record_trace
 
 LESSON = "04"
 
+#: GPUs its reference needs: the cross-device section runs on two, the rest of the lesson on one.
+RECORD_GPUS = 2
+
 #: Every experiment of this lesson needs a GPU (on the CPU each returns a note saying so): nothing to size down.
 CPU_KWARGS: dict[str, dict[str, Any]] = {name: {} for name in (
     "event_api", "race", "sanitizer", "allocator_reuse", "cross_device", "event_timer_modes", "who_waited")}
