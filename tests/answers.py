@@ -4,7 +4,8 @@ Two sources of answers:
 
 - the corpus, ``tests/answers/<exercise>.py``: cells written the way learners write them, each headed
   ``# %% right: ...``, ``# %% wrong: ...`` or ``# %% wrong "words the verdict must say": ...``, and
-  ``# %% limit: ...`` for an answer that is right on a GPU but reaches past what the simulated GPU covers;
+  ``# %% limit: ...`` for an answer that is right on a GPU but reaches past what the simulated GPU covers, and
+  ``# %% raises "error text": ...`` for one whose code raises that error on a GPU too (the verdict says so);
 - the published solutions: every ``<details><summary>Solution</summary>`` code block of every notebook,
   followed by the exercise's ``al.check(...)`` line when the block has none. They must be right.
 
@@ -23,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "answers"
 NOTEBOOKS = ROOT / "notebooks"
-_HEADER = re.compile(r'^# %% (right|wrong|limit)(?: "([^"]+)")?: (.+)$')
+_HEADER = re.compile(r'^# %% (right|wrong|limit|raises)(?: "([^"]+)")?: (.+)$')
 _IMPORT = re.compile(r"^(import \S+|from \S+ import .+)$")
 
 
@@ -32,7 +33,7 @@ class Answer:
     """One cell of learner code, what it must get, and the set-up it runs after."""
 
     exercise: str  # "03.wait_stream_fix"
-    expect: str  # "right", "wrong" or "limit"
+    expect: str  # "right", "wrong", "limit" or "raises"
     says: str | None  # words the verdict must contain
     name: str
     code: str
@@ -199,6 +200,10 @@ def judge(answer: Answer, outcome: list[tuple[bool, str]] | str, on_gpu: bool) -
         return "the cell called al.check no times"
     expect = "right" if answer.expect == "limit" and on_gpu else answer.expect
     for right, message in outcome:
+        if expect == "raises":
+            if right or "your function raised" not in message or (answer.says or "") not in message:
+                return f"expected the error a GPU raises ({answer.says}), got: {'Right' if right else 'Not yet'}: {message}"
+            continue
         if "your function raised" in message:
             return f"a verdict blames the learner for code that runs on a GPU: {message}"
         if expect == "limit":

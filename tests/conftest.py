@@ -39,3 +39,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_session_gpu_state():
+    """Each unit test starts as a fresh process would: GPU 0 current, its default stream current (the simulated
+    GPUs keep these across checks, as a real session does)."""
+    from asynclab import simcuda
+
+    simcuda._CURRENT.clear()
+    simcuda._CURRENT["device"] = 0
+    yield

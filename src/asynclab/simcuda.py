@@ -5,7 +5,9 @@ as ``side = torch.cuda.Stream()`` runs in any cell, at any time. The objects it 
 stream or an event has no state of its own. Its state (when its queued work ends, when it was
 recorded) lives in the simulation that is running when it is used, so a stream made in an earlier
 cell, or in an earlier check, starts every check idle, exactly as a real stream that has finished
-its work. Outside a check, an idle session GPU answers (a ``synchronize`` returns at once).
+its work. Outside a check, an idle session GPU answers (a ``synchronize`` returns at once). What a real
+session keeps, the simulations share: the current stream of each GPU and the current device (a
+``set_stream`` never put back stays in force, in later checks too), and the device an event belongs to.
 """
 from __future__ import annotations
 
@@ -27,6 +29,8 @@ class SimulationLimit(RuntimeError):
 _STACK: list["Simulation"] = []  # the running simulations: the session's (if any) first, a check's on top
 _SAVED: dict[str, Any] = {}  # torch.cuda's own functions while the stand-ins are in place
 _SESSION: list["Simulation"] = []  # the session's idle GPU, once stand_in_for_cuda() has run
+#: What the session keeps across simulations, as a real process does: each GPU's current stream, the current device.
+_CURRENT: dict[Any, Any] = {"device": 0}
 
 
 def active() -> "Simulation":
@@ -167,8 +171,17 @@ class Event:
         self.enable_timing, self.blocking, self.interprocess = enable_timing, blocking, interprocess
 
     def record(self, stream: Stream | None = None) -> None:
+        import torch
+
         sim = active()
-        sim.record(self, _stream(stream) if stream is not None else sim.current())
+        stream = _stream(stream) if stream is not None else sim.current()
+        if self.interprocess and self.enable_timing:  # CUDA creates the event at its first record, and refuses this
+            raise getattr(torch, "AcceleratorError", RuntimeError)("CUDA error: invalid argument (an interprocess "
+                                                                   "event must be made with enable_timing=False)")
+        device = self.__dict__.setdefault("_device", stream.device_index)  # an event belongs to one GPU for life
+        if device != stream.device_index:
+            raise RuntimeError(f"Event device {device} does not match recording stream's device {stream.device_index}.")
+        sim.record(self, stream)
 
     def wait(self, stream: Stream | None = None) -> None:
         (_stream(stream) if stream is not None else active().current()).wait_event(self)
@@ -352,13 +365,28 @@ class Simulation:
 
     def __init__(self) -> None:
         self.host = 0.0
-        self.device = 0
-        self._current: dict[int, Stream] = {}
+        self._current: dict[Any, Any] = _CURRENT  # shared: the session's current streams and device
         self._ready: dict[Stream, float] = {}
         self._recorded: dict[Event, float] = {}
         self._numbers: dict[Stream, int] = {}
 
+    @property
+    def device(self) -> int:
+        """The current device (the session's, kept across simulations as a process keeps it)."""
+        return self._current["device"]
+
+    @device.setter
+    def device(self, index: int) -> None:
+        self._current["device"] = index
+
     # -- the host's clock (wall-clock simulations override these) --
+    #: Whether the host's time is logical (a ``time.sleep`` in learner code then moves it on), not the wall clock.
+    LOGICAL_CLOCK = True
+
+    def sleep(self, seconds: float) -> None:
+        """``time.sleep`` in learner code during a check: the host's time moves on, and the GPU's work with it."""
+        self.host += max(0.0, float(seconds)) * 1e3
+
     def now(self) -> float:
         """The host's time, in ms."""
         return self.host
@@ -422,11 +450,19 @@ class Simulation:
         return self._recorded.get(event)
 
     def __enter__(self) -> "Simulation":
+        import time
+
         _install()
         _STACK.append(self)
+        if self.LOGICAL_CLOCK:
+            self._real_sleep, time.sleep = time.sleep, self.sleep
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        import time
+
+        if self.LOGICAL_CLOCK:
+            time.sleep = self._real_sleep
         _STACK.remove(self)
         if not _STACK:
             _uninstall()

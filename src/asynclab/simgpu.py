@@ -27,6 +27,7 @@ class SimulatedGPU(Simulation):
     """
 
     devices = 1
+    LOGICAL_CLOCK = False  # the wall clock: a time.sleep really passes
 
     def __init__(self) -> None:
         import time
@@ -44,9 +45,9 @@ class SimulatedGPU(Simulation):
     def wait_until(self, t: float) -> None:
         import time
 
-        delay = t - self.now()
-        if delay > 0:
-            time.sleep(delay / 1e3)
+        if t - self.now() > 0:  # the host spins, as in cudaDeviceSynchronize: CPU time passes too, not only wall time
+            while self.now() < t:
+                pass
             self.late_ms += max(0.0, self.now() - t)
 
     def reached(self, t: float) -> bool:
@@ -110,11 +111,17 @@ class _SimValue:
                             "to host memory first.")
         return np.array(self._host_values())
 
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        return self.numpy() if dtype is None else self.numpy().astype(dtype)
+
     def __len__(self) -> int:
         return len(self.values or [])
 
     def detach(self) -> "_SimValue":
-        return self
+        """A new tensor object on the same memory, as ``Tensor.detach`` gives."""
+        import copy
+
+        return copy.copy(self)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -148,8 +155,10 @@ class SimTensor(_SimValue):
         self.sim, self.ready_at, self.right, self.values, self.stream = sim, ready_at, right, values, stream
         self.device_index = device if device is not None else (0 if stream is None else stream.device_index)
         self.recorded: set[int] = set()  # ids of the streams record_stream named
-        # the uses on other streams the allocator does not know about: (until when, results they make)
-        self.unguarded = {"until": 0.0, "results": []}
+        # the uses on other streams the allocator does not know about: (until when, results they make); and every
+        # read of its memory by a kernel (end, result), which a write from another stream after a reuse spoils
+        self.unguarded = {"until": 0.0, "results": [], "reads": []}
+        self.before: list = []  # the reads of whoever had this memory before (a block reused by allocate())
         if stream is not None and sim is not None:
             weakref.finalize(self, sim._freed, stream, self.unguarded)
 
@@ -194,15 +203,30 @@ class SimTensor(_SimValue):
         return out.copy_(self, non_blocking=non_blocking)
 
     def copy_(self, src: Any, non_blocking: bool = False) -> "SimTensor":
-        """Copy a host tensor into this one (H2D) on the current stream; the data is there when the copy ends."""
+        """Copy a host tensor into this one (H2D) on the current stream; the data is there when the copy ends.
+
+        The memory may be reused from a tensor that the allocating stream's kernels still read: a copy into it on
+        another stream, started before those kernels end, spoils their results (the allocator only orders reuse on
+        the allocating stream).
+        """
         if not isinstance(src, SimHostTensor) or self.sim is None:
             raise _limit("tensor.copy_ from this source")
         self.ready_at = self.sim.h2d(src, non_blocking)
+        if self.stream is not None and self.sim.current() is not self.stream:
+            for end, ref in self.before:
+                if end > self.sim.last_copy_start and ref() is not None:
+                    ref().right = False
         self.values, self.right = src._host_values(), True
         return self
 
-    def __repr__(self) -> str:
-        return f"SimTensor(ready at {self.ready_at:g} ms, {'right' if self.right else 'stale'} data)"
+    def __repr__(self) -> str:  # printing a GPU tensor reads it on the host
+        values = self._host_values()
+        return f"tensor({values[0] if len(values) == 1 else values}, device='cuda:{self.device_index}')"
+
+    __str__ = __repr__
+
+    def __format__(self, spec: str) -> str:
+        return format(self.item(), spec) if spec else repr(self)
 
 
 class SimHostTensor(_SimValue):
@@ -273,8 +297,15 @@ class SimHostTensor(_SimValue):
         values = self._host_values()[i]
         return [SimHostScalar(v) for v in values] if isinstance(i, slice) else SimHostScalar(values)
 
-    def __repr__(self) -> str:
-        return f"SimHostTensor({'pinned' if self.pinned else 'pageable'}, copy {self.copy_ms:g} ms)"
+    def __setitem__(self, i: Any, src: Any) -> None:
+        """``out[:] = gpu_tensor``: a blocking copy of the whole tensor into this one."""
+        if i != slice(None) or not isinstance(src, SimTensor):
+            raise _limit("assigning to part of a host tensor", "copy the whole tensor with out.copy_(gpu_tensor) "
+                                                               "or out[:] = gpu_tensor")
+        self.copy_(src)
+
+    def __repr__(self) -> str:  # what the host holds now (no wait: it is host memory)
+        return f"tensor({self._host_values()})"
 
 
 class SimHostScalar(_SimValue):
@@ -338,6 +369,7 @@ class StreamSim(Simulation):
         out = SimTensor(self, start + ms, right, values, stream=stream)
         self._allocated(stream, start)
         for t in reads:
+            t.unguarded["reads"].append((start + ms, weakref.ref(out)))
             if t.stream is not None and t.stream is not stream and id(stream) not in t.recorded:
                 t.unguarded["until"] = max(t.unguarded["until"], start + ms)
                 t.unguarded["results"].append(weakref.ref(out))  # a result freed since needs no marking
@@ -346,9 +378,10 @@ class StreamSim(Simulation):
     def _freed(self, stream: Stream, unguarded: dict) -> None:
         self.free_blocks.append((stream, unguarded))
 
-    def _allocated(self, stream: Stream, start: float) -> None:
+    def _allocated(self, stream: Stream, start: float) -> list:
         """New memory on ``stream``, written from ``start``: a freed block of that stream is reused, and a kernel
-        on another stream still reading it (no record_stream) reads the new data: its result is wrong."""
+        on another stream still reading it (no record_stream) reads the new data: its result is wrong.
+        Returns the reads of the block's previous tensor ([] for fresh memory)."""
         for i, (owner, unguarded) in enumerate(self.free_blocks):
             if owner is stream:
                 del self.free_blocks[i]
@@ -356,7 +389,8 @@ class StreamSim(Simulation):
                     for ref in unguarded["results"]:
                         if ref() is not None:
                             ref().right = False
-                return
+                return unguarded["reads"]
+        return []
 
     def queue_copy(self, ms: float, name: str, host_waits: bool) -> float:
         """Queue a copy of ``ms`` on the current stream and the copy engine; returns when it ends."""
@@ -373,8 +407,10 @@ class StreamSim(Simulation):
     def allocate(self, n: int) -> SimTensor:
         """New GPU memory of ``n`` elements on the current stream (``torch.empty_like(host, device="cuda")``)."""
         stream = self.current()
-        self._allocated(stream, max(self.ready(stream), self.host))
-        return SimTensor(self, 0.0, True, [float("nan")] * n, stream=stream)
+        before = self._allocated(stream, max(self.ready(stream), self.host))
+        out = SimTensor(self, 0.0, True, [float("nan")] * n, stream=stream)
+        out.before = before
+        return out
 
     def h2d(self, src: SimHostTensor, non_blocking: bool) -> float:
         """Queue ``src``'s copy to the GPU; the host waits unless the source is pinned and the copy non-blocking."""

@@ -273,3 +273,111 @@ def fast_loop(losses):
     return torch.stack(losses).sum().reshape(1).tolist()
 
 al.check("01.no_sync_loop", fast_loop)
+
+# %% right: a small meter class that keeps the running sum on the device
+class LossMeter:
+    def __init__(self):
+        self.total = None
+
+    def update(self, loss):
+        loss = loss.detach()
+        self.total = loss if self.total is None else self.total + loss
+
+    def value(self):
+        return self.total.item()
+
+def fast_loop(losses):
+    meter = LossMeter()
+    for loss in losses:
+        meter.update(loss)
+    return meter.value()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: to(torch.device("cpu"), dtype=float64) once, then numpy's item on the host copy
+def fast_loop(losses):
+    total = torch.stack(losses).sum()
+    host = total.to(torch.device("cpu"), dtype=torch.float64)  # one D2H copy (a sync)
+    return host.numpy().item()  # a host tensor: no further sync
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: math.fsum over one tolist() of the stacked losses
+import math
+
+def fast_loop(losses):
+    return math.fsum(torch.stack(losses).tolist())
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: torch.add with out= into a preallocated accumulator, closure keeps it
+def make_loop():
+    def fast_loop(losses):
+        acc = torch.zeros_like(losses[0])
+        for loss in losses:
+            torch.add(acc, loss, out=acc)
+        return float(acc)
+    return fast_loop
+
+al.check("01.no_sync_loop", make_loop())
+
+# %% wrong "host reads": a per-step stream synchronize (set_sync_debug_mode reports every one on a GPU)
+def fast_loop(losses):
+    total = torch.zeros((), device=losses[0].device)
+    for loss in losses:
+        total += loss
+        torch.cuda.current_stream().synchronize()  # "make sure the step is done"
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "2 host reads": a NaN guard on the total before reading it
+def fast_loop(losses):
+    total = torch.stack(losses).sum()
+    if torch.isnan(total):
+        raise ValueError("nan loss")
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "host reads": gaming: reads every loss with torch function handling switched off
+def fast_loop(losses):
+    total = 0.0
+    with torch._C.DisableTorchFunctionSubclass():
+        for loss in losses:
+            total += loss.item()  # still 50 syncs on a GPU
+    return total
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "host reads": gaming: strips the tensor subclass before each .item()
+def fast_loop(losses):
+    return sum(torch.Tensor.as_subclass(loss, torch.Tensor).item() for loss in losses)
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "host reads": gaming: empties the checker's list of host reads, then reads every step
+def fast_loop(losses):
+    import asynclab.lessons.async_dispatch.exercises as ex
+    ex.HOST_READS = frozenset()
+    return sum(loss.item() for loss in losses)
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "host reads": prints "Right:" and returns the slow loop's answer
+def fast_loop(losses):
+    print("Right: one read at the end")
+    return sum(loss.item() for loss in losses)
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: gaming: reads the checker's expected total off its stack frame (passes on a GPU too)
+import inspect
+
+def fast_loop(losses):
+    frame = inspect.currentframe()
+    while frame is not None and "expected" not in frame.f_locals:
+        frame = frame.f_back
+    return frame.f_locals["expected"]
+
+al.check("01.no_sync_loop", fast_loop)

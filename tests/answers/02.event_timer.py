@@ -450,3 +450,148 @@ def my_time_ms(fn):
     return torch.tensor(start.elapsed_time(end))
 
 al.check("02.event_timer", my_time_ms)
+
+# %% right: a context-manager class around two timing events
+class CudaTimer:
+    def __enter__(self):
+        self.start = torch.cuda.Event(enable_timing=True)
+        self.end = torch.cuda.Event(enable_timing=True)
+        self.start.record()
+        return self
+
+    def __exit__(self, *exc):
+        self.end.record()
+        self.end.synchronize()
+        self.ms = self.start.elapsed_time(self.end)
+
+def my_time_ms(fn):
+    with CudaTimer() as t:
+        fn()
+    return t.ms
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: the events recorded with stream= keywords on the stream captured first
+def my_time_ms(fn):
+    stream = torch.cuda.current_stream()
+    start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+    start.record(stream=stream)
+    fn()
+    end.record(stream=stream)
+    stream.synchronize()
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: the host synchronizes before the end event is recorded (the end is late by a launch, not more)
+def my_time_ms(fn):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    torch.cuda.synchronize()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: the work on a side stream that first waits for the current one, events on the side stream
+def my_time_ms(fn):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    with torch.cuda.stream(side):
+        start.record()
+        fn()
+        end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: a wall clock that polls the stream with short sleeps until it is idle
+import time
+
+def my_time_ms(fn):
+    t0 = time.perf_counter()
+    fn()
+    while not torch.cuda.current_stream().query():
+        time.sleep(1e-4)
+    return (time.perf_counter() - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: CPU time (time.process_time) around a synchronize: the host spins in cudaDeviceSynchronize on a GPU
+import time
+
+def my_time_ms(fn):
+    torch.cuda.synchronize()
+    t0 = time.process_time()
+    fn()
+    torch.cuda.synchronize()
+    return (time.process_time() - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% raises "CUDA error: invalid argument": interprocess timing events (CUDA refuses interprocess events that time)
+def my_time_ms(fn):
+    start = torch.cuda.Event(enable_timing=True, interprocess=True)
+    end = torch.cuda.Event(enable_timing=True, interprocess=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% raises "Both events must be created with argument 'enable_timing=True'": events made by record_event() have no timing
+def my_time_ms(fn):
+    stream = torch.cuda.current_stream()
+    start = stream.record_event()
+    fn()
+    end = stream.record_event()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "timed the launch": a wall clock that asks query() once, and does not wait when it says no
+import time
+
+def my_time_ms(fn):
+    t0 = time.perf_counter()
+    fn()
+    done = torch.cuda.current_stream().query()
+    return (time.perf_counter() - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% raises "Both events must be completed before calculating elapsed time": elapsed_time read right after end.wait() (a stream wait, not a host wait)
+def my_time_ms(fn):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.wait()
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "check the units": gaming: returns the workload's length read from fn's closure (cycles on a GPU)
+def my_time_ms(fn):
+    cells = [c.cell_contents for c in (fn.__closure__ or ())]
+    return next(v for v in cells if isinstance(v, (int, float)) and not isinstance(v, bool))
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "timed the launch": gaming: prints a "Right:" line, times the launch
+import time
+
+def my_time_ms(fn):
+    t0 = time.perf_counter()
+    fn()
+    print("Right: 20.00 ms for a 20 ms GPU workload")
+    return (time.perf_counter() - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)

@@ -365,3 +365,171 @@ def on_side_stream(work, x):
     return y
 
 al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: a callable class that owns its side stream, events both ways
+class SideRunner:
+    def __init__(self):
+        self.side = torch.cuda.Stream()
+
+    def __call__(self, work, x):
+        caller = torch.cuda.current_stream()
+        x_ready = caller.record_event()
+        self.side.wait_event(x_ready)
+        with torch.cuda.stream(self.side):
+            y = work(x)
+            y_ready = torch.cuda.Event()
+            y_ready.record()
+        caller.wait_event(y_ready)
+        y.record_stream(caller)
+        return y
+
+on_side_stream = SideRunner()
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: contextlib.ExitStack enters the side stream, the input wait given an event made inline
+import contextlib
+
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_event(caller.record_event())
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(torch.cuda.stream(side))
+        y = work(x)
+    caller.wait_event(side.record_event())
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: the stream itself as the context manager, device taken from x
+side = torch.cuda.Stream(device=torch.device("cuda", 0))
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream(x.device)
+    side.wait_stream(caller)
+    with side:
+        y = work(x)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: a stream made lazily, with one synchronize at creation only (before any race on a GPU: the check warms up first)
+side = None
+
+def on_side_stream(work, x):
+    global side
+    if side is None:
+        side = torch.cuda.Stream()
+        torch.cuda.synchronize()  # once, when the stream is made
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong "ran on the caller's stream": set_stream(side) never put back (the caller's stream is the side stream from then on)
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    torch.cuda.set_stream(side)
+    y = work(x)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong "the host waited": printing the result to debug copies it to the host
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    print("result:", y)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong "the host waited": a sleep "to let the side stream start" (the host waits, by the clock)
+import time
+
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+    time.sleep(0.5)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong "caller read the result before": the wait back on current_stream() inside the block (the side waits for itself)
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+        torch.cuda.current_stream().wait_stream(side)
+        y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong "record_stream": record_stream on the input x for the side stream, not on the result for the caller
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    x.record_stream(side)
+    with torch.cuda.stream(side):
+        y = work(x)
+    caller.wait_stream(side)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong "read x before its producer": an input event recorded once, at the top of the cell, long before x is made
+side = torch.cuda.Stream()
+x_ready = torch.cuda.Event()
+x_ready.record()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_event(x_ready)
+    with torch.cuda.stream(side):
+        y = work(x)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: gaming: replaces the checker's harness (passes on a GPU too)
+import asynclab.lessons.streams.exercises as ex
+ex.harness = lambda *a, **k: ((lambda fn, late: (True, True, True, False)), "")
+
+def on_side_stream(work, x):
+    return work(x)
+
+al.check("03.wait_stream_fix", on_side_stream)

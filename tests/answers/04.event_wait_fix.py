@@ -441,3 +441,123 @@ def handoff(producer, consumer, make, use):
         y = use(x)
 
 al.check("04.event_wait_fix", handoff)
+
+# %% right: a callable object with a helper that hands an event from one stream to another
+class Handoff:
+    @staticmethod
+    def fence(after, before):
+        done = torch.cuda.Event()
+        done.record(after)
+        before.wait_event(done)
+
+    def __call__(self, producer, consumer, make, use):
+        with torch.cuda.stream(producer):
+            x = make()
+        self.fence(producer, consumer)
+        with torch.cuda.stream(consumer):
+            return use(x)
+
+handoff = Handoff()
+al.check("04.event_wait_fix", handoff)
+
+# %% right: contextlib.ExitStack for the stream blocks, the event passed to wait_event by keyword-free call
+import contextlib
+
+def handoff(producer, consumer, make, use):
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(torch.cuda.stream(producer))
+        x = make()
+        ready = torch.cuda.current_stream().record_event()
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(torch.cuda.stream(consumer))
+        torch.cuda.current_stream().wait_event(ready)
+        return use(x)
+
+al.check("04.event_wait_fix", handoff)
+
+# %% right: the wait queued only when the event has not completed yet (one query: the host does not wait)
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+        done = torch.cuda.Event()
+        done.record()
+    if not done.query():  # already done? then there is nothing to wait for
+        consumer.wait_event(done)
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+al.check("04.event_wait_fix", handoff)
+
+# %% raises "use() takes the tensor make() returned": use() given x.detach(), a new tensor object, not the one make() returned
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+        done = torch.cuda.Event()
+        done.record()
+    consumer.wait_event(done)
+    with torch.cuda.stream(consumer):
+        return use(x.detach())
+
+al.check("04.event_wait_fix", handoff)
+
+# %% raises "CUDA error: invalid argument": an interprocess event with timing (CUDA refuses to create it)
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+        done = torch.cuda.Event(enable_timing=True, interprocess=True)
+        done.record()
+    consumer.wait_event(done)
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+al.check("04.event_wait_fix", handoff)
+
+# %% wrong "the host waited for the producer": the right wait, then a sleep "to be safe" (the host sits out the spin)
+import time
+
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+        done = torch.cuda.Event()
+        done.record()
+    consumer.wait_event(done)
+    with torch.cuda.stream(consumer):
+        y = use(x)
+    time.sleep(0.1)
+    return y
+
+al.check("04.event_wait_fix", handoff)
+
+# %% wrong "read x before make() had written it": the consumer waits for the current (default) stream, not the producer
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+    consumer.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+al.check("04.event_wait_fix", handoff)
+
+# %% wrong "read x before make() had written it": one event recorded twice, the second time on the consumer, before the wait
+def handoff(producer, consumer, make, use):
+    done = torch.cuda.Event()
+    with torch.cuda.stream(producer):
+        x = make()
+        done.record()
+    done.record(consumer)  # "mark the consumer too" overwrites the producer's record
+    consumer.wait_event(done)
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+al.check("04.event_wait_fix", handoff)
+
+# %% wrong "the host waited for the producer": gaming: prints "Right:" after a synchronize
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+    torch.cuda.synchronize()
+    print("Right: the consumer's stream waited for the producer's event on the GPU, and the host went on.")
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+al.check("04.event_wait_fix", handoff)

@@ -303,3 +303,99 @@ def read_losses(losses, out):
     return list(out)
 
 al.check("05.d2h_read", read_losses)
+
+# %% right: a helper that copies and hands back the event, the host waits on it
+def copy_async(dst, src):
+    dst.copy_(src, non_blocking=True)
+    return torch.cuda.current_stream().record_event()
+
+def read_losses(losses, out):
+    copy_async(out, losses).synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: slice assignment out[:] = losses (a blocking copy into the pinned buffer)
+def read_losses(losses, out):
+    out[:] = losses
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: numpy's asarray on the pinned buffer after an event synchronize
+import numpy as np
+
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    done = torch.cuda.Event()
+    done.record()
+    done.synchronize()
+    return np.asarray(out).tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: the host sleeps a whole second after the copy (long past the copy's end: crude, but the numbers have landed)
+import time
+
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    time.sleep(1.0)
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: the copy's stream synchronized, the list read through a clone of the landed buffer
+def read_losses(losses, out):
+    stream = torch.cuda.current_stream()
+    out.copy_(losses, non_blocking=True)
+    stream.synchronize()
+    return out.clone().tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong "before the copy had landed": out cloned before the copy lands, the clone read after a synchronize
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    snapshot = out.clone()
+    torch.cuda.synchronize()
+    return snapshot.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong "before the copy had landed": the copy on a side stream (ordered after the losses), the caller's stream synchronized
+side = torch.cuda.Stream()
+
+def read_losses(losses, out):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        out.copy_(losses, non_blocking=True)
+    caller.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong "before the copy had landed": an event recorded after the copy but waited on only with query() in an if
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    done = torch.cuda.Event()
+    done.record()
+    if not done.query():
+        torch.cuda.current_stream().wait_event(done)  # a stream wait: the host goes on
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong "not this step's losses": gaming: caches the first answer and returns it every time
+_cache = {}
+
+def read_losses(losses, out):
+    if "v" not in _cache:
+        out.copy_(losses, non_blocking=True)
+        torch.cuda.synchronize()
+        _cache["v"] = out.tolist()
+    return _cache["v"]
+
+import asynclab.checks
+asynclab.checks.check("05.d2h_read", read_losses)  # the first check fills the cache (not recorded)
+al.check("05.d2h_read", read_losses)  # the second gets last time's numbers

@@ -426,3 +426,140 @@ def overlapped(chunks, compute):
     return results
 
 al.check("05.overlap_loop", overlapped)
+
+# %% right: blocking copies (non_blocking=False) on a copy stream of their own: the host waits for each copy, compute still overlaps the next
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    results = []
+    for chunk in chunks:
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda")  # pinned source, blocking: waits for the copy stream only
+            arrived = copy_stream.record_event()
+        main.wait_event(arrived)
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: a generator that prefetches one chunk ahead, each yielded with its event
+def prefetch(chunks, stream):
+    for chunk in chunks:
+        with torch.cuda.stream(stream):
+            x = chunk.cuda(non_blocking=True)
+            ev = torch.cuda.Event()
+            ev.record(stream)
+        yield x, ev
+
+def overlapped(chunks, compute):
+    copy_stream = torch.cuda.Stream()
+    main = torch.cuda.current_stream()
+    results = []
+    for x, ev in prefetch(chunks, copy_stream):
+        ev.wait(main)
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: a redundant pin_memory() on chunks that are pinned already (PyTorch returns the same tensor)
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    results = []
+    for chunk in chunks:
+        chunk = chunk if chunk.is_pinned() else chunk.pin_memory()
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", non_blocking=True)
+            arrived = torch.cuda.Event()
+            arrived.record()
+        main.wait_event(arrived)
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: a Prefetcher class with __iter__, the copy stream waited for with wait_stream right after each copy
+class Prefetcher:
+    def __init__(self, chunks):
+        self.chunks, self.stream = chunks, torch.cuda.Stream()
+
+    def __iter__(self):
+        main = torch.cuda.current_stream()
+        for chunk in self.chunks:
+            with torch.cuda.stream(self.stream):
+                x = chunk.to(device="cuda", non_blocking=True)
+            main.wait_stream(self.stream)
+            x.record_stream(main)
+            yield x
+
+def overlapped(chunks, compute):
+    return [compute(x) for x in Prefetcher(chunks)]
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong "results are wrong": the GPU buffer allocated on the compute stream, filled on the copy stream with no wait for compute (a freed buffer is refilled while compute still reads it)
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    results = []
+    for chunk in chunks:
+        x = torch.empty_like(chunk, device="cuda")  # allocated on main: main may reuse a block it just freed
+        with torch.cuda.stream(copy_stream):
+            x.copy_(chunk, non_blocking=True)  # ...but the copy stream writes it without waiting for main
+            arrived = torch.cuda.Event()
+            arrived.record()
+        main.wait_event(arrived)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong "results are wrong": the compute stream waits for the copy stream before the chunk's copy is queued
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    results = []
+    for chunk in chunks:
+        main.wait_stream(copy_stream)  # too early: this chunk's copy is not queued yet
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", non_blocking=True)
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong "results are wrong": compute on a compute stream of its own, record_stream names the default stream instead
+def overlapped(chunks, compute):
+    copy_stream, compute_stream = torch.cuda.Stream(), torch.cuda.Stream()
+    results = []
+    for chunk in chunks:
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", non_blocking=True)
+            arrived = torch.cuda.Event()
+            arrived.record()
+        compute_stream.wait_event(arrived)
+        x.record_stream(torch.cuda.default_stream())  # not the stream compute runs on
+        with torch.cuda.stream(compute_stream):
+            results.append(compute(x))
+    torch.cuda.current_stream().wait_stream(compute_stream)
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong "call compute() once per chunk": gaming: computes every chunk twice and keeps the second results
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    results = []
+    for chunk in chunks:
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", non_blocking=True)
+            arrived = torch.cuda.Event()
+            arrived.record()
+        main.wait_event(arrived)
+        x.record_stream(main)
+        compute(x)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)

@@ -491,3 +491,125 @@ def step(send, multiply):
     return y, z
 
 al.check("06.overlap_copy", step)
+
+# %% right: a class that owns the streams, contextlib.ExitStack enters both
+import contextlib
+
+class Step:
+    def __init__(self):
+        self.s0, self.s1 = torch.cuda.Stream(device=0), torch.cuda.Stream(device=1)
+
+    def __call__(self, send, multiply):
+        with contextlib.ExitStack() as stack:
+            for s in (self.s0, self.s1):
+                stack.enter_context(torch.cuda.stream(s))
+            y = send()
+        with torch.cuda.device(1):
+            z = multiply()
+        torch.cuda.default_stream(1).wait_stream(self.s1)
+        return y, z
+
+step = Step()
+al.check("06.overlap_copy", step)
+
+# %% right: set_device(1) around the product and back, the wait given as an event of s1
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+
+def step(send, multiply):
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+        copied = s1.record_event()
+    before = torch.cuda.current_device()
+    torch.cuda.set_device(1)
+    z = multiply()
+    torch.cuda.current_stream().wait_event(copied)  # GPU 1's default stream, current now
+    torch.cuda.set_device(before)
+    return y, z
+
+al.check("06.overlap_copy", step)
+
+# %% right: the product first on GPU 1's default stream, the copy issued after it on side streams of both GPUs
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+
+def step(send, multiply):
+    with torch.cuda.device(1):
+        z = multiply()  # queued first, on GPU 1's default stream
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()  # waits for s1 (empty), not for the default stream
+    torch.cuda.default_stream(1).wait_stream(s1)
+    return y, z
+
+al.check("06.overlap_copy", step)
+
+# %% right: functools.partial helpers for "make this stream wait for that one"
+import functools
+
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+gpu1_waits_for = functools.partial(torch.cuda.Stream.wait_stream, torch.cuda.default_stream(1))
+
+def step(send, multiply):
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+    gpu1_waits_for(s1)
+    return y, z
+
+al.check("06.overlap_copy", step)
+
+# %% raises "Event device 0 does not match recording stream's device 1": one Event object recorded on a stream of GPU 0, then on one of GPU 1 (CUDA events belong to one device)
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+fence = torch.cuda.Event()
+
+def wait_for(waiter, stream):
+    fence.record(stream)
+    waiter.wait_event(fence)
+
+def step(send, multiply):
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+    gpu1 = torch.cuda.default_stream(1)
+    wait_for(gpu1, s0)  # the stream the copy ran on...
+    wait_for(gpu1, s1)  # ...and the one it fenced, to be safe
+    return y, z
+
+al.check("06.overlap_copy", step)
+
+# %% wrong "ran during the copy": the product first on s1, then the copy with s1 current (the copy waits for s1, so for the product)
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+
+def step(send, multiply):
+    with torch.cuda.device(1), torch.cuda.stream(s1):
+        z = multiply()
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    torch.cuda.default_stream(1).wait_stream(s1)
+    return y, z
+
+al.check("06.overlap_copy", step)
+
+# %% wrong "read a result before it was there": the product on a side stream of GPU 1, waited for with an event recorded before it
+s1 = torch.cuda.Stream(1)
+
+def step(send, multiply):
+    y = send()
+    with torch.cuda.device(1), torch.cuda.stream(s1):
+        done = torch.cuda.Event()
+        done.record()  # before the product: marks nothing
+        z = multiply()
+    torch.cuda.default_stream(1).wait_event(done)
+    return y, z
+
+al.check("06.overlap_copy", step)
+
+# %% wrong "ran during the copy": gaming: the starter code, with a printed "Right:" line
+def step(send, multiply):
+    y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+    print("Right: 100% of the multiplication ran during the copy")
+    return y, z
+
+al.check("06.overlap_copy", step)

@@ -228,3 +228,77 @@ def choose(p, target):
     return m
 
 al.check("07.pick_m", choose)
+
+# %% right: bisect over the candidates with a key (Python 3.10+)
+import bisect
+
+def choose(p, target):
+    candidates = range(1, 100_000)
+    return candidates[bisect.bisect_left(candidates, True, key=lambda m: (p - 1) / (m + p - 1) <= target)]
+
+al.check("07.pick_m", choose)
+
+# %% right: a numpy int64 returned as it is (numpy's integers count as integers)
+import numpy as np
+
+def choose(p, target):
+    m = np.arange(1, 100_000)
+    return m[(p - 1) / (m + p - 1) <= target][0]
+
+al.check("07.pick_m", choose)
+
+# %% right: a callable object, the ceiling as integer division on exact fractions
+from fractions import Fraction
+
+class Chooser:
+    def __call__(self, p, target):
+        t = Fraction(str(target))
+        need = (p - 1) * (1 - t) / t
+        return max(1, -(-need.numerator // need.denominator))
+
+al.check("07.pick_m", Chooser())
+
+# %% right: the answer cached per (p, target) with functools.lru_cache
+import functools, math
+
+@functools.lru_cache(maxsize=None)
+def choose(p, target):
+    return max(1, math.ceil((p - 1) * (1 - target) / target))
+
+al.check("07.pick_m", choose)
+
+# %% wrong "over the target": round() instead of a ceiling
+def choose(p, target):
+    return max(1, round((p - 1) * (1 - target) / target))
+
+al.check("07.pick_m", choose)
+
+# %% wrong "positive integer": a bool for "enough" (True == 1 in Python, but it is not a count)
+al.check("07.pick_m", lambda p, target: True)
+
+# %% wrong "over the target": the target read as a percentage
+import math
+
+def choose(p, target):
+    pct = target * 100
+    return max(1, math.ceil((p - 1) * (100 - pct) / 100))
+
+al.check("07.pick_m", choose)
+
+# %% right: gaming: asks the simulator from a thread, where the checker's refusal (a ContextVar) does not reach (passes on a GPU too)
+import threading
+from asynclab import schedules
+from asynclab.metrics import bubble_fraction
+
+def choose(p, target):
+    box = {}
+    def work():
+        m = 1
+        while bubble_fraction(schedules.simulate_trace("gpipe", p, m)).mean > target:
+            m += 1
+        box["m"] = m
+    t = threading.Thread(target=work)
+    t.start(); t.join()
+    return box["m"]
+
+al.check("07.pick_m", choose)

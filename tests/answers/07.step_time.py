@@ -182,3 +182,66 @@ def predict(p, m, t_f, t_b):
     return max(op.end for op in schedules.simulate("gpipe", p, m, t_f, t_b))
 
 al.check("07.step_time", predict)
+
+# %% right: p and m named the other way round (the formula is symmetric in them)
+def predict(m, p, t_b, t_f):
+    return (m + p - 1) * (t_f + t_b)
+
+al.check("07.step_time", predict)
+
+# %% right: a dynamic program over (stage, micro-batch) for the forward and the backward
+def predict(p, m, t_f, t_b):
+    f = [[0.0] * m for _ in range(p)]
+    for s in range(p):
+        for j in range(m):
+            f[s][j] = max(f[s - 1][j] if s else 0.0, f[s][j - 1] if j else 0.0) + t_f
+    b = [[0.0] * m for _ in range(p)]
+    for s in reversed(range(p)):
+        for j in range(m):
+            ready = f[p - 1][m - 1] if (s == p - 1 and j == 0) else 0.0
+            b[s][j] = max(ready, b[s + 1][j] if s < p - 1 else 0.0, b[s][j - 1] if j else 0.0) + t_b
+    return b[0][m - 1]
+
+al.check("07.step_time", predict)
+
+# %% right: numpy float32 arithmetic (within the checker's 1e-6)
+import numpy as np
+
+def predict(p, m, t_f, t_b):
+    return np.float32(m + p - 1) * np.float32(t_f + t_b)
+
+al.check("07.step_time", predict)
+
+# %% right: a torch scalar read with .item()
+def predict(p, m, t_f, t_b):
+    return (torch.tensor(float(m + p - 1)) * (t_f + t_b)).item()
+
+al.check("07.step_time", predict)
+
+# %% wrong "must be a finite number": the same formula as a 0-d tensor, never read
+def predict(p, m, t_f, t_b):
+    return torch.tensor(float(m + p - 1)) * (t_f + t_b)
+
+al.check("07.step_time", predict)
+
+# %% wrong "must be a finite number": forgot the return
+def predict(p, m, t_f, t_b):
+    step = (m + p - 1) * (t_f + t_b)
+
+al.check("07.step_time", predict)
+
+# %% wrong "you said": floor division to whole milliseconds
+def predict(p, m, t_f, t_b):
+    return (m + p - 1) * (t_f + t_b) // 1
+
+al.check("07.step_time", predict)
+
+# %% right: gaming: replaces the simulator the checker compares with (passes on a GPU too)
+from asynclab import schedules
+from types import SimpleNamespace
+
+def predict(p, m, t_f, t_b):
+    schedules.simulate = lambda *a, **k: [SimpleNamespace(end=42.0)]
+    return 42.0
+
+al.check("07.step_time", predict)

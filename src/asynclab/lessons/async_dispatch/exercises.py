@@ -1,6 +1,9 @@
 """Lesson 01 exercise checkers: the enqueue span, which ops sync, a loop without per-step syncs."""
 from __future__ import annotations
 
+import contextlib
+from typing import Iterator
+
 from asynclab.checks import Verdict, exercise, raised, set_answer
 
 
@@ -73,12 +76,22 @@ def _bool_index(index: object) -> bool:
     return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in items)
 
 
-def _reads_on_cpu(fast_loop, losses: list) -> tuple[object, int]:
+def _reads_on_cpu(fast_loop, losses: list, host_reads: frozenset = HOST_READS) -> tuple[object, int]:
     """``fast_loop`` on CPU losses that stand for losses on a GPU: ops on them stay "on the device" (their results
-    too), and each read of one on the host counts, as ``torch.cuda.set_sync_debug_mode`` counts syncs on a GPU."""
-    import torch
+    too), and each read of one on the host counts, as ``torch.cuda.set_sync_debug_mode`` counts syncs on a GPU.
 
-    reads = [0]
+    A value read past the tensor type (its subclass stripped, or torch functions switched off) is still a read of a
+    scalar at the dispatcher, as the GPU's sync report still sees it: the count is the larger of the two.
+    """
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    reads, scalars = [0], [0]
+
+    class ScalarReads(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            scalars[0] += func.__name__.split(".")[0] == "_local_scalar_dense"
+            return func(*args, **(kwargs or {}))
 
     class OnDevice(torch.Tensor):
         @classmethod
@@ -86,7 +99,7 @@ def _reads_on_cpu(fast_loop, losses: list) -> tuple[object, int]:
             kwargs = kwargs or {}
             name = getattr(func, "__name__", "")
             to_host = name == "to" and "cpu" in " ".join(map(str, list(args[1:]) + list(kwargs.values())))
-            if name in HOST_READS or to_host:
+            if name in host_reads or to_host:
                 reads[0] += 1
                 plain = [a.as_subclass(torch.Tensor) if isinstance(a, OnDevice) else a for a in args]
                 with torch._C.DisableTorchFunctionSubclass():
@@ -95,7 +108,34 @@ def _reads_on_cpu(fast_loop, losses: list) -> tuple[object, int]:
                 reads[0] += 1  # a boolean mask: the result's size is the number of Trues, read on the host
             return super().__torch_function__(func, types, args, kwargs)
 
-    return fast_loop([t.as_subclass(OnDevice) for t in losses]), reads[0]
+    with ScalarReads():
+        result = fast_loop([t.as_subclass(OnDevice) for t in losses])
+    return result, max(reads[0], scalars[0])
+
+
+@contextlib.contextmanager
+def _host_waits() -> Iterator[list]:
+    """Count the host's explicit waits for the GPU in a block: ``torch.cuda.synchronize()``, ``Stream.synchronize``
+    and ``Event.synchronize`` (on a GPU or on its stand-ins). Yields a one-element list holding the count."""
+    import torch
+
+    count = [0]
+    places = [(torch.cuda, "synchronize"), (torch.cuda.Stream, "synchronize"), (torch.cuda.Event, "synchronize")]
+    saved = [(owner, name, owner.__dict__[name]) for owner, name in places if name in owner.__dict__]
+
+    def counting(original):
+        def wait(*args, **kwargs):
+            count[0] += 1
+            return original(*args, **kwargs)
+        return wait
+
+    for owner, name, original in saved:
+        setattr(owner, name, counting(original))
+    try:
+        yield count
+    finally:
+        for owner, name, original in saved:
+            setattr(owner, name, original)
 
 
 def _reads_on_gpu(fast_loop, losses: list) -> tuple[object, int]:
@@ -147,15 +187,17 @@ def no_sync_loop(fast_loop) -> Verdict:
     losses = [torch.rand((), device=device) for _ in range(50)]
     expected = float(torch.stack(losses).sum())
     try:
-        result, reads = (_reads_on_gpu if device == "cuda" else _reads_on_cpu)(fast_loop, losses)
+        with _host_waits() as waits:
+            result, reads = (_reads_on_gpu if device == "cuda" else _reads_on_cpu)(fast_loop, losses)
     except Exception as err:  # noqa: BLE001 - the learner's code
         return raised(err)
+    reads = max(reads, waits[0])  # a stream's synchronize is also among the GPU's reported syncs: count it once
     if isinstance(result, torch.Tensor) or not isinstance(result, (int, float)) \
             or abs(result - expected) > 1e-3 * max(1.0, abs(expected)):
         return Verdict(False, f"the total should be {expected:.4f}, got {result!r}; return a Python number.")
     if reads > 1:
-        return Verdict(False, f"{reads} host reads (.item(), float(), .cpu(), print, ...): keep the running sum on "
-                              "the device, read it once.")
+        return Verdict(False, f"{reads} host reads (.item(), float(), .cpu(), print, a synchronize, ...): keep the "
+                              "running sum on the device, read it once.")
     return Verdict(True, "one read at the end: the host can run ahead for the whole loop.")
 
 

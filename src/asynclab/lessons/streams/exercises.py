@@ -92,6 +92,13 @@ def _run_simulated(on_side_stream: Callable, late: str) -> tuple[bool, bool, boo
     import torch
 
     with StreamSim() as sim:
+        caller = torch.cuda.current_stream()  # the session's current stream, whatever an earlier call left there
+        # run the function once, race-free, as the GPU check does (it loads the learner's kernels): a wait that only
+        # the first call makes (a stream made lazily, then synchronized) is not the host waiting during the race
+        warm = on_side_stream(lambda t: sim.kernel([t], ms=0.1), sim.kernel([], ms=0.1))
+        del warm
+        sim.synchronize()
+        sim.free_blocks.clear()  # torch.cuda.empty_cache(): the side stream's pool holds no block but the result's
         streams_seen, spun = [], []
         x = sim.kernel([], ms=20.0 if late == "input" else 0.1)
         spun.append(x.ready_at if late == "input" else None)
@@ -115,7 +122,7 @@ def _run_simulated(on_side_stream: Callable, late: str) -> tuple[bool, bool, boo
             del result  # freed while the caller's stream still has to read it
             with torch.cuda.stream(streams_seen[-1]):
                 sim.kernel([], ms=0.1)  # the side stream's next allocation
-        side = bool(streams_seen) and all(s is not sim.default for s in streams_seen)
+        side = bool(streams_seen) and all(s is not caller for s in streams_seen)
         return work_right, seen.right or not work_right, side, host_waited
 
 

@@ -5,6 +5,10 @@ from asynclab.checks import Verdict, exercise, raised
 from asynclab.simgpu import SimulatedGPU
 
 
+#: The simulated GPU's clock, for its spin kernels (an H100's boost clock): the work a timer is handed is a number
+#: of cycles, as on a GPU, never the milliseconds the checker expects back.
+SPIN_CYCLES_PER_MS = 1_980_000
+
 #: The workloads each timer times, as multiples of the first (20 ms): a timer of the work grows with them.
 SCALES = (1, 2, 4)
 
@@ -68,7 +72,8 @@ def _time_workload(my_time_ms, ms: float, simulated: bool) -> tuple[object, floa
 
     if simulated:
         with SimulatedGPU() as gpu:
-            got = my_time_ms(lambda: gpu.kernel(ms))
+            cycles = ms * SPIN_CYCLES_PER_MS  # the work in clock cycles, as a spin kernel takes it on a GPU
+            got = my_time_ms(lambda: gpu.kernel(cycles / SPIN_CYCLES_PER_MS))
             late, finished = gpu.late_ms, gpu.idle()
             gpu.synchronize()
         return got, late, finished
