@@ -169,6 +169,7 @@ class Event:
     def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False,
                  **kwargs: Any) -> None:
         self.enable_timing, self.blocking, self.interprocess = enable_timing, blocking, interprocess
+        self._device: int | None = None  # set by its first record: an event belongs to one GPU for life
 
     def record(self, stream: Stream | None = None) -> None:
         import torch
@@ -178,9 +179,11 @@ class Event:
         if self.interprocess and self.enable_timing:  # CUDA creates the event at its first record, and refuses this
             raise getattr(torch, "AcceleratorError", RuntimeError)("CUDA error: invalid argument (an interprocess "
                                                                    "event must be made with enable_timing=False)")
-        device = self.__dict__.setdefault("_device", stream.device_index)  # an event belongs to one GPU for life
-        if device != stream.device_index:
-            raise RuntimeError(f"Event device {device} does not match recording stream's device {stream.device_index}.")
+        if self._device is None:
+            self._device = stream.device_index
+        if self._device != stream.device_index:
+            raise RuntimeError(f"Event device {self._device} does not match recording stream's device "
+                               f"{stream.device_index}.")
         sim.record(self, stream)
 
     def wait(self, stream: Stream | None = None) -> None:

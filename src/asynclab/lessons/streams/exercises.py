@@ -95,8 +95,7 @@ def _run_simulated(on_side_stream: Callable, late: str) -> tuple[bool, bool, boo
         caller = torch.cuda.current_stream()  # the session's current stream, whatever an earlier call left there
         # run the function once, race-free, as the GPU check does (it loads the learner's kernels): a wait that only
         # the first call makes (a stream made lazily, then synchronized) is not the host waiting during the race
-        warm = on_side_stream(lambda t: sim.kernel([t], ms=0.1), sim.kernel([], ms=0.1))
-        del warm
+        on_side_stream(lambda t: sim.kernel([t], ms=0.1), sim.kernel([], ms=0.1))  # its result is freed at once
         sim.synchronize()
         sim.free_blocks.clear()  # torch.cuda.empty_cache(): the side stream's pool holds no block but the result's
         streams_seen, spun = [], []
