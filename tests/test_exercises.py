@@ -152,13 +152,21 @@ def test_event_timer_forgives_a_busy_machine_waking_late_but_nothing_else(monkey
 def test_simulated_gpu_counts_late_wake_ups(monkeypatch):
     from asynclab.simgpu import SimulatedGPU as _SimulatedGPU
 
-    real_sleep = time.sleep
-    monkeypatch.setattr(time, "sleep", lambda s: real_sleep(s + 0.010))
+    real_clock, calls = time.perf_counter, [None]
+
+    def clock() -> float:  # once the kernel is queued, the host is descheduled in its spin and returns 12 ms on
+        if calls[0] is None:
+            return real_clock()
+        calls[0] += 1
+        return real_clock() + (0.012 if calls[0] > 1 else 0.0)
+
+    monkeypatch.setattr(time, "perf_counter", clock)
     with _SimulatedGPU() as gpu:
         gpu.kernel(2.0)
+        calls[0] = 0
         gpu.synchronize()
-        gpu.synchronize()  # nothing left to wait for: no sleep, nothing added
-    assert 7.0 <= gpu.late_ms < 60.0  # the host spins for the 2 ms kernel; its first yield comes back 10 ms late
+        gpu.synchronize()  # nothing left to wait for: nothing added
+    assert 9.0 <= gpu.late_ms < 60.0  # it woke about 10 ms after the 2 ms kernel had ended
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the simulated GPU stands in only without a real one")
