@@ -108,9 +108,36 @@ def _reads_on_cpu(fast_loop, losses: list, host_reads: frozenset = HOST_READS) -
                 reads[0] += 1  # a boolean mask: the result's size is the number of Trues, read on the host
             return super().__torch_function__(func, types, args, kwargs)
 
-    with ScalarReads():
+    with ScalarReads() if modes_see_subclasses() else contextlib.nullcontext():
         result = fast_loop([t.as_subclass(OnDevice) for t in losses])
     return result, max(reads[0], scalars[0])
+
+
+def modes_see_subclasses() -> bool:
+    """Whether this PyTorch runs a tensor subclass's ops under a dispatch mode, as :func:`_reads_on_cpu` needs to
+    see reads past the tensor type (PyTorch 2.3 refuses: its check then counts the reads the tensor type sees).
+
+    Example:
+        >>> import torch
+        >>> modes_see_subclasses() or torch.__version__ < "2.4"
+        True
+    """
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Probe(torch.Tensor):
+        pass
+
+    class Passing(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    try:
+        with Passing():
+            (torch.zeros(()).as_subclass(Probe) + 1).as_subclass(torch.Tensor).item()
+    except RuntimeError:
+        return False
+    return True
 
 
 @contextlib.contextmanager
