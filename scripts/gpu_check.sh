@@ -2,21 +2,26 @@
 # GPU check: run the unit tests and strict nbval with the GPU live, on a machine that has Python
 # and torch but no package registry. The rest comes from a folder of wheels.
 #
-#   scripts/gpu_check.sh [--wheels DIR] [--memory-cap-gib N] [--refresh NOTEBOOK ...]
+#   scripts/gpu_check.sh [--wheels DIR] [--memory-cap-gib N] [--only unit|notebooks] [--refresh NOTEBOOK ...]
 #
 #   --wheels DIR   wheels to install (default .whl): nbval, ipykernel, nbclient, d2l and their needs
 #   --memory-cap-gib N  cap every process's memory on each GPU at N GiB (notebook kernels and torchrun's
 #                  children too, through scripts/memcap/sitecustomize.py), to prove the lessons fit a small GPU
+#   --only PART    run one half: `unit` (unit tests, doctests, the answer corpus on the GPU) or `notebooks`
+#                  (refresh, then strict nbval), for a runner that limits how long one job may take
 #   --refresh NB   first re-execute these notebooks in place (keeps execution counts), so their
 #                  stored outputs come from this GPU; then nbval checks them like every other notebook
 set -uo pipefail
 cd "$(dirname "$0")/.."
 wheels=.whl
 refresh=()
+only=all
 while [ $# -gt 0 ]; do
   case "$1" in
     --wheels) wheels=$2; shift 2 ;;
     --memory-cap-gib) export ASYNCLAB_GPU_MEMORY_GIB=$2; cap=1; shift 2 ;;
+    --only) only=$2; shift 2
+      case "$only" in unit|notebooks) ;; *) echo "gpu_check: --only takes unit or notebooks, not $only" >&2; exit 2 ;; esac ;;
     --refresh) shift; while [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; do refresh+=("$1"); shift; done ;;
     *) echo "gpu_check: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -33,9 +38,12 @@ fi
 unset MPLBACKEND  # notebooks use the inline backend, so their stored outputs keep the figures
 python3 -m asynclab.cli hardware || exit 1
 status=0
-echo "== unit tests =="
-python3 -m pytest -p no:cacheprovider -q tests || status=1
-python3 -m pytest -p no:cacheprovider -q --doctest-modules src/asynclab || status=1
+if [ "$only" != notebooks ]; then
+  echo "== unit tests =="
+  python3 -m pytest -p no:cacheprovider -q tests || status=1
+  python3 -m pytest -p no:cacheprovider -q --doctest-modules src/asynclab || status=1
+fi
+[ "$only" = unit ] && { echo "gpu_check (unit): $([ $status = 0 ] && echo PASSED || echo FAILED)"; exit $status; }
 if [ ${#refresh[@]} -gt 0 ]; then
   echo "== refreshing stored outputs: ${refresh[*]} =="
   python3 -m asynclab.cli course --in-place --figures figures "${refresh[@]}" || status=1
