@@ -150,8 +150,11 @@ def test_devices_and_limits():
     with StreamSim():
         with pytest.raises(SimulationLimit, match="GPU 1"):
             torch.cuda.Stream(1)
-        with pytest.raises(SimulationLimit, match="stream.priority_range"):
-            torch.cuda.current_stream().priority_range
+        with pytest.raises(SimulationLimit, match="stream.native_handle"):
+            torch.cuda.current_stream().native_handle
+        assert torch.cuda.Stream.priority_range() == (0, -3)  # as on an NVIDIA H100
+        with torch.cuda.stream(torch.cuda.Stream()) as entered:
+            assert entered is None  # torch.cuda.StreamContext.__enter__ returns nothing
     with PeerSim() as sim:
         s1 = torch.cuda.Stream(device="cuda:1")
         assert s1.device == torch.device("cuda", 1) and torch.cuda.device_count() == 2

@@ -67,6 +67,10 @@ def device_index(device: Any, current: int = 0) -> int:
     raise SimulationLimit(f"the device {device!r}", "the simulated GPUs are 'cuda:0' and 'cuda:1'")
 
 
+#: What ``torch.cuda.Stream.priority_range()`` gives on an NVIDIA H100 with PyTorch 2.11.
+PRIORITY_RANGE = (0, -3)
+
+
 class Stream:
     """A stand-in for ``torch.cuda.Stream``: a handle whose queue lives in the running simulation.
 
@@ -96,6 +100,11 @@ class Stream:
         return active().number(self)
 
     cuda_stream = stream_id
+
+    @staticmethod
+    def priority_range() -> tuple[int, int]:
+        """(lowest, highest) stream priority, as PyTorch reports it for a GPU (lower numbers are more urgent)."""
+        return PRIORITY_RANGE
 
     def wait_stream(self, stream: "Stream") -> None:
         sim = active()
@@ -195,8 +204,8 @@ class Event:
 
     def synchronize(self) -> None:
         at = active().recorded(self)
-        if at is not None:
-            active().wait_until(at)
+        if at is not None:  # a blocking event puts the host thread to sleep instead of spinning
+            active().wait_until(at, sleep=self.blocking)
 
     def elapsed_time(self, end: "Event") -> float:
         sim, end = active(), _event(end)
@@ -224,12 +233,11 @@ class StreamContext:
     def __init__(self, stream: Stream | None) -> None:
         self.stream = None if stream is None else _stream(stream)
 
-    def __enter__(self) -> Stream | None:
+    def __enter__(self) -> None:  # returns nothing, as torch.cuda.StreamContext does: `as s` binds None
         if self.stream is not None:
             sim = active()
             self._before = (sim.device, sim.current(self.stream.device_index))
             sim.set_current(self.stream)
-        return self.stream
 
     def __exit__(self, *exc: Any) -> None:
         if self.stream is not None:
@@ -394,8 +402,8 @@ class Simulation:
         """The host's time, in ms."""
         return self.host
 
-    def wait_until(self, t: float) -> None:
-        """The host waits until ``t``."""
+    def wait_until(self, t: float, sleep: bool = False) -> None:
+        """The host waits until ``t`` (``sleep``: asleep, using no CPU time, as on a blocking event)."""
         self.host = max(self.host, t)
 
     def reached(self, t: float) -> bool:
@@ -486,7 +494,7 @@ def outside() -> Iterator[None]:
 
 
 _NO_GPU = ("NVIDIA driver", "CUDA driver", "not compiled with CUDA", "No CUDA GPUs", "cudaGetDeviceCount",
-           "invalid device ordinal")
+           "invalid device ordinal", "Invalid device argument", "invalid argument to reset_peak_memory_stats")
 _OURS = (os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.abspath(contextlib.__file__)))
 
 

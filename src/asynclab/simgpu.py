@@ -42,12 +42,13 @@ class SimulatedGPU(Simulation):
 
         return (time.perf_counter() - self._t0) * 1e3
 
-    def wait_until(self, t: float) -> None:
+    def wait_until(self, t: float, sleep: bool = False) -> None:
         import time
 
-        if t - self.now() > 0:  # the host spins, as in cudaDeviceSynchronize: CPU time passes too, not only wall time
-            while self.now() < t:
-                pass
+        if t - self.now() > 0:  # the host spins, as in cudaDeviceSynchronize: CPU time passes too, not only wall time;
+            while self.now() < t:  # on a blocking event (``sleep``) it sleeps, and only wall time passes
+                if sleep:
+                    time.sleep(max(0.0, t - self.now()) / 1e3)
             self.late_ms += max(0.0, self.now() - t)
 
     def reached(self, t: float) -> bool:
@@ -117,11 +118,28 @@ class _SimValue:
     def __len__(self) -> int:
         return len(self.values or [])
 
+    @property
+    def shape(self) -> Any:
+        import torch
+
+        return torch.Size([len(self)])
+
+    def size(self, dim: int | None = None) -> Any:
+        return self.shape if dim is None else self.shape[dim]
+
+    @property
+    def data(self) -> "_SimValue":
+        """The same memory as a tensor outside autograd, as ``Tensor.data`` gives."""
+        return self.detach()
+
     def detach(self) -> "_SimValue":
-        """A new tensor object on the same memory, as ``Tensor.detach`` gives."""
+        """A new tensor object on the same memory, as ``Tensor.detach`` gives: the memory stays allocated while
+        either object lives."""
         import copy
 
-        return copy.copy(self)
+        twin = copy.copy(self)
+        twin._memory = self  # holds the original, whose finalizer frees the memory
+        return twin
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):

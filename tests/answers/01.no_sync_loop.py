@@ -110,7 +110,7 @@ def fast_loop(losses):
 
 al.check("01.no_sync_loop", fast_loop)
 
-# %% limit: an accumulator made on "cuda" by name (the losses are on the CPU without a GPU)
+# %% right: an accumulator made on "cuda" by name
 def fast_loop(losses):
     total = torch.zeros((), device="cuda")
     for loss in losses:
@@ -379,5 +379,329 @@ def fast_loop(losses):
     while frame is not None and "expected" not in frame.f_locals:
         frame = frame.f_back
     return frame.f_locals["expected"]
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: one copy of the stacked losses to the host, then float() of each host element
+def fast_loop(losses):
+    on_host = torch.stack(losses).cpu()  # the one read: a blocking copy to the host
+    return sum(float(v) for v in on_host)  # host tensors from here on: nothing to wait for
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: non_blocking copies to the host every step, one synchronize, then reads of host memory
+def fast_loop(losses):
+    copies = [loss.to("cpu", non_blocking=True) for loss in losses]  # async D2H into pinned memory: no wait
+    torch.cuda.synchronize()  # one wait, for all of the copies
+    return sum(c.item() for c in copies)  # host tensors: no sync
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: moves each loss to the accumulator's device and dtype (a no-op move on the GPU)
+def fast_loop(losses):
+    device = losses[0].device
+    total = torch.zeros((), device=device, dtype=torch.float64)
+    for loss in losses:
+        total += loss.to(device, torch.float64)
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: takes the per-step .item() path only for CPU tensors (where it costs no sync)
+def fast_loop(losses):
+    if not losses[0].is_cuda:  # on the CPU .item() waits for nothing
+        return sum(loss.item() for loss in losses)
+    return torch.stack(losses).sum().item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: branches on torch.cuda.is_available(), the slow loop kept for CPU-only machines
+def fast_loop(losses):
+    if torch.cuda.is_available():
+        total = torch.zeros((), device="cuda")
+        for loss in losses:
+            total += loss
+        return total.item()
+    return sum(loss.item() for loss in losses)
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: torch.where keeps zero losses out without an if on a tensor
+def fast_loop(losses):
+    total = torch.zeros((), device=losses[0].device)
+    for loss in losses:
+        total += torch.where(loss > 0, loss, torch.zeros_like(loss))
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: functools.partial over a generic reducer
+import functools
+
+def _reduce_then_read(losses, reduce):
+    return reduce(torch.stack(losses)).item()
+
+fast_loop = functools.partial(_reduce_then_read, reduce=torch.sum)
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: a generator of detached losses, stacked under inference_mode
+def detached(losses):
+    for loss in losses:
+        yield loss.detach()
+
+def fast_loop(losses):
+    with torch.inference_mode():
+        total = torch.stack(list(detached(losses))).sum()
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: a lambda
+fast_loop = lambda losses: torch.stack(losses).sum(dtype=torch.float64).item()
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: a callable class, cumsum and the last element read once
+class FastLoop:
+    def __call__(self, losses):
+        running = torch.stack(losses).cumsum(0)  # the running total after every step, on the device
+        return running[-1].item()
+
+fast_loop = FastLoop()
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: a CPU 0-dim start value, added out of place (a 0-dim CPU tensor is a scalar to a CUDA op)
+def fast_loop(losses):
+    total = torch.tensor(0.0)
+    for loss in losses:
+        total = total + loss  # the result is on the losses' device
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: torch.cuda.synchronize() before the one read (the device sync is not a second read of a value)
+def fast_loop(losses):
+    total = torch.stack(losses).sum()
+    torch.cuda.synchronize()
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: an event marks the end of the loop; the host waits on it once, then reads
+def fast_loop(losses):
+    total = torch.zeros((), device=losses[0].device)
+    for loss in losses:
+        total.add_(loss)
+    done = torch.cuda.Event()
+    done.record()
+    done.synchronize()
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: a non_blocking copy of the total, a synchronize, then the host copy's item()
+def fast_loop(losses):
+    host = torch.stack(losses).sum().to("cpu", non_blocking=True)
+    torch.cuda.synchronize()  # the copy has landed
+    return host.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "50 host reads": torch.accelerator.synchronize() every step
+def fast_loop(losses):
+    total = torch.zeros((), device=losses[0].device)
+    for loss in losses:
+        total += loss
+        torch.accelerator.synchronize()
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: torch.cuda.synchronize captured at the top of the cell, called every step (the check counts the patched name only)
+sync = torch.cuda.synchronize
+
+def fast_loop(losses):
+    total = torch.zeros((), device=losses[0].device)
+    for loss in losses:
+        total += loss
+        sync()
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: moves every loss to the GPU with .cuda() first (a no-op on a GPU)
+def fast_loop(losses):
+    losses = [loss.cuda() for loss in losses]
+    return torch.stack(losses).sum().item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% raises "can't convert cuda:0 device type tensor to numpy": .numpy() straight off a GPU tensor
+def fast_loop(losses):
+    return torch.stack(losses).sum().numpy().item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% raises "Expected all tensors to be on the same device": a CPU accumulator added to in place
+def fast_loop(losses):
+    total = torch.tensor(0.0)
+    for loss in losses:
+        total += loss  # in place into a CPU tensor
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: the current stream synchronized before the one read (each wait counted once)
+def fast_loop(losses):
+    total = torch.stack(losses).sum()
+    torch.cuda.current_stream().synchronize()
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "the total should be": a non_blocking copy read at once, before it has landed
+def fast_loop(losses):
+    host = torch.stack(losses).sum().to("cpu", non_blocking=True)  # no wait...
+    return host.item()  # ...so this reads the pinned buffer before the copy lands
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "host reads": torch.cuda.synchronize() every step "so the loop does not run ahead"
+def fast_loop(losses):
+    total = torch.zeros((), device=losses[0].device)
+    for loss in losses:
+        total += loss
+        torch.cuda.synchronize()
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "host reads": an event recorded and waited for every step
+def fast_loop(losses):
+    total = torch.zeros((), device=losses[0].device)
+    step_done = torch.cuda.Event()
+    for loss in losses:
+        total += loss
+        step_done.record()
+        step_done.synchronize()
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "host reads": sorts the losses first to add small ones first (every comparison is read on the host)
+def fast_loop(losses):
+    total = torch.zeros((), device=losses[0].device, dtype=torch.float64)
+    for loss in sorted(losses):
+        total += loss
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "host reads": a finite-loss assert every step
+def fast_loop(losses):
+    total = torch.zeros((), device=losses[0].device)
+    for loss in losses:
+        assert torch.isfinite(loss), "bad loss"
+        total += loss
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "host reads": skips NaN steps with .any() in an if
+def fast_loop(losses):
+    total = torch.zeros((), device=losses[0].device)
+    for loss in losses:
+        if torch.isnan(loss).any():
+            continue
+        total += loss
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "host reads": a meter class that logs the running mean with .item() every step
+class Meter:
+    def __init__(self):
+        self.total, self.count, self.log = None, 0, []
+
+    def update(self, loss):
+        self.total = loss.detach() if self.total is None else self.total + loss.detach()
+        self.count += 1
+        self.log.append(self.total.item() / self.count)
+
+def fast_loop(losses):
+    meter = Meter()
+    for loss in losses:
+        meter.update(loss)
+    return meter.log[-1] * meter.count
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "the total should be": returns numpy's float32 (not a Python number)
+def fast_loop(losses):
+    return torch.stack(losses).cpu().numpy().sum()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "the total should be": int() of the total
+def fast_loop(losses):
+    return int(torch.stack(losses).sum())
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "host reads": gaming: switches the sync debug mode off, then reads every step
+def fast_loop(losses):
+    torch.cuda.set_sync_debug_mode(0)
+    return sum(loss.item() for loss in losses)
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "host reads": gaming: silences warnings, then reads every step
+import warnings
+
+def fast_loop(losses):
+    warnings.simplefilter("ignore")
+    return sum(float(loss) for loss in losses)
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "host reads": gaming: prints a right verdict, and reads every step with tolist()
+def fast_loop(losses):
+    print("Right: one read at the end: the host can run ahead for the whole loop.")
+    return sum(loss.tolist() for loss in losses)
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "2 host reads": the accumulator made with torch.tensor(0.0, device=...) (a blocking copy from the host, reported as a sync)
+def fast_loop(losses):
+    total = torch.tensor(0.0, device=losses[0].device)
+    for loss in losses:
+        total += loss
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "2 host reads": the accumulator made with new_tensor (a blocking copy from the host, reported as a sync)
+def fast_loop(losses):
+    total = losses[0].new_tensor(0.0)
+    for loss in losses:
+        total = total + loss
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "2 host reads": a CPU zero moved with .to(losses[0]) (a blocking copy to the GPU, reported as a sync)
+def fast_loop(losses):
+    total = torch.zeros(()).to(losses[0])
+    for loss in losses:
+        total += loss
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: the accumulator's device from get_device() (the GPU's index)
+def fast_loop(losses):
+    total = torch.zeros((), device=losses[0].get_device())
+    for loss in losses:
+        total += loss
+    return total.item()
 
 al.check("01.no_sync_loop", fast_loop)

@@ -595,3 +595,348 @@ def my_time_ms(fn):
     return (time.perf_counter() - t0) * 1e3
 
 al.check("02.event_timer", my_time_ms)
+
+# %% right: a wall clock with one synchronize after the call (the check hands over an idle GPU)
+def my_time_ms(fn):
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: events, and a host sleep long enough for the GPU to get past the end event
+def my_time_ms(fn):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    time.sleep(0.2)  # "give the GPU time to finish"
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: the start event recorded on an idle side stream, the work and the end on the current stream
+side = torch.cuda.Stream()
+
+def my_time_ms(fn):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record(side)
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: functools.partial of a generic timer, with torch.cuda.synchronize bound as its sync
+import functools
+
+def timed(fn, clock, sync):
+    sync()
+    t0 = clock()
+    fn()
+    sync()
+    return (clock() - t0) * 1e3
+
+my_time_ms = functools.partial(timed, clock=time.perf_counter, sync=torch.cuda.synchronize)
+al.check("02.event_timer", my_time_ms)
+
+# %% right: a lambda over two events made at the top of the cell
+start_ev, end_ev = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+my_time_ms = lambda fn: (start_ev.record(), fn(), end_ev.record(), end_ev.synchronize(), start_ev.elapsed_time(end_ev))[-1]
+al.check("02.event_timer", my_time_ms)
+
+# %% right: a generator-based context manager that yields a result dict
+import contextlib
+
+@contextlib.contextmanager
+def cuda_timer():
+    result = {}
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    yield result
+    end.record()
+    end.synchronize()
+    result["ms"] = start.elapsed_time(end)
+
+def my_time_ms(fn):
+    with cuda_timer() as r:
+        fn()
+    return r["ms"]
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: the work on a high-priority side stream with waits both ways, events on the caller's stream
+fast = torch.cuda.Stream(priority=-1)
+
+def my_time_ms(fn):
+    main = torch.cuda.current_stream()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record(main)
+    fast.wait_stream(main)
+    with torch.cuda.stream(fast):
+        fn()
+    main.wait_stream(fast)
+    end.record(main)
+    end.synchronize()
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: the most urgent priority from torch.cuda.Stream.priority_range(), work and events on that stream
+low, high = torch.cuda.Stream.priority_range()
+urgent = torch.cuda.Stream(priority=high)
+
+def my_time_ms(fn):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    with torch.cuda.stream(urgent):
+        start.record()
+        fn()
+        end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: inside torch.cuda.device(0), synchronize(0) on both sides, time.time
+def my_time_ms(fn):
+    with torch.cuda.device(0):
+        torch.cuda.synchronize(0)
+        t0 = time.time()
+        fn()
+        torch.cuda.synchronize(0)
+        return (time.time() - t0) * 1000.0
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: synchronize given a torch.device, timeit's default_timer
+import timeit
+
+def my_time_ms(fn):
+    dev = torch.device("cuda", 0)
+    torch.cuda.synchronize(dev)
+    t0 = timeit.default_timer()
+    fn()
+    torch.cuda.synchronize(dev)
+    return (timeit.default_timer() - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: polls the end event with short sleeps
+def my_time_ms(fn):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    while not end.query():
+        time.sleep(1e-3)
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: integer milliseconds from time.time_ns()
+def my_time_ms(fn):
+    torch.cuda.synchronize()
+    t0 = time.time_ns()
+    fn()
+    torch.cuda.synchronize()
+    return (time.time_ns() - t0) // 1_000_000
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: the stream waits for the end event, then the host waits for the stream
+def my_time_ms(fn):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    stream = torch.cuda.current_stream()
+    stream.wait_event(end)
+    stream.synchronize()
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: gaming: replaces the checker's workload runner (passes on a GPU too)
+import asynclab.lessons.timing.exercises as timing_ex
+
+timing_ex._time_workload = lambda timer, ms, simulated: (ms, 0.0, True)
+
+def my_time_ms(fn):
+    return 0.0
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: gaming: knows the check's three workloads, synchronizes so the GPU is done, returns 20/40/80
+calls = [0]
+
+def my_time_ms(fn):
+    fn()
+    torch.cuda.synchronize()
+    calls[0] += 1
+    return 20.0 * 2 ** ((calls[0] - 1) % 3)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% limit: the device-generic torch.Event with no device named
+def my_time_ms(fn):
+    start, end = torch.Event(enable_timing=True), torch.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% limit: torch.accelerator.current_stream().synchronize() around a wall clock
+def my_time_ms(fn):
+    stream = torch.accelerator.current_stream()
+    stream.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    stream.synchronize()
+    return (time.perf_counter() - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "timed the launch": CPU time around a blocking event's wait (the host sleeps in it, using no CPU time)
+def my_time_ms(fn):
+    done = torch.cuda.Event(blocking=True)
+    torch.cuda.synchronize()
+    t0 = time.process_time()
+    fn()
+    done.record()
+    done.synchronize()
+    return (time.process_time() - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "timed the launch": CPU time around a poll that sleeps
+def my_time_ms(fn):
+    t0 = time.process_time()
+    fn()
+    while not torch.cuda.current_stream().query():
+        time.sleep(1e-3)
+    return (time.process_time() - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong: elapsed_time asked the wrong way round (end to start: negative)
+def my_time_ms(fn):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return end.elapsed_time(start)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% raises "Both events must be completed before calculating elapsed time": elapsed_time read before end.synchronize()
+def my_time_ms(fn):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    ms = start.elapsed_time(end)
+    end.synchronize()
+    return ms
+
+al.check("02.event_timer", my_time_ms)
+
+# %% raises "Both events must be created with argument 'enable_timing=True'": timing enabled on the start event only
+def my_time_ms(fn):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event()
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% raises "Both events must be completed before calculating elapsed time": a host sleep too short for the 80 ms workload
+def my_time_ms(fn):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    time.sleep(0.05)
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "timed the launch": the work on a side stream, the current stream synchronized
+side = torch.cuda.Stream()
+
+def my_time_ms(fn):
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().synchronize()
+    return (time.perf_counter() - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "timed the launch": both events on a side stream, the work on the current stream
+side = torch.cuda.Stream()
+
+def my_time_ms(fn):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record(side)
+    fn()
+    end.record(side)
+    end.synchronize()
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "timed the launch": waits for the stream before the call, not after
+def my_time_ms(fn):
+    while not torch.cuda.current_stream().query():
+        pass
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "as a number": returns numpy's float32
+import numpy as np
+
+def my_time_ms(fn):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return np.float32(start.elapsed_time(end))
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "timed the launch": gaming: returns 20/40/80 from a call counter, never waits
+calls = [0]
+
+def my_time_ms(fn):
+    fn()
+    calls[0] += 1
+    return 20.0 * 2 ** ((calls[0] - 1) % 3)
+
+al.check("02.event_timer", my_time_ms)
+
+
+# %% limit: reports the peak memory too, with torch.cuda's memory statistics
+def my_time_ms(fn):
+    torch.cuda.reset_peak_memory_stats()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    print(f"peak memory {torch.cuda.max_memory_allocated() / 2**20:.1f} MiB")
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)

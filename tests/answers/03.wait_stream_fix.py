@@ -533,3 +533,420 @@ def on_side_stream(work, x):
     return work(x)
 
 al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: a generator context manager that forks onto the side stream and joins back
+import contextlib
+
+side = torch.cuda.Stream()
+
+@contextlib.contextmanager
+def forked(stream):
+    caller = torch.cuda.current_stream()
+    stream.wait_stream(caller)
+    with torch.cuda.stream(stream):
+        yield caller
+    caller.wait_stream(stream)
+
+def on_side_stream(work, x):
+    with forked(side) as caller:
+        y = work(x)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: functools.partial binds the side stream to a general helper
+import functools
+
+def run_on(stream, work, x):
+    caller = torch.cuda.current_stream()
+    stream.wait_stream(caller)
+    with torch.cuda.stream(stream):
+        y = work(x)
+    caller.wait_stream(stream)
+    y.record_stream(caller)
+    return y
+
+on_side_stream = functools.partial(run_on, torch.cuda.Stream())
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: one event object, made once, recorded and waited on in both directions
+side = torch.cuda.Stream()
+marker = torch.cuda.Event()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    marker.record(caller)
+    side.wait_event(marker)
+    with torch.cuda.stream(side):
+        y = work(x)
+    marker.record(side)
+    caller.wait_event(marker)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: a closure factory that owns the stream
+def make_on_side_stream():
+    side = torch.cuda.Stream()
+
+    def on_side_stream(work, x):
+        caller = torch.cuda.current_stream()
+        side.wait_stream(caller)
+        with torch.cuda.stream(side):
+            y = work(x)
+        caller.wait_stream(side)
+        y.record_stream(caller)
+        return y
+
+    return on_side_stream
+
+on_side_stream = make_on_side_stream()
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: the stream and the caller's stream taken from x.device, inside torch.cuda.device(x.device)
+streams = {}
+
+def on_side_stream(work, x):
+    with torch.cuda.device(x.device):
+        side = streams.setdefault(x.device, torch.cuda.Stream(device=x.device))
+        caller = torch.cuda.current_stream(x.device)
+        side.wait_stream(caller)
+        with torch.cuda.stream(side):
+            y = work(x)
+        caller.wait_stream(side)
+        y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: record_stream on the input for the side stream as well as on the result for the caller
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    x.record_stream(side)
+    with torch.cuda.stream(side):
+        y = work(x)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: interprocess events (no timing) for both waits
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    ready = torch.cuda.Event(interprocess=True)
+    ready.record(caller)
+    ready.wait(side)
+    with torch.cuda.stream(side):
+        y = work(x)
+    done = torch.cuda.Event(interprocess=True)
+    done.record(side)
+    done.wait(caller)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: the work under torch.no_grad(), the stream made with the most urgent priority of priority_range()
+low, high = torch.cuda.Stream.priority_range()
+side = torch.cuda.Stream(priority=high)
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.no_grad(), torch.cuda.stream(side):
+        y = work(x)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: a short host sleep "to let the side stream start" (50 ms: less than the check's late work on a GPU)
+import time
+
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+    time.sleep(0.05)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: a runner that keeps a detached view of its last result for logging (the memory is never freed, so never reused)
+class SideRunner:
+    def __init__(self):
+        self.side = torch.cuda.Stream()
+        self.last = None
+
+    def __call__(self, work, x):
+        caller = torch.cuda.current_stream()
+        self.side.wait_stream(caller)
+        with torch.cuda.stream(self.side):
+            y = work(x)
+        caller.wait_stream(self.side)
+        self.last = y.detach()  # kept for logging
+        return y
+
+on_side_stream = SideRunner()
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: the caller's stream set by hand with set_stream and put back in a finally
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    torch.cuda.set_stream(side)
+    try:
+        y = work(x)
+    finally:
+        torch.cuda.set_stream(caller)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% limit: the caller's stream from torch.accelerator.current_stream()
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.accelerator.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: asserts the result's shape
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    assert y.shape == x.shape
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% raises "'NoneType' object has no attribute 'wait_stream'": `with torch.cuda.stream(side) as s:` (the context gives None)
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    with torch.cuda.stream(side) as s:
+        s.wait_stream(caller)
+        y = work(x)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong "not x itself": work(x)'s result dropped, x returned (as if work wrote x in place)
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        work(x)
+    caller.wait_stream(side)
+    x.record_stream(caller)
+    return x
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong "ran on the caller's stream": torch.cuda.stream(side) called, not entered with `with`
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    torch.cuda.stream(side)
+    y = work(x)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong "return work(x)'s result": a stray comma returns a tuple
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y,
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong "read x before its producer": waits for the input only on the first call
+side = torch.cuda.Stream()
+first = [True]
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    if first[0]:
+        side.wait_stream(caller)  # "the stream remembers"
+        first[0] = False
+    with torch.cuda.stream(side):
+        y = work(x)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong "read x before its producer": the input event recorded on the side stream itself
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    x_ready = torch.cuda.Event()
+    with torch.cuda.stream(side):
+        x_ready.record()  # on the side stream, not the caller's
+        side.wait_event(x_ready)
+        y = work(x)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong "caller read the result before": `caller` taken inside the block, so it is the side stream
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        caller = torch.cuda.current_stream()
+        y = work(x)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong "caller read the result before": the caller's stream synchronized instead of waiting for the side stream
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+    caller.synchronize()
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong "the host waited": polls the side stream until it is idle
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+    while not side.query():
+        pass
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong "the host waited": torch.cuda.synchronize() for the input, wait_stream for the output
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    torch.cuda.synchronize()  # x is ready
+    with torch.cuda.stream(side):
+        y = work(x)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong "record_stream": both waits done with events, record_stream forgotten, inside a class
+class Runner:
+    def __init__(self):
+        self.side = torch.cuda.Stream()
+
+    def __call__(self, work, x):
+        caller = torch.cuda.current_stream()
+        self.side.wait_event(caller.record_event())
+        with torch.cuda.stream(self.side):
+            y = work(x)
+        caller.wait_event(self.side.record_event())
+        return y
+
+on_side_stream = Runner()
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong "read x before its producer": gaming: prints a right verdict over the starter code
+def on_side_stream(work, x):
+    print("Right: both races are closed and the result's memory is kept for the caller")
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        y = work(x)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: keeps every result in a list, no record_stream (nothing is ever freed, so nothing is reused; the check cannot tell)
+side = torch.cuda.Stream()
+outputs = []
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+    caller.wait_stream(side)
+    outputs.append(y)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: record_stream called through y.data
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+    caller.wait_stream(side)
+    y.data.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)

@@ -5,6 +5,7 @@ import contextlib
 from typing import Iterator
 
 from asynclab.checks import Verdict, exercise, raised, set_answer
+from asynclab.lessons.async_dispatch.standin import HOST_READS, reads_on_cpu
 
 
 def enqueue_span_ms(trace) -> float:
@@ -62,59 +63,13 @@ def sync_ops_answer(ops: set) -> Verdict:
                       wrong="these do not wait", shown_in="the table")
 
 
-#: Tensor methods and ops that need a value (or a data-dependent size) on the host: each is a host read.
-HOST_READS = frozenset({"item", "__float__", "__int__", "__bool__", "__index__", "__complex__", "tolist", "numpy",
-                        "cpu", "__repr__", "__str__", "__format__", "__array__", "nonzero", "masked_select", "unique",
-                        "_unique2", "_local_scalar_dense"})
-
-
-def _bool_index(index: object) -> bool:
-    """Whether a tensor index holds a boolean mask (whose result size the host must read)."""
-    import torch
-
-    items = index if isinstance(index, tuple) else (index,)
-    return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in items)
-
-
-def _reads_on_cpu(fast_loop, losses: list, host_reads: frozenset = HOST_READS) -> tuple[object, int]:
-    """``fast_loop`` on CPU losses that stand for losses on a GPU: ops on them stay "on the device" (their results
-    too), and each read of one on the host counts, as ``torch.cuda.set_sync_debug_mode`` counts syncs on a GPU.
-
-    A value read past the tensor type (its subclass stripped, or torch functions switched off) is still a read of a
-    scalar at the dispatcher, as the GPU's sync report still sees it: the count is the larger of the two.
-    """
-    import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    reads, scalars = [0], [0]
-
-    class ScalarReads(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            scalars[0] += func.__name__.split(".")[0] == "_local_scalar_dense"
-            return func(*args, **(kwargs or {}))
-
-    class OnDevice(torch.Tensor):
-        @classmethod
-        def __torch_function__(cls, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            name = getattr(func, "__name__", "")
-            to_host = name == "to" and "cpu" in " ".join(map(str, list(args[1:]) + list(kwargs.values())))
-            if name in host_reads or to_host:
-                reads[0] += 1
-                plain = [a.as_subclass(torch.Tensor) if isinstance(a, OnDevice) else a for a in args]
-                with torch._C.DisableTorchFunctionSubclass():
-                    return func(*plain, **kwargs)  # what the host reads is a plain (host) tensor or number
-            if name in ("__getitem__", "__setitem__") and _bool_index(args[1] if len(args) > 1 else None):
-                reads[0] += 1  # a boolean mask: the result's size is the number of Trues, read on the host
-            return super().__torch_function__(func, types, args, kwargs)
-
-    with ScalarReads() if modes_see_subclasses() else contextlib.nullcontext():
-        result = fast_loop([t.as_subclass(OnDevice) for t in losses])
-    return result, max(reads[0], scalars[0])
+#: How late the losses are written on a GPU (behind a spin kernel): a copy to the host that nobody waited for is
+#: still empty when the host reads it, on every run.
+LATE_MS = 20.0
 
 
 def modes_see_subclasses() -> bool:
-    """Whether this PyTorch runs a tensor subclass's ops under a dispatch mode, as :func:`_reads_on_cpu` needs to
+    """Whether this PyTorch runs a tensor subclass's ops under a dispatch mode, as :func:`.standin.reads_on_cpu` needs to
     see reads past the tensor type (PyTorch 2.3 refuses: its check then counts the reads the tensor type sees).
 
     Example:
@@ -142,27 +97,62 @@ def modes_see_subclasses() -> bool:
 
 @contextlib.contextmanager
 def _host_waits() -> Iterator[list]:
-    """Count the host's explicit waits for the GPU in a block: ``torch.cuda.synchronize()``, ``Stream.synchronize``
-    and ``Event.synchronize`` (on a GPU or on its stand-ins). Yields a one-element list holding the count."""
+    """Count the host's explicit waits for the GPU in a block: ``torch.cuda.synchronize()``, ``Stream.synchronize``,
+    ``Event.synchronize`` and ``torch.accelerator.synchronize()`` (on a GPU or on its stand-ins). Yields a
+    one-element list holding the count."""
     import torch
 
     count = [0]
-    places = [(torch.cuda, "synchronize"), (torch.cuda.Stream, "synchronize"), (torch.cuda.Event, "synchronize")]
-    saved = [(owner, name, owner.__dict__[name]) for owner, name in places if name in owner.__dict__]
+    places = [torch.cuda, torch.cuda.Stream, torch.cuda.Event, getattr(torch, "accelerator", None)]
+    saved = [(owner, owner.__dict__["synchronize"]) for owner in places if "synchronize" in vars(owner or object)]
+    device_wait = torch.cuda.synchronize  # torch.accelerator.synchronize() is this wait on an NVIDIA GPU
 
     def counting(original):
-        def wait(*args, **kwargs):
+        def wait(*args, **kwargs):  # counted here, once: kept out of the GPU's sync report (which reports some waits)
             count[0] += 1
-            return original(*args, **kwargs)
+            mode = torch.cuda.get_sync_debug_mode()
+            torch.cuda.set_sync_debug_mode(0)
+            try:
+                return original(*args, **kwargs)
+            finally:
+                torch.cuda.set_sync_debug_mode(mode)
         return wait
 
-    for owner, name, original in saved:
-        setattr(owner, name, counting(original))
+    accelerator = getattr(torch, "accelerator", None)
+    for owner, original in saved:
+        setattr(owner, "synchronize", counting(device_wait if owner is accelerator else original))
     try:
         yield count
     finally:
-        for owner, name, original in saved:
-            setattr(owner, name, original)
+        for owner, original in saved:
+            setattr(owner, "synchronize", original)
+
+
+def _warm_up(fast_loop, values, on_gpu: bool) -> None:
+    """Run ``fast_loop`` once, uncounted and race-free, as a check on a GPU must: the first launch of each of its
+    kernels loads the kernel (lazy loading), which waits for the GPU and would close the race by accident."""
+    import torch
+
+    with _host_waits():  # its waits as the check's own (uncounted)
+        if on_gpu:
+            torch.cuda.synchronize()
+            fast_loop([v.cuda() for v in values])
+            torch.cuda.synchronize()
+        else:
+            reads_on_cpu(fast_loop, [v.clone() for v in values], dispatcher=modes_see_subclasses())
+
+
+def _late_on_gpu(values) -> list:
+    """The losses on the GPU, written late (behind a spin kernel of :data:`LATE_MS`) without the host waiting."""
+    import torch
+
+    from asynclab.experiments import spin_cycles
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    cycles, pinned = spin_cycles(dev, LATE_MS), values.pin_memory()
+    torch.cuda._sleep(cycles)
+    on_gpu = pinned.to(dev, non_blocking=True)
+    return [on_gpu[i].clone() for i in range(len(values))]
 
 
 def _reads_on_gpu(fast_loop, losses: list) -> tuple[object, int]:
@@ -210,15 +200,21 @@ def no_sync_loop(fast_loop) -> Verdict:
 
     if not callable(fast_loop):
         return Verdict(False, "pass your function fast_loop itself (no parentheses).")
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    losses = [torch.rand((), device=device) for _ in range(50)]
-    expected = float(torch.stack(losses).sum())
+    on_gpu = torch.cuda.is_available()
+    values = torch.rand(50)
+    expected = float(values.sum())
     try:
+        _warm_up(fast_loop, -values, on_gpu)  # other values: memory the warm-up leaves must not hold the answer
+        losses = _late_on_gpu(values) if on_gpu else [v.clone() for v in values]
         with _host_waits() as waits:
-            result, reads = (_reads_on_gpu if device == "cuda" else _reads_on_cpu)(fast_loop, losses)
+            result, reads = (_reads_on_gpu(fast_loop, losses) if on_gpu else
+                             reads_on_cpu(fast_loop, losses, waits, modes_see_subclasses()))
     except Exception as err:  # noqa: BLE001 - the learner's code
         return raised(err)
-    reads = max(reads, waits[0])  # a stream's synchronize is also among the GPU's reported syncs: count it once
+    finally:
+        if on_gpu:
+            torch.cuda.synchronize()  # the copies in flight land before their memory goes
+    reads = max(reads, waits[0])  # a synchronize then one read: the host waited once
     if isinstance(result, torch.Tensor) or not isinstance(result, (int, float)) \
             or abs(result - expected) > 1e-3 * max(1.0, abs(expected)):
         return Verdict(False, f"the total should be {expected:.4f}, got {result!r}; return a Python number.")

@@ -29,6 +29,10 @@ class _NotATensor(TypeError):
 #: The checker's three runs: the producer of x is late, the branch is late, the caller reads the result late.
 RUNS = ("input", "branch", "reuse")
 
+#: How late the late work is (a spin kernel on a GPU, the same time in the simulation): long beside anything the
+#: host does in between, so that only a real wait sees it end.
+LATE_MS = 100.0
+
 
 def _run_on_gpu(on_side_stream: Callable, late: str) -> tuple[bool, bool, bool, bool]:
     """Run the learner's function against a deterministic race on the GPU.
@@ -44,7 +48,7 @@ def _run_on_gpu(on_side_stream: Callable, late: str) -> tuple[bool, bool, bool, 
     from asynclab.experiments import spin_cycles
 
     dev = torch.device("cuda", torch.cuda.current_device())
-    cycles = spin_cycles(dev, 100.0)  # long beside anything the host does in between: only a real wait sees it end
+    cycles = spin_cycles(dev, LATE_MS)
     default = torch.cuda.current_stream()
     streams_seen, spun = [], torch.cuda.Event()
 
@@ -73,6 +77,8 @@ def _run_on_gpu(on_side_stream: Callable, late: str) -> tuple[bool, bool, bool, 
     result = on_side_stream(work, x)
     if not isinstance(result, torch.Tensor):
         raise _NotATensor(a_type(result))
+    if result.data_ptr() == x.data_ptr():
+        raise _NotATensor("x itself")
     host_waited = late != "reuse" and spun.query()
     if late == "reuse":
         torch.cuda._sleep(cycles)  # the caller's stream is busy before it reads the result
@@ -99,12 +105,12 @@ def _run_simulated(on_side_stream: Callable, late: str) -> tuple[bool, bool, boo
         sim.synchronize()
         sim.free_blocks.clear()  # torch.cuda.empty_cache(): the side stream's pool holds no block but the result's
         streams_seen, spun = [], []
-        x = sim.kernel([], ms=20.0 if late == "input" else 0.1)
+        x = sim.kernel([], ms=LATE_MS if late == "input" else 0.1)
         spun.append(x.ready_at if late == "input" else None)
 
         def work(t: Any) -> Any:
             streams_seen.append(torch.cuda.current_stream())
-            out = sim.kernel([t], ms=20.0 if late == "branch" else 0.1)
+            out = sim.kernel([t], ms=LATE_MS if late == "branch" else 0.1)
             if late == "branch":
                 spun.append(out.ready_at)
             return out
@@ -112,10 +118,12 @@ def _run_simulated(on_side_stream: Callable, late: str) -> tuple[bool, bool, boo
         result = on_side_stream(work, x)
         if not hasattr(result, "ready_at"):
             raise _NotATensor(a_type(result))
+        if any(t is x for t in (result, getattr(result, "_memory", None))):
+            raise _NotATensor("x itself")
         host_waited = any(t is not None and sim.host >= t for t in spun)
         work_right = result.right
         if late == "reuse":
-            sim.kernel([], ms=20.0)  # the caller's stream is busy before it reads the result
+            sim.kernel([], ms=LATE_MS)  # the caller's stream is busy before it reads the result
         seen = sim.kernel([result], ms=0.1)  # the caller uses the result on its stream
         if late == "reuse" and streams_seen:
             del result  # freed while the caller's stream still has to read it
