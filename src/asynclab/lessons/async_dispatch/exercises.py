@@ -5,7 +5,7 @@ import contextlib
 from typing import Iterator
 
 from asynclab.checks import Verdict, exercise, raised, set_answer
-from asynclab.lessons.async_dispatch.standin import HOST_READS, reads_on_cpu
+from asynclab.lessons.async_dispatch.standin import HOST_READS, modes_see_subclasses, reads_on_cpu  # noqa: F401
 
 
 def enqueue_span_ms(trace) -> float:
@@ -68,33 +68,6 @@ def sync_ops_answer(ops: set) -> Verdict:
 LATE_MS = 20.0
 
 
-def modes_see_subclasses() -> bool:
-    """Whether this PyTorch runs a tensor subclass's ops under a dispatch mode, as :func:`.standin.reads_on_cpu` needs to
-    see reads past the tensor type (PyTorch 2.3 refuses: its check then counts the reads the tensor type sees).
-
-    Example:
-        >>> import torch
-        >>> modes_see_subclasses() or torch.__version__ < "2.4"
-        True
-    """
-    import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Probe(torch.Tensor):
-        pass
-
-    class Passing(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            return func(*args, **(kwargs or {}))
-
-    try:
-        with Passing():
-            (torch.zeros(()).as_subclass(Probe) + 1).as_subclass(torch.Tensor).item()
-    except RuntimeError:
-        return False
-    return True
-
-
 @contextlib.contextmanager
 def _host_waits() -> Iterator[list]:
     """Count the host's explicit waits for the GPU in a block: ``torch.cuda.synchronize()``, ``Stream.synchronize``,
@@ -139,7 +112,7 @@ def _warm_up(fast_loop, values, on_gpu: bool) -> None:
             fast_loop([v.cuda() for v in values])
             torch.cuda.synchronize()
         else:
-            reads_on_cpu(fast_loop, [v.clone() for v in values], dispatcher=modes_see_subclasses())
+            reads_on_cpu(fast_loop, [v.clone() for v in values])
 
 
 def _late_on_gpu(values) -> list:
@@ -208,7 +181,7 @@ def no_sync_loop(fast_loop) -> Verdict:
         losses = _late_on_gpu(values) if on_gpu else [v.clone() for v in values]
         with _host_waits() as waits:
             result, reads = (_reads_on_gpu(fast_loop, losses) if on_gpu else
-                             reads_on_cpu(fast_loop, losses, waits, modes_see_subclasses()))
+                             reads_on_cpu(fast_loop, losses, waits))
     except Exception as err:  # noqa: BLE001 - the learner's code
         return raised(err)
     finally:

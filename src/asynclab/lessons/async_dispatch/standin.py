@@ -192,14 +192,42 @@ def _classes() -> tuple[type, type, type]:
     return OnDevice, OnGPU, ScalarReads
 
 
-def reads_on_cpu(fast_loop, losses: list, waits: list | None = None, dispatcher: bool = True,
+@functools.lru_cache(maxsize=None)
+def modes_see_subclasses() -> bool:
+    """Whether this PyTorch runs a tensor subclass's ops under a dispatch mode, as :func:`reads_on_cpu` needs to
+    see reads past the tensor type (PyTorch 2.3 refuses: its check then counts the reads the tensor type sees).
+
+    Example:
+        >>> import torch
+        >>> modes_see_subclasses() or torch.__version__ < "2.4"
+        True
+    """
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Probe(torch.Tensor):
+        pass
+
+    class Passing(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    try:
+        with Passing():
+            (torch.zeros(()).as_subclass(Probe) + 1).as_subclass(torch.Tensor).item()
+    except RuntimeError:
+        return False
+    return True
+
+
+def reads_on_cpu(fast_loop, losses: list, waits: list | None = None, dispatcher: bool | None = None,
                  host_reads: frozenset = HOST_READS) -> tuple[object, int]:
     """``fast_loop`` on CPU losses that stand for losses on GPU 0: ``(its result, the host reads)``.
 
     Ops on them stay "on the device" (their results too), and each read of one on the host counts, as
     ``torch.cuda.set_sync_debug_mode`` counts syncs on a GPU. What a host read returns is host memory: reading
     it again, or computing with it, reads nothing. ``waits`` counts the host's synchronize calls (see
-    :class:`Check`); ``dispatcher=False`` where PyTorch runs no tensor subclass under a dispatch mode (2.3).
+    :class:`Check`); ``dispatcher``: whether to watch the dispatcher (by default where :func:`modes_see_subclasses`).
 
     Example:
         >>> import torch
@@ -212,6 +240,7 @@ def reads_on_cpu(fast_loop, losses: list, waits: list | None = None, dispatcher:
     import torch
 
     on_device, on_gpu_mode, scalar_reads = _classes()
+    dispatcher = modes_see_subclasses() if dispatcher is None else dispatcher
     check = Check(waits if waits is not None else [0], dispatcher, host_reads)
     on_device.check = check
 
