@@ -64,6 +64,8 @@ def device_index(device: Any, current: int = 0) -> int:
         return current if index is None else int(index)
     if text.startswith("cuda:") and text[5:].isdigit():
         return int(text[5:])
+    if text == "cpu" or text.startswith("cpu:"):  # as torch.cuda's functions refuse it
+        raise ValueError(f"Expected a cuda device, but got: {text}")
     raise SimulationLimit(f"the device {device!r}", "the simulated GPUs are 'cuda:0' and 'cuda:1'")
 
 
@@ -494,7 +496,8 @@ def outside() -> Iterator[None]:
 
 
 _NO_GPU = ("NVIDIA driver", "CUDA driver", "not compiled with CUDA", "No CUDA GPUs", "cudaGetDeviceCount",
-           "invalid device ordinal", "Invalid device argument", "invalid argument to reset_peak_memory_stats")
+           "invalid device ordinal", "Invalid device argument", "invalid argument to reset_peak_memory_stats",
+           "does not match recording stream's device type")
 _OURS = (os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.abspath(contextlib.__file__)))
 
 

@@ -77,8 +77,19 @@ class SimulatedGPU(Simulation):
         return self.now() >= self.queue_end
 
 
-def _limit(what: str) -> SimulationLimit:
-    return SimulationLimit(what)
+def _limit(what: str, instead: str = "") -> SimulationLimit:
+    return SimulationLimit(what, instead)
+
+
+def _to_args(args: tuple, kwargs: dict) -> tuple[Any, bool]:
+    """``(device, non_blocking)`` of a ``Tensor.to`` call, as PyTorch parses ``to(device, dtype, non_blocking)``,
+    ``to(dtype)`` or keywords (the dtype changes nothing here: a simulated tensor holds numbers)."""
+    import torch
+
+    rest = [a for a in args if not isinstance(a, torch.dtype)]
+    device = kwargs.get("device", rest[0] if rest and not isinstance(rest[0], bool) else None)
+    flags = [a for a in rest if isinstance(a, bool)]
+    return device, bool(kwargs.get("non_blocking", flags[0] if flags else False))
 
 
 class _SimValue:
@@ -191,24 +202,39 @@ class SimTensor(_SimValue):
         self.recorded.add(id(stream))
 
     def _host_values(self) -> list:
-        """A blocking copy to the host: the host waits until the tensor is written, then reads its values."""
-        if self.sim is not None:
-            self.sim.wait_until(self.ready_at)
-        return list(self.values or [])
+        """A blocking copy to the host, queued on the current stream of the tensor's GPU: the host waits for that
+        stream to reach it, and the copy reads the tensor then. A stream that has not waited for the tensor's
+        writer reads what its memory held before (NaN here), and the host does not wait for the writer."""
+        if self.sim is None:
+            return list(self.values or [])
+        at = max(self.sim.ready(self.sim.current(self.device_index)), self.sim.host)
+        self.sim.wait_until(at)
+        return list(self.values or []) if at >= self.ready_at else [float("nan")] * len(self)
 
     def __iter__(self) -> Iterator["SimTensor"]:
         for v in self.values or []:
             yield SimTensor(self.sim, self.ready_at, self.right, [v])
 
-    def to(self, device: Any = None, non_blocking: bool = False, **kwargs: Any) -> Any:
+    def to(self, *args: Any, **kwargs: Any) -> Any:
+        device, non_blocking = _to_args(args, kwargs)
         if "cpu" in str(device):
             return self._to_host(non_blocking)
-        if "cuda" in str(device):
+        if device is None or "cuda" in str(device):
             return self
         raise _limit(f"tensor.to({device!r})")
 
-    def cpu(self, **kwargs: Any) -> "SimHostTensor":
+    def cpu(self, memory_format: Any = None) -> "SimHostTensor":  # takes no non_blocking, as in PyTorch
         return self._to_host(False)
+
+    def __getitem__(self, i: Any) -> "SimTensor":
+        """An element or a slice: a view, written when this tensor is."""
+        if self.values is None:  # a tensor whose numbers the check does not follow
+            values = None if isinstance(i, slice) else [float("nan")]
+        else:
+            values = self.values[i] if isinstance(i, slice) else [self.values[i]]
+        view = SimTensor(self.sim, self.ready_at, self.right, values, device=self.device_index)
+        view._memory = self
+        return view
 
     def cuda(self, device: Any = None, non_blocking: bool = False, **kwargs: Any) -> "SimTensor":
         return self
@@ -230,10 +256,10 @@ class SimTensor(_SimValue):
         if not isinstance(src, SimHostTensor) or self.sim is None:
             raise _limit("tensor.copy_ from this source")
         self.ready_at = self.sim.h2d(src, non_blocking)
-        if self.stream is not None and self.sim.current() is not self.stream:
-            for end, ref in self.before:
-                if end > self.sim.last_copy_start and ref() is not None:
-                    ref().right = False
+        reused = self.before if self.stream is not None and self.sim.current() is not self.stream else []
+        for end, ref in reused + self.unguarded["reads"]:  # a kernel still reading this memory reads the new data
+            if end > self.sim.last_copy_start and ref() is not None:
+                ref().right = False
         self.values, self.right = src._host_values(), True
         return self
 
@@ -275,8 +301,9 @@ class SimHostTensor(_SimValue):
         self.sim.host += self.copy_ms  # a copy into page-locked memory, on the host
         return SimHostTensor(self.sim, self.copy_ms, True, self._host_values())
 
-    def to(self, device: Any = None, non_blocking: bool = False, **kwargs: Any) -> Any:
-        if "cpu" in str(device):
+    def to(self, *args: Any, **kwargs: Any) -> Any:
+        device, non_blocking = _to_args(args, kwargs)
+        if device is None or "cpu" in str(device):
             return self
         if "cuda" not in str(device):
             raise _limit(f"tensor.to({device!r})")
@@ -285,11 +312,14 @@ class SimHostTensor(_SimValue):
     def cuda(self, device: Any = None, non_blocking: bool = False, **kwargs: Any) -> "SimTensor":
         return self.sim.copy(self, non_blocking)
 
-    def cpu(self, **kwargs: Any) -> "SimHostTensor":
+    def cpu(self, memory_format: Any = None) -> "SimHostTensor":
         return self
 
     def clone(self, **kwargs: Any) -> "SimHostTensor":
-        return SimHostTensor(self.sim, self.copy_ms, self.pinned, self._host_values())
+        """A copy in new, pageable memory (as in PyTorch, a clone of pinned memory is not pinned), made by the host:
+        it costs the host ``copy_ms``, as ``pin_memory()`` does."""
+        self.sim.host += self.copy_ms
+        return SimHostTensor(self.sim, self.copy_ms, False, self._host_values())
 
     def copy_(self, src: Any, non_blocking: bool = False) -> "SimHostTensor":
         """Copy a GPU tensor back into this one, on the current stream (D2H)."""
@@ -317,7 +347,7 @@ class SimHostTensor(_SimValue):
 
     def __setitem__(self, i: Any, src: Any) -> None:
         """``out[:] = gpu_tensor``: a blocking copy of the whole tensor into this one."""
-        if i != slice(None) or not isinstance(src, SimTensor):
+        if i not in (slice(None), Ellipsis) or not isinstance(src, SimTensor):
             raise _limit("assigning to part of a host tensor", "copy the whole tensor with out.copy_(gpu_tensor) "
                                                                "or out[:] = gpu_tensor")
         self.copy_(src)

@@ -558,13 +558,6 @@ def fast_loop(losses):
 
 al.check("01.no_sync_loop", fast_loop)
 
-# %% wrong "the total should be": a non_blocking copy read at once, before it has landed
-def fast_loop(losses):
-    host = torch.stack(losses).sum().to("cpu", non_blocking=True)  # no wait...
-    return host.item()  # ...so this reads the pinned buffer before the copy lands
-
-al.check("01.no_sync_loop", fast_loop)
-
 # %% wrong "host reads": torch.cuda.synchronize() every step "so the loop does not run ahead"
 def fast_loop(losses):
     total = torch.zeros((), device=losses[0].device)

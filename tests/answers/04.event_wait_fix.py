@@ -561,3 +561,401 @@ def handoff(producer, consumer, make, use):
         return use(x)
 
 al.check("04.event_wait_fix", handoff)
+
+# %% right: a closure factory that makes its event once, checked twice
+def make_handoff():
+    done = torch.cuda.Event()
+
+    def handoff(producer, consumer, make, use):
+        with torch.cuda.stream(producer):
+            x = make()
+            done.record()
+        consumer.wait_event(done)
+        with torch.cuda.stream(consumer):
+            return use(x)
+
+    return handoff
+
+handoff = make_handoff()
+al.check("04.event_wait_fix", handoff)
+al.check("04.event_wait_fix", handoff)
+
+# %% right: functools.partial binds the event class to a general helper
+import functools
+
+def handoff_with(event_cls, producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+    ev = event_cls()
+    ev.record(producer)
+    ev.wait(consumer)
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+handoff = functools.partial(handoff_with, torch.cuda.Event)
+al.check("04.event_wait_fix", handoff)
+
+# %% right: the streams' own context managers (with producer: / with consumer:)
+def handoff(producer, consumer, make, use):
+    with producer:
+        x = make()
+        done = producer.record_event()
+    with consumer:
+        consumer.wait_event(done)
+        y = use(x)
+    return y
+
+al.check("04.event_wait_fix", handoff)
+
+# %% right: a relay stream of high priority (priority=-1) between producer and consumer
+def handoff(producer, consumer, make, use):
+    relay = torch.cuda.Stream(priority=-1)
+    with torch.cuda.stream(producer):
+        x = make()
+    relay.wait_stream(producer)
+    consumer.wait_stream(relay)
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+al.check("04.event_wait_fix", handoff)
+
+# %% right: the default stream as a relay: it waits for the producer, the consumer waits for it
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+    main = torch.cuda.current_stream()
+    main.wait_stream(producer)
+    consumer.wait_stream(main)
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+al.check("04.event_wait_fix", handoff)
+
+# %% right: torch.cuda.synchronize() at the start, while nothing is queued yet, then the event wait
+def handoff(producer, consumer, make, use):
+    torch.cuda.synchronize()  # start from a quiet GPU
+    with torch.cuda.stream(producer):
+        x = make()
+        done = torch.cuda.Event()
+        done.record()
+    consumer.wait_event(done)
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+al.check("04.event_wait_fix", handoff)
+
+# %% right: one event recorded on the producer, waited for, then re-recorded on the consumer after use (the queued wait keeps the first record)
+def handoff(producer, consumer, make, use):
+    ev = torch.cuda.Event()
+    with torch.cuda.stream(producer):
+        x = make()
+    ev.record(producer)
+    consumer.wait_event(ev)
+    with torch.cuda.stream(consumer):
+        y = use(x)
+    ev.record(consumer)  # reused as "consumer done" marker
+    return y
+
+al.check("04.event_wait_fix", handoff)
+
+# %% right: consumer.wait_stream(current stream) issued from inside the producer's block
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+        consumer.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+al.check("04.event_wait_fix", handoff)
+
+# %% right: an interprocess event (no timing), recorded with the stream passed by keyword
+def handoff(producer, consumer, make, use):
+    done = torch.cuda.Event(interprocess=True)
+    with torch.cuda.stream(producer):
+        x = make()
+    done.record(stream=producer)
+    consumer.wait_event(done)
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+al.check("04.event_wait_fix", handoff)
+
+# %% right: events kept in a dict, wait_event called unbound on the Stream class, record_stream too
+events = {}
+
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+        events["made"] = torch.cuda.current_stream().record_event()
+    torch.cuda.Stream.wait_event(consumer, events["made"])
+    x.record_stream(consumer)
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+al.check("04.event_wait_fix", handoff)
+
+# %% right: a dataclass that holds the streams, with a method per side
+from dataclasses import dataclass
+
+@dataclass
+class Pipe:
+    producer: object
+    consumer: object
+
+    def produce(self, make):
+        with torch.cuda.stream(self.producer):
+            x = make()
+            ev = torch.cuda.Event(blocking=True, enable_timing=True)
+            ev.record()
+        return x, ev
+
+    def consume(self, use, x, ev):
+        self.consumer.wait_event(ev)
+        with torch.cuda.stream(self.consumer):
+            return use(x)
+
+def handoff(producer, consumer, make, use):
+    pipe = Pipe(producer, consumer)
+    x, ev = pipe.produce(make)
+    return pipe.consume(use, x, ev)
+
+al.check("04.event_wait_fix", handoff)
+
+# %% right: torch.cuda.stream(None) (a no-op block) around the wait, then the consumer's block
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+    with torch.cuda.stream(None):
+        consumer.wait_stream(producer)
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+al.check("04.event_wait_fix", handoff)
+
+# %% limit: torch.Event (the device-generic event of PyTorch 2.4+), recorded on the producer by name
+def handoff(producer, consumer, make, use):
+    done = torch.Event()
+    with torch.cuda.stream(producer):
+        x = make()
+    done.record(producer)
+    consumer.wait_event(done)
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+al.check("04.event_wait_fix", handoff)
+
+# %% limit: torch.Event recorded with no argument inside the producer's block, waited for with event.wait(consumer)
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+        done = torch.Event()
+        done.record()
+    done.wait(consumer)
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+al.check("04.event_wait_fix", handoff)
+
+# %% limit: torch.accelerator.set_stream to switch streams, the caller's stream put back
+def handoff(producer, consumer, make, use):
+    before = torch.accelerator.current_stream()
+    torch.accelerator.set_stream(producer)
+    x = make()
+    done = producer.record_event()
+    torch.accelerator.set_stream(consumer)
+    consumer.wait_event(done)
+    y = use(x)
+    torch.accelerator.set_stream(before)
+    return y
+
+al.check("04.event_wait_fix", handoff)
+
+# %% limit: use() given x.contiguous() (x is contiguous: PyTorch returns the same tensor)
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+    consumer.wait_stream(producer)
+    with torch.cuda.stream(consumer):
+        return use(x.contiguous())
+
+al.check("04.event_wait_fix", handoff)
+
+# %% right: a peek at x[0] on the default stream after queuing the wait (reads x unsynchronized, stale, the host does not wait)
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+    consumer.wait_stream(producer)
+    with torch.cuda.stream(consumer):
+        y = use(x)
+    print("x[0] right now:", float(x[0]))
+    return y
+
+al.check("04.event_wait_fix", handoff)
+
+# %% wrong "the host waited": gaming: a synchronize, then the producer's query() replaced so the host seems to have gone on
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+    torch.cuda.synchronize()
+    producer.query = lambda: False
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+al.check("04.event_wait_fix", handoff)
+
+# %% limit: gaming: a synchronize, then a long spin queued on the producer so that it still looks busy
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+    torch.cuda.synchronize()
+    with torch.cuda.stream(producer):
+        torch.cuda._sleep(200_000_000)
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+al.check("04.event_wait_fix", handoff)
+
+# %% wrong "read x before make() had written it": consumer.wait_stream(producer) queued before make() is
+def handoff(producer, consumer, make, use):
+    consumer.wait_stream(producer)  # "set up the dependency first"
+    with torch.cuda.stream(producer):
+        x = make()
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+al.check("04.event_wait_fix", handoff)
+
+# %% wrong "read x before make() had written it": x.record_stream(consumer) instead of a wait (it only tells the allocator)
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+    x.record_stream(consumer)
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+al.check("04.event_wait_fix", handoff)
+
+# %% wrong "read x before make() had written it": the consumer waits for a fresh event that was never recorded
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+        torch.cuda.Event().record()
+    consumer.wait_event(torch.cuda.Event())
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+al.check("04.event_wait_fix", handoff)
+
+# %% wrong "read x before make() had written it": a fence helper called with its arguments swapped
+def fence(after, before):
+    """`before` waits for everything queued so far on `after`."""
+    ev = torch.cuda.Event()
+    ev.record(after)
+    before.wait_event(ev)
+
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+    fence(consumer, producer)
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+al.check("04.event_wait_fix", handoff)
+
+# %% wrong "read x before make() had written it": a relay stream that waits for the producer before make() is queued
+relay = torch.cuda.Stream()
+
+def handoff(producer, consumer, make, use):
+    relay.wait_stream(producer)
+    with torch.cuda.stream(producer):
+        x = make()
+    consumer.wait_stream(relay)
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+al.check("04.event_wait_fix", handoff)
+
+# %% wrong "the host waited for the producer": consumer.synchronize() after use, "to be sure y is ready"
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+    consumer.wait_stream(producer)
+    with torch.cuda.stream(consumer):
+        y = use(x)
+    consumer.synchronize()
+    return y
+
+al.check("04.event_wait_fix", handoff)
+
+# %% wrong "the host waited for the producer": a debug print of y inside the consumer's block (the read waits for the consumer, which waits for the producer)
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+        done = producer.record_event()
+    with torch.cuda.stream(consumer):
+        consumer.wait_event(done)
+        y = use(x)
+        print("y:", y)
+    return y
+
+al.check("04.event_wait_fix", handoff)
+
+# %% wrong "the host waited for the producer": the default stream waits for the producer, and is synchronized "because it is cheap"
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+    torch.cuda.default_stream().wait_stream(producer)
+    torch.cuda.default_stream().synchronize()
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+al.check("04.event_wait_fix", handoff)
+
+# %% wrong "the host waited for the producer": the host polls the event with short sleeps
+import time
+
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+        done = torch.cuda.Event()
+        done.record()
+    while not done.query():
+        time.sleep(0.0005)
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+al.check("04.event_wait_fix", handoff)
+
+# %% wrong "the host waited for the producer": the right wait, then torch.cuda.synchronize() before returning
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+    consumer.wait_stream(producer)
+    with torch.cuda.stream(consumer):
+        y = use(x)
+    torch.cuda.synchronize()
+    return y
+
+al.check("04.event_wait_fix", handoff)
+
+# %% wrong "call use(x) once, inside": use(x) also called on the producer "to check it"
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+        use(x)
+    consumer.wait_stream(producer)
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+al.check("04.event_wait_fix", handoff)
+
+# %% wrong "return use(x)'s result": returns (x, y)
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+    consumer.wait_stream(producer)
+    with torch.cuda.stream(consumer):
+        y = use(x)
+    return x, y
+
+al.check("04.event_wait_fix", handoff)

@@ -399,3 +399,239 @@ def read_losses(losses, out):
 import asynclab.checks
 asynclab.checks.check("05.d2h_read", read_losses)  # the first check fills the cache (not recorded)
 al.check("05.d2h_read", read_losses)  # the second gets last time's numbers
+
+# %% right: a small class that copies and waits on a blocking event of its own
+class HostReader:
+    def __init__(self):
+        self.done = torch.cuda.Event(blocking=True)
+
+    def read(self, gpu, host):
+        host.copy_(gpu, non_blocking=True)
+        self.done.record()
+        self.done.synchronize()
+        return host.tolist()
+
+reader = HostReader()
+
+def read_losses(losses, out):
+    return reader.read(losses, out)
+
+al.check("05.d2h_read", read_losses)
+al.check("05.d2h_read", read_losses)
+
+# %% right: a closure factory, the event made once and recorded on the current stream by name
+def make_reader():
+    copied = torch.cuda.Event()
+
+    def read_losses(losses, out):
+        out.copy_(losses, non_blocking=True)
+        copied.record(torch.cuda.current_stream())
+        copied.synchronize()
+        return out.tolist()
+
+    return read_losses
+
+al.check("05.d2h_read", make_reader())
+
+# %% right: the copy timed with two timing events, the host waits on the second
+def read_losses(losses, out):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    out.copy_(losses, non_blocking=True)
+    end.record()
+    end.synchronize()
+    print(f"copy took {start.elapsed_time(end):.3f} ms")
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: an event.query() loop with short sleeps, then list(map(float, out))
+import time
+
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    copied = torch.cuda.current_stream().record_event()
+    while not copied.query():
+        time.sleep(0.0005)
+    return list(map(float, out))
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: a throwaway blocking copy after the non_blocking one (it waits for the stream, the first copy included)
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    _ = losses.cpu()  # blocking: the host waits for everything queued on the stream before it
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: inside torch.inference_mode(), a synchronize, the values rounded
+def read_losses(losses, out):
+    with torch.inference_mode():
+        out.copy_(losses, non_blocking=True)
+        torch.cuda.synchronize()
+        return [round(v, 6) for v in out.tolist()]
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: the copy on a side stream that waits for an event of the caller's stream, losses.record_stream(side), an event synchronize
+def read_losses(losses, out):
+    main, side = torch.cuda.current_stream(), torch.cuda.Stream()
+    side.wait_event(main.record_event())
+    with torch.cuda.stream(side):
+        losses.record_stream(side)
+        out.copy_(losses, non_blocking=True)
+        done = torch.cuda.Event()
+        done.record()
+    done.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: losses.to("cpu", torch.float64): a blocking copy (the dtype is given by position), read as doubles
+def read_losses(losses, out):
+    return losses.to("cpu", torch.float64).tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong "not this step's losses": gaming: replays random draws from the random module's global generator
+import random
+
+random.seed(1234)
+
+def read_losses(losses, out):
+    replay = random.Random(1234)
+    return [round(replay.uniform(0.5, 3.0), 3) for _ in range(8)]
+
+al.check("05.d2h_read", read_losses)
+
+# %% limit: torch.accelerator.synchronize() after the copy
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    torch.accelerator.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% limit: torch.Event recorded after the copy, synchronized on
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    copied = torch.Event()
+    copied.record()
+    copied.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: out[...] = losses (a blocking copy into the whole buffer)
+def read_losses(losses, out):
+    out[...] = losses
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong "not this step's losses": the read on a fresh side stream "so as not to block the main stream" (it does not wait for the losses)
+def read_losses(losses, out):
+    with torch.cuda.stream(torch.cuda.Stream()):
+        return losses.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong "not this step's losses": [v.item() for v in losses] under a side stream made once at top level
+side = torch.cuda.Stream()
+
+def read_losses(losses, out):
+    with torch.cuda.stream(side):
+        return [v.item() for v in losses]
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong "before the copy had landed": synchronize on a new event that was never recorded
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    torch.cuda.Event().synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong "before the copy had landed": the synchronize in a finally, after the return value is already read
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    try:
+        return out.tolist()
+    finally:
+        torch.cuda.synchronize()
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong "before the copy had landed": polls an event recorded before the copy
+def read_losses(losses, out):
+    ready = torch.cuda.current_stream().record_event()
+    out.copy_(losses, non_blocking=True)
+    while not ready.query():
+        pass
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong "before the copy had landed": the current stream synchronized inside a side stream's block (that is the side stream)
+side = torch.cuda.Stream()
+
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    with torch.cuda.stream(side):
+        torch.cuda.current_stream().synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong "before the copy had landed": losses.to("cpu", non_blocking=True) waited for, but out returned
+def read_losses(losses, out):
+    host = losses.to("cpu", non_blocking=True)
+    torch.cuda.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong "before the copy had landed": a numpy copy of out (np.array) made before the synchronize
+import numpy as np
+
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    snapshot = np.array(out)
+    torch.cuda.synchronize()
+    return snapshot.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong "before the copy had landed": a 5 ms sleep (the losses and their copy end later than that)
+import time
+
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    time.sleep(0.005)
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% raises "unexpected keyword argument 'non_blocking'": losses.cpu(non_blocking=True) (Tensor.cpu takes no such argument)
+def read_losses(losses, out):
+    host = losses.cpu(non_blocking=True)
+    torch.cuda.synchronize()
+    return host.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% raises "can't convert cuda:0 device type tensor to numpy": losses.numpy() straight from the GPU
+def read_losses(losses, out):
+    return losses.numpy().tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% raises "Expected a cuda device": torch.cuda.synchronize(out.device) (out is on the CPU)
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    torch.cuda.synchronize(out.device)
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)

@@ -563,3 +563,427 @@ def overlapped(chunks, compute):
     return results
 
 al.check("05.overlap_loop", overlapped)
+
+# %% right: section 4's double buffering: two GPU buffers, an "arrived" and a "freed" event per buffer
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    with torch.cuda.stream(copy_stream):
+        buffers = [torch.empty_like(chunks[0], device="cuda") for _ in range(2)]
+    for b in buffers:
+        b.record_stream(main)
+    freed = [torch.cuda.Event() for _ in range(2)]
+    results = []
+    for i, chunk in enumerate(chunks):
+        b = i % 2
+        with torch.cuda.stream(copy_stream):
+            copy_stream.wait_event(freed[b])  # compute is done with what this buffer held
+            buffers[b].copy_(chunk, non_blocking=True)
+            arrived = copy_stream.record_event()
+        main.wait_event(arrived)
+        results.append(compute(buffers[b]))
+        freed[b].record(main)
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: one preallocated GPU buffer per chunk, made on the copy stream and filled with copy_
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    with torch.cuda.stream(copy_stream):
+        gpu = [torch.empty_like(c, device="cuda") for c in chunks]
+    results = []
+    for chunk, x in zip(chunks, gpu):
+        with torch.cuda.stream(copy_stream):
+            x.copy_(chunk, non_blocking=True)
+            ready = torch.cuda.Event()
+            ready.record()
+        main.wait_event(ready)
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: the roles swapped: copies on the default stream, compute on a side stream, joined back at the end
+def overlapped(chunks, compute):
+    main, work = torch.cuda.current_stream(), torch.cuda.Stream()
+    results = []
+    for chunk in chunks:
+        x = chunk.to("cuda", non_blocking=True)
+        arrived = main.record_event()
+        with torch.cuda.stream(work):
+            work.wait_event(arrived)
+            x.record_stream(work)
+            results.append(compute(x))
+    main.wait_stream(work)
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: every chunk's GPU copy kept in a list until the end, instead of record_stream
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    on_gpu, results = [], []
+    for chunk in chunks:
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", non_blocking=True)
+            on_gpu.append(x)  # keeps the memory: nobody can reuse it while compute reads it
+        main.wait_stream(copy_stream)
+        results.append(compute(x))
+    main.synchronize()
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: copy_stream.synchronize() after each copy: the host waits for the copy only, compute still overlaps the next copy
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    results = []
+    for chunk in chunks:
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", non_blocking=True)
+        copy_stream.synchronize()
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: every copy queued up front on the copy stream, each with its event; compute waits chunk by chunk
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    staged = []
+    with torch.cuda.stream(copy_stream):
+        for chunk in chunks:
+            x = chunk.to("cuda", non_blocking=True)
+            staged.append((x, copy_stream.record_event()))
+    results = []
+    for x, ev in staged:
+        main.wait_event(ev)
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: a high-priority copy stream and functools.partial for the upload helper
+import functools
+
+def upload(stream, chunk):
+    with torch.cuda.stream(stream):
+        x = chunk.cuda(non_blocking=True)
+        ev = torch.cuda.Event()
+        ev.record(stream)
+    return x, ev
+
+def overlapped(chunks, compute):
+    up = functools.partial(upload, torch.cuda.Stream(priority=-1))
+    main = torch.cuda.current_stream()
+    results = []
+    for chunk in chunks:
+        x, ev = up(chunk)
+        main.wait_event(ev)
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: under torch.inference_mode(), the copy stream used as a context manager (with copy_stream:)
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    results = []
+    with torch.inference_mode():
+        for chunk in chunks:
+            with copy_stream:
+                x = chunk.to("cuda", non_blocking=True)
+                done = copy_stream.record_event()
+            main.wait_event(done)
+            x.record_stream(main)
+            results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: pin_memory() called on every chunk (they are pinned already: PyTorch hands back the same tensor)
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    results = []
+    for chunk in chunks:
+        with torch.cuda.stream(copy_stream):
+            x = chunk.pin_memory().to("cuda", non_blocking=True)
+            arrived = torch.cuda.Event()
+            arrived.record()
+        main.wait_event(arrived)
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: blocking=True events, the host waits for each chunk's arrival with event.synchronize() (compute still overlaps the next copy)
+def overlapped(chunks, compute):
+    copy_stream = torch.cuda.Stream()
+    results = []
+    for chunk in chunks:
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", non_blocking=True)
+            arrived = torch.cuda.Event(blocking=True)
+            arrived.record()
+        arrived.synchronize()
+        x.record_stream(torch.cuda.current_stream())
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: a prefetch thread puts (chunk on the GPU, event) into a queue; the main thread computes
+import queue
+import threading
+
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    q = queue.Queue()
+
+    def loader():
+        with torch.cuda.stream(copy_stream):
+            for chunk in chunks:
+                x = chunk.to("cuda", non_blocking=True)
+                q.put((x, copy_stream.record_event()))
+
+    t = threading.Thread(target=loader)
+    t.start()
+    results = []
+    for _ in chunks:
+        x, ev = q.get()
+        main.wait_event(ev)
+        x.record_stream(main)
+        results.append(compute(x))
+    t.join()
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: chunk.to("cuda", torch.float32, non_blocking=True) (dtype given by position, as Tensor.to allows)
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    results = []
+    for chunk in chunks:
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", torch.float32, non_blocking=True)
+        main.wait_stream(copy_stream)
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% limit: the device given as torch.cuda.current_device() (an int)
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    dev = torch.cuda.current_device()
+    results = []
+    for chunk in chunks:
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to(dev, non_blocking=True)
+        main.wait_stream(copy_stream)
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% limit: gaming: the serial loop, with a long spin kernel on a side stream that every copy overlaps
+def overlapped(chunks, compute):
+    with torch.cuda.stream(torch.cuda.Stream()):
+        torch.cuda._sleep(300_000_000)  # "compute" on the GPU the whole time
+    return [compute(c.to("cuda", non_blocking=True)) for c in chunks]
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong "results are wrong": double buffering without the "freed" wait: the copy stream refills a buffer compute still reads
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    buffers = [torch.empty_like(chunks[0], device="cuda") for _ in range(2)]
+    results = []
+    for i, chunk in enumerate(chunks):
+        buf = buffers[i % 2]
+        with torch.cuda.stream(copy_stream):
+            buf.copy_(chunk, non_blocking=True)
+            arrived = copy_stream.record_event()
+        main.wait_event(arrived)
+        results.append(compute(buf))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong "results are wrong": one preallocated GPU buffer, refilled by the copy stream for every chunk
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    buf = torch.empty_like(chunks[0], device="cuda")
+    results = []
+    for chunk in chunks:
+        with torch.cuda.stream(copy_stream):
+            buf.copy_(chunk, non_blocking=True)
+        main.wait_stream(copy_stream)
+        results.append(compute(buf))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong "results are wrong": double buffering with the "freed" event recorded before compute instead of after
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    buffers = [torch.empty_like(chunks[0], device="cuda") for _ in range(2)]
+    freed = [torch.cuda.Event() for _ in range(2)]
+    results = []
+    for i, chunk in enumerate(chunks):
+        b = i % 2
+        with torch.cuda.stream(copy_stream):
+            copy_stream.wait_event(freed[b])
+            buffers[b].copy_(chunk, non_blocking=True)
+            arrived = copy_stream.record_event()
+        main.wait_event(arrived)
+        freed[b].record(main)  # too early: compute below still reads the buffer
+        results.append(compute(buffers[b]))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong "of the copy time was hidden": each chunk cloned first "so the caller's data stays untouched" (the clone is pageable)
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    results = []
+    for chunk in chunks:
+        chunk = chunk.clone()
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", non_blocking=True)
+            arrived = torch.cuda.Event()
+            arrived.record()
+        main.wait_event(arrived)
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong "of the copy time was hidden": a torch.cuda.synchronize() every 4 chunks "to bound memory" (at most 9 of 12 copies can hide)
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    results = []
+    for i, chunk in enumerate(chunks):
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", non_blocking=True)
+        main.wait_stream(copy_stream)
+        x.record_stream(main)
+        results.append(compute(x))
+        if i % 4 == 3:
+            torch.cuda.synchronize()
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong "of the copy time was hidden": the main stream synchronized after each compute (the next copy is issued only then)
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    results = []
+    for chunk in chunks:
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", non_blocking=True)
+        main.wait_stream(copy_stream)
+        x.record_stream(main)
+        results.append(compute(x))
+        main.synchronize()
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong "of the copy time was hidden": torch.cuda.synchronize() before each copy "so the GPU starts clean"
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    results = []
+    for chunk in chunks:
+        torch.cuda.synchronize()
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", non_blocking=True)
+        main.wait_stream(copy_stream)
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong "results are wrong": the "arrived" event recorded after leaving the copy stream's block (on the main stream)
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    results = []
+    for chunk in chunks:
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", non_blocking=True)
+        arrived = torch.cuda.Event()
+        arrived.record()
+        main.wait_event(arrived)
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong "results are wrong": main captured inside the copy stream's block (it is the copy stream), so compute's stream waits for nothing
+def overlapped(chunks, compute):
+    copy_stream = torch.cuda.Stream()
+    results = []
+    for chunk in chunks:
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", non_blocking=True)
+            main = torch.cuda.current_stream()
+            main.wait_stream(copy_stream)
+        x.record_stream(torch.cuda.current_stream())
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong "return a list": a generator that yields each result
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    for chunk in chunks:
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", non_blocking=True)
+        main.wait_stream(copy_stream)
+        x.record_stream(main)
+        yield compute(x)
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: one event object re-recorded for every chunk (each wait_event takes the record made just before it)
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    arrived = torch.cuda.Event()
+    results = []
+    for chunk in chunks:
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", non_blocking=True)
+            arrived.record()
+        main.wait_event(arrived)
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong "results are wrong": one event object, but waited for before it is re-recorded (each chunk waits for the previous copy; the first for nothing)
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    arrived = torch.cuda.Event()
+    results = []
+    for chunk in chunks:
+        main.wait_event(arrived)
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", non_blocking=True)
+            arrived.record()
+        x.record_stream(main)
+        results.append(compute(x))
+    return results
+
+al.check("05.overlap_loop", overlapped)

@@ -302,3 +302,195 @@ def choose(p, target):
     return box["m"]
 
 al.check("07.pick_m", choose)
+
+# %% right: a loop on the inequality cross-multiplied (no division)
+def choose(p, target):
+    m = 1
+    while p - 1 > target * (m + p - 1):
+        m += 1
+    return m
+
+al.check("07.pick_m", choose)
+
+# %% right: a strict >= in the loop (the checker's targets never fall exactly on a boundary)
+def choose(p, target):
+    m = 1
+    while (p - 1) / (m + p - 1) >= target:
+        m += 1
+    return m
+
+al.check("07.pick_m", choose)
+
+# %% right: ceil((p-1)/target) - (p-1): the step in stage-times, less the bubble
+import math
+
+def choose(p, target):
+    return math.ceil((p - 1) / target) - p + 1
+
+al.check("07.pick_m", choose)
+
+# %% right: min() over a filtered range
+def choose(p, target):
+    return min(m for m in range(1, 10**5) if (p - 1) / (m + p - 1) <= target)
+
+al.check("07.pick_m", choose)
+
+# %% right: a callable class with a cache dict
+import math
+
+class Picker:
+    def __init__(self):
+        self.seen = {}
+
+    def __call__(self, p, target):
+        key = (p, target)
+        if key not in self.seen:
+            self.seen[key] = max(1, math.ceil((p - 1) * (1 - target) / target))
+        return self.seen[key]
+
+al.check("07.pick_m", Picker())
+
+# %% right: functools.partial of a general solver over bubble functions
+import functools, itertools
+
+def fewest(bubble, p, target):
+    return next(m for m in itertools.count(1) if bubble(p, m) <= target)
+
+def gpipe_bubble(p, m):
+    return (p - 1) / (m + p - 1)
+
+choose = functools.partial(fewest, gpipe_bubble)
+al.check("07.pick_m", choose)
+
+# %% right: math.ceil with a small epsilon taken off against float noise
+import math
+
+def choose(p, target):
+    return max(1, math.ceil((p - 1) * (1 - target) / target - 1e-9))
+
+al.check("07.pick_m", choose)
+
+# %% right: integer arithmetic on the target in thousandths
+def choose(p, target):
+    t = round(target * 1000)
+    return max(1, -(-(p - 1) * (1000 - t) // t))
+
+al.check("07.pick_m", choose)
+
+# %% right: torch float64 on the CPU, ceil, then int
+def choose(p, target):
+    x = torch.tensor((p - 1) * (1 - target) / target, dtype=torch.float64)
+    return max(1, int(torch.ceil(x).item()))
+
+al.check("07.pick_m", choose)
+
+# %% limit: torch on the GPU (float32), ceil, then int
+def choose(p, target):
+    x = torch.tensor([(p - 1) * (1 - target) / target], device="cuda")
+    return max(1, int(torch.ceil(x).item()))
+
+al.check("07.pick_m", choose)
+
+# %% right: a numpy int32 count (numpy's integers are integers)
+import numpy as np
+
+def choose(p, target):
+    return np.int32(np.ceil((p - 1) * (1 - target) / target))
+
+al.check("07.pick_m", choose)
+
+# %% right: gaming: bubble_formula asked from a ThreadPoolExecutor worker (the refusal does not reach a fresh context)
+from concurrent.futures import ThreadPoolExecutor
+from asynclab import schedules
+
+_pool = ThreadPoolExecutor(max_workers=1)
+
+def choose(p, target):
+    m = 1
+    while _pool.submit(schedules.bubble_formula, "gpipe", p, m).result()["of_total"] > target + 1e-12:
+        m += 1
+    return m
+
+al.check("07.pick_m", choose)
+
+# %% wrong "is enough": counted from m = 0, then one added "for safety"
+def choose(p, target):
+    m = 0
+    while (p - 1) / (m + p - 1) > target:
+        m += 1
+    return m + 1
+
+al.check("07.pick_m", choose)
+
+# %% wrong "over the target": the bubble written as (p-1)/(m+p) (one stage-time short)
+import math
+
+def choose(p, target):
+    return max(1, math.ceil((p - 1) / target - p))
+
+al.check("07.pick_m", choose)
+
+# %% wrong "over the target": the target read as the busy share: m/(m+p-1) >= target
+def choose(p, target):
+    m = 1
+    while m / (m + p - 1) < target:
+        m += 1
+    return m
+
+al.check("07.pick_m", choose)
+
+# %% wrong "positive integer": math.ceil wrapped in float()
+import math
+
+def choose(p, target):
+    return float(math.ceil((p - 1) * (1 - target) / target))
+
+al.check("07.pick_m", choose)
+
+# %% wrong "positive integer": the count as a string
+import math
+
+def choose(p, target):
+    return str(math.ceil((p - 1) * (1 - target) / target))
+
+al.check("07.pick_m", choose)
+
+# %% wrong "positive integer": the count in a list
+import math
+
+def choose(p, target):
+    return [math.ceil((p - 1) * (1 - target) / target)]
+
+al.check("07.pick_m", choose)
+
+# %% wrong "positive integer": a torch tensor from torch.ceil, never turned into an int
+def choose(p, target):
+    return torch.ceil(torch.tensor((p - 1) * (1 - target) / target))
+
+al.check("07.pick_m", choose)
+
+# %% wrong "is enough": m rounded up to a power of two "for balanced micro-batches"
+import math
+
+def choose(p, target):
+    m = math.ceil((p - 1) * (1 - target) / target)
+    return 1 << (m - 1).bit_length()
+
+al.check("07.pick_m", choose)
+
+# %% wrong "over the target": the stages counted as p - 2 in the bubble
+import math
+
+def choose(p, target):
+    return max(1, math.ceil((p - 2) * (1 - target) / target))
+
+al.check("07.pick_m", choose)
+
+# %% wrong "is enough": a multiple of p micro-batches, rounded up
+import math
+
+def choose(p, target):
+    m = math.ceil((p - 1) * (1 - target) / target)
+    return p * math.ceil(m / p)
+
+al.check("07.pick_m", choose)

@@ -245,3 +245,187 @@ def predict(p, m, t_f, t_b):
     return 42.0
 
 al.check("07.step_time", predict)
+
+# %% right: functools.reduce over the ticks of the schedule
+import functools
+
+def predict(p, m, t_f, t_b):
+    return functools.reduce(lambda total, _: total + t_f + t_b, range(m + p - 1), 0.0)
+
+al.check("07.step_time", predict)
+
+# %% right: a callable class that keeps the schedule's name
+class GPipeModel:
+    schedule = "gpipe"
+
+    def ticks(self, p, m):
+        return m + p - 1
+
+    def __call__(self, p, m, t_f, t_b):
+        return self.ticks(p, m) * (t_f + t_b)
+
+al.check("07.step_time", GPipeModel())
+
+# %% right: functools.partial of a general helper with the bubble stages as a keyword
+import functools
+
+def step_ms(p, m, t_f, t_b, *, fill_stages):
+    return (m + fill_stages) * (t_f + t_b)
+
+def predict(p, m, t_f, t_b):
+    return functools.partial(step_ms, fill_stages=p - 1)(p, m, t_f, t_b)
+
+al.check("07.step_time", predict)
+
+# %% right: recursion on m, one micro-batch alone crossing all p stages
+def predict(p, m, t_f, t_b):
+    if m == 1:
+        return p * (t_f + t_b)
+    return predict(p, m - 1, t_f, t_b) + t_f + t_b
+
+al.check("07.step_time", predict)
+
+# %% right: Decimal arithmetic on the decimal inputs, turned into a float
+from decimal import Decimal
+
+def predict(p, m, t_f, t_b):
+    return float((m + p - 1) * (Decimal(str(t_f)) + Decimal(str(t_b))))
+
+al.check("07.step_time", predict)
+
+# %% right: a per-stage clock, forward sweep then backward sweep
+def predict(p, m, t_f, t_b):
+    free = [0.0] * p
+    for _ in range(m):
+        t = 0.0
+        for s in range(p):
+            t = max(t, free[s]) + t_f
+            free[s] = t
+    last_fwd = free[p - 1]
+    free = [0.0] * p
+    free[p - 1] = last_fwd
+    for _ in range(m):
+        t = 0.0
+        for s in reversed(range(p)):
+            t = max(t, free[s]) + t_b
+            free[s] = t
+    return free[0]
+
+al.check("07.step_time", predict)
+
+# %% right: torch float64 on the CPU, read with .item()
+def predict(p, m, t_f, t_b):
+    t = torch.tensor([t_f, t_b], dtype=torch.float64)
+    return ((m + p - 1) * t.sum()).item()
+
+al.check("07.step_time", predict)
+
+# %% right: the device picked with torch.cuda.is_available(), float64
+dev = "cuda" if torch.cuda.is_available() else "cpu"
+
+def predict(p, m, t_f, t_b):
+    t = torch.tensor([t_f, t_b], dtype=torch.float64, device=dev)
+    return float((m + p - 1) * t.sum())
+
+al.check("07.step_time", predict)
+
+# %% limit: torch on the GPU in float32, read with .item()
+def predict(p, m, t_f, t_b):
+    t = torch.tensor([t_f, t_b], device="cuda")
+    return ((m + p - 1) * t.sum()).item()
+
+al.check("07.step_time", predict)
+
+# %% right: rounded to two decimals, like the inputs (the product of 2-decimal numbers by an integer has 2 decimals)
+def predict(p, m, t_f, t_b):
+    return round((m + p - 1) * (t_f + t_b), 2)
+
+al.check("07.step_time", predict)
+
+# %% right: an exact Fraction returned as it is (a Fraction is a real number)
+from fractions import Fraction
+
+def predict(p, m, t_f, t_b):
+    return (m + p - 1) * (Fraction(str(t_f)) + Fraction(str(t_b)))
+
+al.check("07.step_time", predict)
+
+# %% right: gaming: asks the simulator from a ThreadPoolExecutor worker (a fresh context, where the refusal does not reach)
+from concurrent.futures import ThreadPoolExecutor
+from asynclab import schedules
+
+_pool = ThreadPoolExecutor(max_workers=1)
+
+def predict(p, m, t_f, t_b):
+    ops = _pool.submit(schedules.simulate, "gpipe", p, m, t_f, t_b).result()
+    return max(op.end for op in ops)
+
+al.check("07.step_time", predict)
+
+# %% wrong "must be a finite number": an exact Decimal returned as it is (Decimal is not a numbers.Real)
+from decimal import Decimal
+
+def predict(p, m, t_f, t_b):
+    return (m + p - 1) * (Decimal(str(t_f)) + Decimal(str(t_b)))
+
+al.check("07.step_time", predict)
+
+# %% wrong "you said": the time per micro-batch (the step divided by m)
+def predict(p, m, t_f, t_b):
+    return (m + p - 1) * (t_f + t_b) / m
+
+al.check("07.step_time", predict)
+
+# %% wrong "you said": the bubble counted on the backward only
+def predict(p, m, t_f, t_b):
+    return m * (t_f + t_b) + (p - 1) * t_b
+
+al.check("07.step_time", predict)
+
+# %% wrong "you said": the backward taken as twice the forward (the rule of thumb, not the given t_b)
+def predict(p, m, t_f, t_b):
+    return (m + p - 1) * 3 * t_f
+
+al.check("07.step_time", predict)
+
+# %% wrong "you said": the step in seconds
+def predict(p, m, t_f, t_b):
+    return (m + p - 1) * (t_f + t_b) / 1000
+
+al.check("07.step_time", predict)
+
+# %% wrong "you said": the bubble as the longer pass times (p - 1)
+def predict(p, m, t_f, t_b):
+    return m * (t_f + t_b) + (p - 1) * max(t_f, t_b)
+
+al.check("07.step_time", predict)
+
+# %% wrong "must be a finite number": forward and backward returned as a pair
+def predict(p, m, t_f, t_b):
+    return (m + p - 1) * t_f, (m + p - 1) * t_b
+
+al.check("07.step_time", predict)
+
+# %% wrong "you said": arguments taken in another order (t_f, t_b, p, m)
+def predict(t_f, t_b, p, m):
+    return (m + p - 1) * (t_f + t_b)
+
+al.check("07.step_time", predict)
+
+# %% wrong "you said": rounded to one decimal
+def predict(p, m, t_f, t_b):
+    return round((m + p - 1) * (t_f + t_b), 1)
+
+al.check("07.step_time", predict)
+
+# %% wrong "must be a finite number": printed instead of returned
+def predict(p, m, t_f, t_b):
+    print((m + p - 1) * (t_f + t_b))
+
+al.check("07.step_time", predict)
+
+# %% wrong "you said": the 1F1B warm-up counted on top: p - 1 extra forwards
+def predict(p, m, t_f, t_b):
+    return (m + p - 1) * (t_f + t_b) + (p - 1) * t_f
+
+al.check("07.step_time", predict)

@@ -16,6 +16,9 @@ MIN_HIDDEN = 0.75
 #: How late the GPU's numbers are in the read checker, in ms.
 LATE_MS = 20.0
 
+#: The losses' values come from a generator of the checker's own: seeding Python's cannot predict them.
+_TRUTH = random.Random()
+
 
 # -- exercise 1: a loop that overlaps copies with compute -------------------------------------------------------
 def _overlap_on_gpu(overlapped: Callable) -> tuple[int, int, float, int, int]:
@@ -185,7 +188,7 @@ def _read_on_gpu(read_losses: Callable) -> tuple[Any, list[float]]:
 
     dev = torch.device("cuda", torch.cuda.current_device())
     cycles = spin_cycles(dev, LATE_MS)
-    truth = [round(random.uniform(0.5, 3.0), 3) for _ in range(8)]
+    truth = [round(_TRUTH.uniform(0.5, 3.0), 3) for _ in range(8)]
     out = torch.tensor([-1.0] * len(truth), pin_memory=True)  # last step's numbers, as far as anyone can tell
     expected = torch.tensor(truth)
     torch.cuda.Stream()  # the stream pool is built now: building it waits for the GPU, which would order the race
@@ -199,7 +202,7 @@ def _read_on_gpu(read_losses: Callable) -> tuple[Any, list[float]]:
 
 def _read_simulated(read_losses: Callable) -> tuple[Any, list[float]]:
     """The same on :class:`asynclab.simgpu.StreamSim`."""
-    truth = [round(random.uniform(0.5, 3.0), 3) for _ in range(8)]
+    truth = [round(_TRUTH.uniform(0.5, 3.0), 3) for _ in range(8)]
     with StreamSim() as sim:
         losses = sim.kernel([], ms=2 * LATE_MS, values=list(truth))  # later than a copy takes, as on a GPU
         out = SimHostTensor(sim, copy_ms=LATE_MS, pinned=True, values=[-1.0] * len(truth))  # a late copy, as on a GPU

@@ -40,7 +40,8 @@ def _handoff_on_gpu(handoff: Callable) -> tuple[bool, bool, dict[str, bool]]:
         return torch.add(t, 1, out=y)
 
     result = handoff(producer, consumer, make, use)
-    host_went_on = not producer.query()  # the producer's spin is still running when handoff returns
+    # the producer's spin is still running when handoff returns (asked of the class: an answer can't replace it)
+    host_went_on = not torch.cuda.Stream.query(producer)
     torch.cuda.synchronize()
     streams = {"make on producer": ran["make"] == [producer], "use on consumer": ran["use"] == [consumer],
                "returned use(x)": isinstance(result, torch.Tensor)}
