@@ -11,8 +11,11 @@ from asynclab.simgpu import SimHostTensor, SimTensor, StreamSim
 
 #: Chunks the overlap checker feeds the learner's loop.
 CHUNKS = 12
-#: The share of copy time that must be hidden behind compute; the best possible is (CHUNKS - 1) / CHUNKS.
-MIN_HIDDEN = 0.75
+#: The share of copy time that must be hidden behind compute; the best possible is (CHUNKS - 1) / CHUNKS. A loop that
+#: synchronizes every 4 chunks hides at most 3 / 4, so the bar sits above that, below the best.
+MIN_HIDDEN = 0.8
+#: Profiled runs of the learner's loop on a GPU; the checker takes the median of their hidden shares.
+RUNS = 3
 #: How late the GPU's numbers are in the read checker, in ms.
 LATE_MS = 20.0
 
@@ -28,7 +31,7 @@ def _overlap_on_gpu(overlapped: Callable) -> tuple[int, int, float, int, int]:
 
     from asynclab.lessons.copy_overlap.experiments import MiB, Pipeline
     from asynclab.metrics import hidden_fraction
-    from asynclab.record import record
+    from asynclab.record import STEP_ANNOTATION, record
 
     dev = torch.device("cuda", torch.cuda.current_device())
     # big chunks, compute 1.5x a chunk's copy: the host's launches (slower under the profiler) stay small beside them
@@ -55,11 +58,16 @@ def _overlap_on_gpu(overlapped: Callable) -> tuple[int, int, float, int, int]:
         results = _as_list(overlapped(list(pipe.host), compute))
         torch.cuda.synchronize()
         counts["results"] = len(results)
-        counts["wrong"] = sum(not isinstance(r, torch.Tensor) or bool((r != v).any()) for r, v in zip(results, values))
-        counts["wrong"] += max(0, CHUNKS - len(results))
+        wrong = sum(not isinstance(r, torch.Tensor) or bool((r != v).any()) for r, v in zip(results, values))
+        counts["wrong"] = max(counts["wrong"], wrong + max(0, CHUNKS - len(results)))  # the worst run counts
 
-    trace = record(once, warmup=1, steps=1)
-    return counts["results"], counts["wrong"], hidden_fraction(trace), counts["calls"], _copy_streams(trace)
+    trace = record(once, warmup=1, steps=RUNS)
+    # each run on its own (a stream made inside the function is a new one every call), and the median of their
+    # shares: one run that the machine slowed down does not decide
+    runs = [trace.window(annotation=STEP_ANNOTATION, occurrence=i) for i in range(RUNS)]
+    hidden = sorted(hidden_fraction(run) for run in runs)
+    median = float("nan") if any(h != h for h in hidden) else hidden[RUNS // 2]
+    return counts["results"], counts["wrong"], median, counts["calls"], max(_copy_streams(run) for run in runs)
 
 
 def _copy_streams(trace: Any) -> int:
@@ -112,8 +120,9 @@ def overlap_loop(overlapped: Callable) -> Verdict:
 
     ``chunks`` is a list of pinned host tensors; ``compute(x)`` queues the work for one chunk already on
     the GPU, on the current stream, and returns its result. The function returns the results in order.
-    The checker reads the share of copy time hidden behind compute off a profiler trace (on a GPU) or
-    off the simulated GPU's timeline (without one), with :func:`asynclab.metrics.hidden_fraction`. It
+    The checker reads the share of copy time hidden behind compute off a profiler trace (on a GPU: the
+    median of :data:`RUNS` profiled runs) or off the simulated GPU's timeline (without one), with
+    :func:`asynclab.metrics.hidden_fraction`. It
     needs at least :data:`MIN_HIDDEN`, and every result right: the chunks hold new numbers every run,
     so a compute that reads a chunk before it has arrived gets old ones. It needs the copies on one stream: across
     streams a GPU keeps no order, and whether their overlap holds depends on the GPU (lesson 05, section 4).
