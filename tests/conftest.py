@@ -47,6 +47,5 @@ def _fresh_session_gpu_state():
     GPUs keep these across checks, as a real session does)."""
     from asynclab import simcuda
 
-    simcuda._CURRENT.clear()
-    simcuda._CURRENT["device"] = 0
+    simcuda.forget_current()
     yield

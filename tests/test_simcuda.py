@@ -206,6 +206,26 @@ def test_the_session_keeps_the_current_stream_and_an_events_device():
             torch.cuda.Event(enable_timing=True, interprocess=True).record()
 
 
+def test_each_thread_has_its_own_current_stream_and_device():
+    """As CUDA keeps them: a thread starts on GPU 0's default stream, whatever the thread that started it set."""
+    import threading
+
+    seen = {}
+
+    def worker():
+        seen["start"] = (torch.cuda.current_device(), torch.cuda.current_stream() is torch.cuda.default_stream(0))
+        torch.cuda.set_stream(torch.cuda.Stream(1))  # never put back, in this thread only
+
+    with PeerSim():
+        side = torch.cuda.Stream(1)
+        with torch.cuda.stream(side):
+            t = threading.Thread(target=worker)
+            t.start()
+            t.join()
+            assert torch.cuda.current_stream() is side and torch.cuda.current_device() == 1
+    assert seen["start"] == (0, True)
+
+
 def test_sleeping_moves_the_simulated_host_on():
     import time
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -31,37 +30,49 @@ class Op:
         return f"{self.kind}{self.micro}" + (f".{self.chunk}" if self.chunk else "")
 
 
-_REFUSAL: ContextVar[str | None] = ContextVar("asynclab_schedules_refusal", default=None)
-
-
 class Refused(RuntimeError):
     """The simulator was asked while an exercise checker had it refuse (see :func:`refusing`)."""
 
 
+@dataclass(eq=False)
+class Refusal:
+    """Why the simulator refuses, and how many times it was asked meanwhile (a caught refusal still counts)."""
+
+    reason: str
+    asked: int = 0
+
+
+#: The refusals in force, innermost last; process-wide, so a learner's worker thread is refused too.
+_REFUSALS: list[Refusal] = []
+
+
 @contextlib.contextmanager
-def refusing(reason: str) -> Iterator[None]:
+def refusing(reason: str) -> Iterator[Refusal]:
     """While inside, :func:`simulate`, :func:`simulate_trace` and :func:`bubble_formula` raise :class:`Refused`
     with ``reason``: an exercise checker runs a learner's function this way, however the function got hold of
-    them.
+    them, in any thread. It yields a :class:`Refusal` that counts the times they were asked.
 
     Example:
-        >>> with refusing("work it out"):
+        >>> with refusing("work it out") as refusal:
         ...     simulate("gpipe", 2, 2)
         Traceback (most recent call last):
         ...
         asynclab.schedules.Refused: work it out
+        >>> refusal.asked
+        1
     """
-    token = _REFUSAL.set(reason)
+    refusal = Refusal(reason)
+    _REFUSALS.append(refusal)
     try:
-        yield
+        yield refusal
     finally:
-        _REFUSAL.reset(token)
+        _REFUSALS.remove(refusal)
 
 
 def _check(schedule: str, p: int, m: int, v: int) -> None:
-    reason = _REFUSAL.get()
-    if reason is not None:
-        raise Refused(reason)
+    if _REFUSALS:
+        _REFUSALS[-1].asked += 1
+        raise Refused(_REFUSALS[-1].reason)
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, not {schedule!r}")
     for name, value in (("p (stages)", p), ("m (micro-batches)", m), ("v (chunks per device)", v)):

@@ -6,14 +6,16 @@ stream or an event has no state of its own. Its state (when its queued work ends
 recorded) lives in the simulation that is running when it is used, so a stream made in an earlier
 cell, or in an earlier check, starts every check idle, exactly as a real stream that has finished
 its work. Outside a check, an idle session GPU answers (a ``synchronize`` returns at once). What a real
-session keeps, the simulations share: the current stream of each GPU and the current device (a
-``set_stream`` never put back stays in force, in later checks too), and the device an event belongs to.
+session keeps, the simulations share: the current stream of each GPU and the current device, per thread as
+CUDA keeps them (a ``set_stream`` never put back stays in force, in later checks too), and the device an event
+belongs to.
 """
 from __future__ import annotations
 
 import contextlib
 import linecache
 import os
+import threading
 import traceback
 from typing import Any, Iterator
 
@@ -29,8 +31,22 @@ class SimulationLimit(RuntimeError):
 _STACK: list["Simulation"] = []  # the running simulations: the session's (if any) first, a check's on top
 _SAVED: dict[str, Any] = {}  # torch.cuda's own functions while the stand-ins are in place
 _SESSION: list["Simulation"] = []  # the session's idle GPU, once stand_in_for_cuda() has run
-#: What the session keeps across simulations, as a real process does: each GPU's current stream, the current device.
-_CURRENT: dict[Any, Any] = {"device": 0}
+
+
+class _ThreadState(threading.local):
+    """What the session keeps across simulations, as a real process does: each GPU's current stream and the current
+    device, per thread as CUDA keeps them (a thread starts on GPU 0's default stream, whatever another thread set)."""
+
+    def __init__(self) -> None:
+        self.current: dict[Any, Any] = {"device": 0}
+
+
+_THREAD = _ThreadState()
+
+
+def forget_current() -> None:
+    """Put this thread back as a fresh process starts: GPU 0 current, every GPU's default stream current."""
+    _THREAD.current = {"device": 0}
 
 
 def active() -> "Simulation":
@@ -378,10 +394,14 @@ class Simulation:
 
     def __init__(self) -> None:
         self.host = 0.0
-        self._current: dict[Any, Any] = _CURRENT  # shared: the session's current streams and device
         self._ready: dict[Stream, float] = {}
         self._recorded: dict[Event, float] = {}
         self._numbers: dict[Stream, int] = {}
+
+    @property
+    def _current(self) -> dict[Any, Any]:
+        """The calling thread's current streams and device (shared by the simulations, as a session keeps them)."""
+        return _THREAD.current
 
     @property
     def device(self) -> int:

@@ -959,3 +959,37 @@ def handoff(producer, consumer, make, use):
     return x, y
 
 al.check("04.event_wait_fix", handoff)
+
+# %% right: make() run in a worker thread that opens the producer's block itself (each thread has its own current stream)
+import threading
+
+def handoff(producer, consumer, make, use):
+    made = []
+
+    def produce():
+        with torch.cuda.stream(producer):
+            made.append(make())
+
+    worker = threading.Thread(target=produce)
+    worker.start()
+    worker.join()
+    consumer.wait_event(producer.record_event())
+    with torch.cuda.stream(consumer):
+        return use(made[0])
+
+al.check("04.event_wait_fix", handoff)
+
+# %% wrong "call make() once, inside": make() run in a worker thread started inside the producer's block (a new thread starts on the default stream)
+import threading
+
+def handoff(producer, consumer, make, use):
+    made = []
+    with torch.cuda.stream(producer):
+        worker = threading.Thread(target=lambda: made.append(make()))
+        worker.start()
+        worker.join()
+    consumer.wait_event(producer.record_event())
+    with torch.cuda.stream(consumer):
+        return use(made[0])
+
+al.check("04.event_wait_fix", handoff)

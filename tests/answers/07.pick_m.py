@@ -285,7 +285,7 @@ def choose(p, target):
 
 al.check("07.pick_m", choose)
 
-# %% right: gaming: asks the simulator from a thread, where the checker's refusal (a ContextVar) does not reach (passes on a GPU too)
+# %% wrong "work it out from p and the target": gaming: asks the simulator from a thread (the refusal reaches every thread)
 import threading
 from asynclab import schedules
 from asynclab.metrics import bubble_fraction
@@ -399,7 +399,7 @@ def choose(p, target):
 
 al.check("07.pick_m", choose)
 
-# %% right: gaming: bubble_formula asked from a ThreadPoolExecutor worker (the refusal does not reach a fresh context)
+# %% wrong "work it out from p and the target": gaming: bubble_formula asked from a ThreadPoolExecutor worker (the refusal reaches every thread)
 from concurrent.futures import ThreadPoolExecutor
 from asynclab import schedules
 

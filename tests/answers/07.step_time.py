@@ -236,7 +236,7 @@ def predict(p, m, t_f, t_b):
 
 al.check("07.step_time", predict)
 
-# %% right: gaming: replaces the simulator the checker compares with (passes on a GPU too)
+# %% wrong: gaming: replaces the simulator the checker compares with (the checker keeps its own)
 from asynclab import schedules
 from types import SimpleNamespace
 
@@ -350,7 +350,7 @@ def predict(p, m, t_f, t_b):
 
 al.check("07.step_time", predict)
 
-# %% right: gaming: asks the simulator from a ThreadPoolExecutor worker (a fresh context, where the refusal does not reach)
+# %% wrong "work it out from p, m, t_f and t_b": gaming: asks the simulator from a ThreadPoolExecutor worker (the refusal reaches every thread)
 from concurrent.futures import ThreadPoolExecutor
 from asynclab import schedules
 

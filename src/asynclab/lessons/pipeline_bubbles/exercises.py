@@ -13,6 +13,10 @@ from asynclab.events import a_type
 #: Configurations each checker draws at random (new ones every call).
 TRIALS = 12
 
+#: The simulator the checkers compare with, kept here: a learner's function that replaces schedules.simulate or
+#: schedules.simulate_trace changes what it calls, not what the checker compares with.
+_SIMULATE, _SIMULATE_TRACE = schedules.simulate, schedules.simulate_trace
+
 
 def _number(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
@@ -25,14 +29,18 @@ class _NotANumber(TypeError):
 
 
 def _call(fn: Callable, *args: Any, refusal: str) -> tuple[Any, Verdict | None]:
-    """The learner's ``fn(*args)``, with the simulator refusing to answer for it (``refusal`` says why)."""
-    try:
-        with schedules.refusing(refusal):
-            return fn(*args), None
-    except (schedules.Refused, _NotANumber) as err:
-        return None, Verdict(False, f"{err}.")
-    except Exception as err:  # noqa: BLE001 - the learner's code
-        return None, raised(err)
+    """The learner's ``fn(*args)``, with the simulator refusing to answer for it (``refusal`` says why): a function
+    that asked it, in any thread, gets the refusal, whatever it did with it."""
+    with schedules.refusing(refusal) as asked:
+        try:
+            got, verdict = fn(*args), None
+        except (schedules.Refused, _NotANumber) as err:
+            got, verdict = None, Verdict(False, f"{err}.")
+        except Exception as err:  # noqa: BLE001 - the learner's code
+            got, verdict = None, raised(err)
+    if asked.asked:
+        return None, Verdict(False, f"{refusal}.")
+    return got, verdict
 
 
 @exercise("07.step_time")
@@ -62,7 +70,7 @@ def step_time(predict: Callable) -> Verdict:
             got = _number(got, "predict(...)")
         except _NotANumber as err:
             return Verdict(False, f"{err}.")
-        truth = max(op.end for op in schedules.simulate("gpipe", p, m, t_f, t_b))
+        truth = max(op.end for op in _SIMULATE("gpipe", p, m, t_f, t_b))
         if abs(got / truth - 1) > 1e-6:
             ideal = m * (t_f + t_b)
             hint = ("that is the time with no bubble: the first micro-batch must go through every stage before the "
@@ -104,7 +112,7 @@ def pick_m(choose: Callable) -> Verdict:
             return Verdict(False, f"return a number of micro-batches (a positive integer, e.g. from math.ceil), not "
                                   f"{a_type(got)} {got!r}.")
         best = next(m for m in range(1, 10_000) if (p - 1) / (m + p - 1) <= target + 1e-12)
-        measured = bubble_fraction(schedules.simulate_trace("gpipe", p, int(got))).mean
+        measured = bubble_fraction(_SIMULATE_TRACE("gpipe", p, int(got))).mean
         if measured > target + 1e-9:
             return Verdict(False, f"p={p}, target {target:.1%}: with m={got} the simulated bubble is {measured:.1%}, "
                                   f"over the target. Write the bubble as a function of m and solve for m.")
