@@ -141,6 +141,16 @@ def test_tensors_on_the_simulated_gpu_read_like_tensors():
             torch.add(t, 1)
         pinned = SimHostTensor(sim, copy_ms=1.0, values=[4.0]).pin_memory()
         assert pinned.is_pinned() and pinned.cuda(non_blocking=True).tolist() == [4.0]
+        # numpy() shares the tensor's memory, as on a GPU's host: a copy shows in it when it lands; np.array copies
+        import numpy as np
+
+        out = SimHostTensor(sim, copy_ms=5.0, pinned=True, values=[-1.0, -1.0])
+        view = out.numpy()
+        out.copy_(sim.kernel([], ms=5.0, values=[5.0, 6.0]), non_blocking=True)
+        snapshot, shared = np.array(out), np.asarray(out)
+        assert view.tolist() == [-1.0, -1.0] and snapshot.tolist() == [-1.0, -1.0]
+        torch.cuda.synchronize()
+        assert view.tolist() == [5.0, 6.0] and shared.tolist() == [5.0, 6.0] and snapshot.tolist() == [-1.0, -1.0]
 
 
 def test_devices_and_limits():

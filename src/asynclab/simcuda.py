@@ -393,10 +393,26 @@ class Simulation:
     POLL_MS = 0.5
 
     def __init__(self) -> None:
+        self._watchers: list[Any] = []  # called whenever the host's time moves on (see watch_host)
         self.host = 0.0
         self._ready: dict[Stream, float] = {}
         self._recorded: dict[Event, float] = {}
         self._numbers: dict[Stream, int] = {}
+
+    @property
+    def host(self) -> float:
+        """The host's logical time, in ms: the simulations move it on as the host launches, waits and sleeps."""
+        return self._host
+
+    @host.setter
+    def host(self, t: float) -> None:
+        self._host = t
+        for watcher in self._watchers:
+            watcher()
+
+    def watch_host(self, watcher: Any) -> None:
+        """Call ``watcher()`` whenever the host's time moves on (a host array that shows copies as they land)."""
+        self._watchers.append(watcher)
 
     @property
     def _current(self) -> dict[Any, Any]:

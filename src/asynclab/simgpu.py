@@ -123,8 +123,9 @@ class _SimValue:
                             "to host memory first.")
         return np.array(self._host_values())
 
-    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
-        return self.numpy() if dtype is None else self.numpy().astype(dtype)
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:  # np.asarray shares memory, np.array copies
+        array = self.numpy().copy() if copy else self.numpy()
+        return array if dtype is None else array.astype(dtype, copy=False)
 
     def __len__(self) -> int:
         return len(self.values or [])
@@ -287,6 +288,7 @@ class SimHostTensor(_SimValue):
     def __init__(self, sim: "StreamSim", copy_ms: float = 1.0, pinned: bool = False, values: list | None = None):
         self.sim, self.copy_ms, self.pinned, self.values = sim, copy_ms, pinned, values
         self._landing: tuple[float, list | None] | None = None  # (when, values) of a copy still on its way
+        self._array: Any = None  # the numpy array numpy() handed out: a view of this memory, as on a GPU's host
 
     @property
     def device(self) -> Any:
@@ -336,7 +338,20 @@ class SimHostTensor(_SimValue):
         """What the host reads now: the copied values only if their copy has finished."""
         if self._landing is not None and self.sim.now() >= self._landing[0]:
             self.values, self._landing = self._landing[1], None
+            if self._array is not None and len(self.values or []) == len(self._array):
+                self._array[:] = self.values  # the array numpy() gave shares this memory: it shows the copy too
         return list(self.values or [])
+
+    def numpy(self) -> Any:
+        """A numpy array that shares this tensor's memory, as ``Tensor.numpy()`` does: a copy that lands later
+        shows in it (without the host reading the tensor again)."""
+        if self._array is None:
+            import numpy as np
+
+            self._array = np.array(self._host_values())
+            if self.sim.LOGICAL_CLOCK:
+                self.sim.watch_host(self._host_values)
+        return self._array
 
     def __iter__(self) -> Iterator["SimHostScalar"]:
         return iter([SimHostScalar(v) for v in self._host_values()])  # 0-d tensors, as iterating a tensor gives

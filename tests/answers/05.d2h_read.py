@@ -635,3 +635,24 @@ def read_losses(losses, out):
     return out.tolist()
 
 al.check("05.d2h_read", read_losses)
+
+# %% right: a numpy view of out taken before the copy, read after the event's synchronize (it shares out's memory)
+def read_losses(losses, out):
+    view = out.numpy()
+    out.copy_(losses, non_blocking=True)
+    copied = torch.cuda.Event()
+    copied.record()
+    copied.synchronize()
+    return [float(v) for v in view]
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong "before the copy had landed": a numpy view of out read before any wait (the view shows what has landed so far)
+def read_losses(losses, out):
+    view = out.numpy()
+    out.copy_(losses, non_blocking=True)
+    got = view.tolist()
+    torch.cuda.synchronize()
+    return got
+
+al.check("05.d2h_read", read_losses)
