@@ -244,3 +244,11 @@ def test_sleeping_moves_the_simulated_host_on():
         time.sleep(0.05)
         assert sim.host == 50.0 and repr(x) == "tensor([], device='cuda:0')"
     assert time.sleep is not sim.sleep
+    real = time.perf_counter
+    with StreamSim() as sim:  # a busy-wait on the host's clocks moves it on too: each reading costs a step
+        start, start_ns = time.perf_counter(), time.monotonic_ns()
+        while time.perf_counter() - start < 0.03:
+            pass
+        assert 30.0 <= sim.host < 30.1 and isinstance(time.monotonic_ns(), int)
+        assert 30e6 <= time.monotonic_ns() - start_ns < 30.1e6
+    assert time.perf_counter is real

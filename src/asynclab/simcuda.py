@@ -429,8 +429,27 @@ class Simulation:
         self._current["device"] = index
 
     # -- the host's clock (wall-clock simulations override these) --
-    #: Whether the host's time is logical (a ``time.sleep`` in learner code then moves it on), not the wall clock.
+    #: Whether the host's time is logical (a ``time.sleep`` in learner code moves it on, and its clocks read it), not
+    #: the wall clock.
     LOGICAL_CLOCK = True
+
+    #: Simulated host time one reading of a clock costs, in ms (a busy-wait loop's step).
+    CLOCK_READ_MS = 0.001
+    #: The clocks of the ``time`` module that learner code reads as the host's logical time, and their units per ms.
+    CLOCKS = {"perf_counter": 1e-3, "monotonic": 1e-3, "time": 1e-3, "perf_counter_ns": 1e6, "monotonic_ns": 1e6,
+              "time_ns": 1e6}
+
+    def _clock(self, real: Any, per_ms: float) -> Any:
+        """A stand-in for the ``time`` clock ``real``: it reads the host's logical time (from ``real``'s reading now),
+        and each reading costs the host :data:`CLOCK_READ_MS`, so a busy-wait loop moves the host on as on a GPU."""
+        first = real()
+        start, whole = first - self.host * per_ms, isinstance(first, int)
+
+        def read() -> Any:
+            self.host += self.CLOCK_READ_MS
+            now = start + self.host * per_ms
+            return int(now) if whole else now
+        return read
 
     def sleep(self, seconds: float) -> None:
         """``time.sleep`` in learner code during a check: the host's time moves on, and the GPU's work with it."""
@@ -503,15 +522,19 @@ class Simulation:
 
         _install()
         _STACK.append(self)
-        if self.LOGICAL_CLOCK:
-            self._real_sleep, time.sleep = time.sleep, self.sleep
+        if self.LOGICAL_CLOCK:  # learner code's sleeps and clock readings are the host's logical time
+            self._real_time = {name: getattr(time, name) for name in ("sleep", *self.CLOCKS)}
+            time.sleep = self.sleep
+            for name, per_ms in self.CLOCKS.items():
+                setattr(time, name, self._clock(self._real_time[name], per_ms))
         return self
 
     def __exit__(self, *exc: Any) -> None:
         import time
 
         if self.LOGICAL_CLOCK:
-            time.sleep = self._real_sleep
+            for name, real in self._real_time.items():
+                setattr(time, name, real)
         _STACK.remove(self)
         if not _STACK:
             _uninstall()

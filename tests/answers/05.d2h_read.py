@@ -656,3 +656,27 @@ def read_losses(losses, out):
     return got
 
 al.check("05.d2h_read", read_losses)
+
+# %% right: the host busy-waits half a second on time.perf_counter after the copy (crude, but the numbers have landed)
+import time
+
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    start = time.perf_counter()
+    while time.perf_counter() - start < 0.5:
+        pass
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong "before the copy had landed": the host busy-waits 5 ms on time.monotonic (the losses and their copy end later)
+import time
+
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    deadline = time.monotonic() + 0.005
+    while time.monotonic() < deadline:
+        pass
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
