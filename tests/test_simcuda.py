@@ -139,6 +139,11 @@ def test_tensors_on_the_simulated_gpu_read_like_tensors():
             t.sum()
         with pytest.raises(SimulationLimit, match="on a simulated tensor"):
             torch.add(t, 1)
+        stacked = torch.stack([t, sim.kernel([], values=[3.0])])  # one kernel that reads both, as on a GPU
+        assert stacked.tolist() == [1.0, 2.0, 3.0] and stacked.right and torch.cat([t]).tolist() == [1.0, 2.0]
+        from asynclab.events import a_type
+
+        assert a_type(stacked) == "a Tensor"
         pinned = SimHostTensor(sim, copy_ms=1.0, values=[4.0]).pin_memory()
         assert pinned.is_pinned() and pinned.cuda(non_blocking=True).tolist() == [4.0]
         # numpy() shares the tensor's memory, as on a GPU's host: a copy shows in it when it lands; np.array copies

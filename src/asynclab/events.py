@@ -107,5 +107,5 @@ def a_type(value: Any) -> str:
     """
     if value is None:
         return "None"
-    name = type(value).__name__
+    name = getattr(type(value), "stands_for", type(value).__name__)  # a stand-in names what it stands for
     return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"

@@ -96,6 +96,7 @@ class _SimValue:
     """What simulated tensors share: their values as the host reads them, and a clear limit for anything else."""
 
     values: list | None
+    stands_for = "Tensor"  # what error messages call it (asynclab.events.a_type)
 
     def _host_values(self) -> list:
         raise NotImplementedError
@@ -165,6 +166,10 @@ class _SimValue:
         kwargs = kwargs or {}
         if func is torch.empty_like and args and isinstance(args[0], SimHostTensor) and "cuda" in str(kwargs.get("device")):
             return args[0].sim.allocate(len(args[0]))
+        parts = list(args[0]) if args and isinstance(args[0], (list, tuple)) else []
+        if func in (torch.stack, torch.cat) and parts and all(isinstance(t, SimTensor) and t.sim for t in parts):
+            # one kernel on the current stream that reads every part, as on a GPU
+            return parts[0].sim.kernel(parts, ms=0.01, values=[v for t in parts for v in (t.values or [])])
         raise _limit(f"{getattr(func, '__module__', None) or 'torch'}.{getattr(func, '__name__', func)}(...) on a "
                      "simulated tensor".replace("torch._C._TensorBase", "Tensor").replace("torch._tensor", "Tensor"))
 

@@ -987,3 +987,17 @@ def overlapped(chunks, compute):
     return results
 
 al.check("05.overlap_loop", overlapped)
+
+# %% wrong "return a list": the results stacked into one tensor with torch.stack
+def overlapped(chunks, compute):
+    copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    results = []
+    for chunk in chunks:
+        with torch.cuda.stream(copy_stream):
+            x = chunk.to("cuda", non_blocking=True)
+        main.wait_stream(copy_stream)
+        x.record_stream(main)
+        results.append(compute(x))
+    return torch.stack(results)
+
+al.check("05.overlap_loop", overlapped)
