@@ -164,17 +164,28 @@ def run_all(answers: list[Answer], processes: int | None = None, progress=None) 
             progress(answer, outcome)
 
     others = [a for a in answers if a.exercise not in TIMED]
-    with ctx.Pool(parallel, maxtasksperchild=1) as pool:
-        for a, outcome in zip(others, pool.imap(_run, others, chunksize=1)):
-            done(a, outcome)
+    with ctx.Pool(parallel, maxtasksperchild=1) as pool:  # leaving the block ends a process still stuck in an answer
+        for a, pending in [(a, pool.apply_async(_run, (a,))) for a in others]:
+            done(a, _outcome(pending))
     for a in (a for a in answers if a.exercise in TIMED):
         pool = ctx.Pool(1)  # one process at a time, each one gone before the next starts: nothing else runs beside it
         try:
-            done(a, pool.apply(_run, (a,)))
+            done(a, _outcome(pool.apply_async(_run, (a,))))
         finally:
-            pool.close()
+            pool.terminate()
             pool.join()
     return outcomes
+
+
+#: Seconds an answer may run (a check takes seconds): one that hangs is reported, and the others go on.
+ANSWER_TIMEOUT_S = 180
+
+
+def _outcome(pending) -> list[tuple[bool, str]] | str:
+    try:
+        return pending.get(timeout=ANSWER_TIMEOUT_S)
+    except multiprocessing.TimeoutError:
+        return f"the answer did not finish within {ANSWER_TIMEOUT_S} s (a check that hangs)"
 
 
 def on_this_torch(answer: Answer) -> Answer | str:

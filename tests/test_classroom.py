@@ -112,6 +112,61 @@ def test_bad_submissions_cost_their_own_points_and_stop_nothing(course):
     assert "not_json" in grades["not_json"]["log"] or "JSON" in grades["not_json"]["log"]
 
 
+#: The wrong answer to 03.wait_stream_fix that every hostile submission starts from: no side stream, no waits.
+_NO_STREAMS = "def on_side_stream(work, x):\n    return work(x)\n"
+
+#: Submissions that try to score without a right answer, each as the answer cell of 03.wait_stream_fix (03.which_gain
+#: left unanswered, as shipped): each must score 0.
+HOSTILE = {
+    "rebinds_al_check": _NO_STREAMS + "import asynclab.checks\n"
+                        "al.check = lambda *a, **k: asynclab.checks.Verdict(True, 'fine')\n",
+    "replaces_checks_check": _NO_STREAMS + "import asynclab.checks as c\nc.check = lambda *a, **k: c.Verdict(True, 'fine')\n",
+    "rewrites_the_registry": _NO_STREAMS + "import asynclab.checks as c\nc.check('00.replayed_lessons', 0)\n"
+                             "for k in list(c._EXERCISES):\n    c._EXERCISES[k] = lambda *a, **kw: c.Verdict(True, 'fine')\n",
+    "marks_its_result_right": "def on_side_stream(work, x):\n    y = work(x)\n    y.right, y.ready_at = True, 0.0\n"
+                              "    return y\n",
+    "patches_the_simulator": _NO_STREAMS + "import asynclab.simcuda as s\ns.Stream.query = lambda self: True\n"
+                             "s.Simulation.reached = lambda self, t: True\n",
+    "prints_right": _NO_STREAMS + "print('Right: both races are closed')\n",
+    "swallows_errors": "def on_side_stream(work, x):\n    try:\n        return work(x)\n    except Exception:\n"
+                       "        return x\n",
+    "exits_the_kernel": _NO_STREAMS + "import os\nos._exit(0)\n",
+}
+
+
+@pytest.mark.parametrize("student", sorted(HOSTILE))
+def test_a_tampering_answer_is_graded_not_right(student):
+    from asynclab.grading import check_in_fresh_process, setup_code
+
+    source = classroom.source_notebook(json.loads((NOTEBOOKS / "03_streams.ipynb").read_text()))
+    at = next(i for i, c in enumerate(source["cells"]) if c.get("id") == "03_wait_stream_fix_answer")
+    for call in ('al.check("03.wait_stream_fix", on_side_stream)', 'al.check("03.which_gain", {"two big matmuls"})'):
+        grade = check_in_fresh_process(setup_code(source["cells"], at), HOSTILE[student], call, timeout_s=120)
+        assert not grade.right, (student, call, grade)
+
+
+def test_tampering_scores_zero_and_honest_partial_answers_keep_their_points(course):
+    """In nbgrader itself: a submission that rebinds al.check, one that edits its graded cell, and an honest one with
+    one exercise right of two."""
+    root, _ = course
+    lesson = "03_streams"
+    source = json.loads((root / "source" / lesson / f"{lesson}.ipynb").read_text())
+    released = json.loads((root / "release" / lesson / f"{lesson}.ipynb").read_text())
+    solved = next("".join(c["source"]) for c in source["cells"] if c.get("id") == "03_wait_stream_fix_answer")
+    edited = _with_answer(released, "03.wait_stream_fix", _NO_STREAMS)
+    for cell in edited["cells"]:  # a locked graded cell edited: nbgrader puts the instructor's back
+        if cell.get("id") == "03_wait_stream_fix_check":
+            cell["source"] = "print('Right')\n"
+    subs = {"rebinds_al_check": _with_answer(released, "03.wait_stream_fix", HOSTILE["rebinds_al_check"]),
+            "edits_the_graded_cell": edited, "honest_half": _with_answer(released, "03.wait_stream_fix", solved)}
+    for student, nb in subs.items():
+        classroom.submit(root, lesson, student, json.dumps(nb).encode())
+    grades = classroom.grade(root, lesson, list(subs), timeout_s=60)
+    assert grades["rebinds_al_check"]["score"] == 0.0, grades["rebinds_al_check"]["checks"]
+    assert grades["edits_the_graded_cell"]["score"] == 0.0
+    assert grades["honest_half"]["score"] == 1.0, grades["honest_half"]["checks"]
+
+
 def test_the_instructors_guide_lists_the_lessons_from_the_registry():
     guide = (ROOT / "docs" / "instructors.md").read_text()
     assert classroom.lesson_table(NOTEBOOKS) in guide, "regenerate the table with asynclab.classroom.lesson_table"

@@ -265,3 +265,12 @@ def test_course_executes_a_notebook_and_writes_its_figures(tmp_path):
     outputs = [o for c in ran["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
     assert outputs and not any(o["output_type"] == "error" for o in outputs)
     assert (tmp_path / "fig" / "00_reading_a_timeline.png").stat().st_size > 10_000
+
+
+def test_classroom_grade_needs_an_assignment(tmp_path, capsys):
+    from asynclab import cli
+
+    assert cli.main(["classroom", "grade", str(tmp_path)]) == 2
+    assert "name the assignment" in capsys.readouterr().err
+    assert cli.main(["classroom", "grade", str(tmp_path), "03_streams"]) == 2
+    assert "no submissions of 03_streams" in capsys.readouterr().err

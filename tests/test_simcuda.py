@@ -257,3 +257,20 @@ def test_sleeping_moves_the_simulated_host_on():
         assert 30.0 <= sim.host < 30.1 and isinstance(time.monotonic_ns(), int)
         assert 30e6 <= time.monotonic_ns() - start_ns < 30.1e6
     assert time.perf_counter is real
+
+
+def test_a_daemon_thread_keeps_the_real_clock_during_a_check():
+    """A notebook kernel's own threads (daemons) sleep and read clocks while a check runs: they do not move the
+    simulated host on, while the check's own thread does."""
+    import threading
+    import time
+
+    from asynclab.simdevice import SimGPU
+
+    with SimGPU() as gpu:
+        worker = threading.Thread(target=lambda: [time.sleep(0.01) or time.monotonic() for _ in range(5)], daemon=True)
+        worker.start()
+        worker.join()
+        assert gpu.host < 1.0
+        time.sleep(0.5)
+        assert gpu.host >= 500.0

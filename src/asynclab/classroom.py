@@ -140,7 +140,8 @@ def source_notebook(notebook: dict) -> dict:
                                f"### BEGIN SOLUTION\n{code}\n### END SOLUTION\n").splitlines(True)})
         out.append({"cell_type": "code", "execution_count": None, "id": f"{slug}_check", "outputs": [],
                     "metadata": {"nbgrader": _grading(f"{slug}_check", 1, False)},
-                    "source": (f"# graded: the checker runs your answer again\nverdict = {check}\nprint(verdict)\n"
+                    "source": (f"# graded: the checker runs your answer again (the grade comes from a fresh process)\n"
+                               f"verdict = {check}\nprint(verdict)\n"
                                "assert verdict.right, verdict.message\n").splitlines(True)})
     nb["cells"] = out
     return nb
@@ -208,9 +209,9 @@ def submit(root: str | Path, assignment: str, student: str, notebook: str | byte
 
 
 def grade(root: str | Path, assignment: str, students: list[str], timeout_s: int | None = None) -> dict[str, dict]:
-    """``nbgrader autograde`` each student's submission of ``assignment``, then read the gradebook:
-    ``{student: {"score", "max_score", "ok", "log"}}``. A submission nbgrader cannot grade scores zero, with
-    nbgrader's reason in ``log``; it never stops the others.
+    """``nbgrader autograde`` each student's submission of ``assignment``, grade every exercise again in a fresh
+    process (:func:`regrade`), then read the gradebook: ``{student: {"score", "max_score", "ok", "log", "checks"}}``.
+    A submission nbgrader cannot grade scores zero, with nbgrader's reason in ``log``; it never stops the others.
 
     Example:
         >>> grade("/tmp/course", "07_pipeline_bubbles", ["ada"])  # doctest: +SKIP
@@ -224,6 +225,8 @@ def grade(root: str | Path, assignment: str, students: list[str], timeout_s: int
     for student in students:
         result = api.autograde(assignment, student, force=True, create=True)
         out[student] = {"ok": bool(result["success"]), "log": (result.get("log", "") + result.get("error", ""))[-4000:]}
+    for student in students:
+        out[student]["checks"] = regrade(root, assignment, student, timeout_s or CELL_TIMEOUT_S)
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
         max_score = gb.find_assignment(assignment).max_score
         for student in students:
@@ -233,6 +236,66 @@ def grade(root: str | Path, assignment: str, students: list[str], timeout_s: int
                 score = 0.0
             out[student].update(score=float(score), max_score=float(max_score))
     return out
+
+
+def _graded_cells(source: dict) -> list[tuple[str, str, float, str, int]]:
+    """``(check cell id, answer cell id, points, check call, index of the answer cell)`` of a source notebook."""
+    cells, found = source["cells"], []
+    for i, cell in enumerate(cells):
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if not meta.get("grade") or not str(cell.get("id", "")).endswith("_check"):
+            continue
+        answer = cell["id"][: -len("_check")] + "_answer"
+        at = next((j for j, c in enumerate(cells) if c.get("id") == answer), None)
+        call = _check_call("".join(cell["source"]))
+        if at is not None and call is not None:
+            found.append((cell["id"], answer, float(meta.get("points", 0)), ast.unparse(call), at))
+    return found
+
+
+def regrade(root: str | Path, assignment: str, student: str, timeout_s: float = CELL_TIMEOUT_S) -> dict[str, Any]:
+    """Grade each exercise of a student's submission in a fresh Python process: the lesson's set-up from the
+    instructor's source notebook, then the student's answer cell, then the checker, bound before the answer runs
+    (:func:`asynclab.grading.check_in_fresh_process`). Each grade goes into the gradebook, in place of what the
+    student's own kernel said, so nothing a notebook rebinds changes a grade. A check that runs past ``timeout_s``
+    scores zero. Returns ``{check cell id: Grade}``.
+
+    Example:
+        >>> regrade("/tmp/course", "03_streams", "ada")  # doctest: +SKIP
+        {'03_wait_stream_fix_check': Grade(right=True, message='both races are closed ...'), ...}
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from nbgrader.api import Gradebook, MissingEntry
+
+    from asynclab.grading import Grade, check_in_fresh_process, setup_code
+
+    root = Path(root)
+    source = json.loads((root / "source" / assignment / f"{assignment}.ipynb").read_text())
+    try:
+        submitted = json.loads((root / "submitted" / student / assignment / f"{assignment}.ipynb").read_text())
+        answers = {c.get("id"): "".join(c["source"]) for c in submitted["cells"] if c.get("cell_type") == "code"}
+    except (OSError, ValueError, KeyError, TypeError):
+        answers = {}
+    graded = _graded_cells(source)
+
+    def one(item: tuple) -> Grade:
+        check_id, answer_id, _, call, at = item
+        if answer_id not in answers:
+            return Grade(False, "the answer cell is missing from the submission")
+        return check_in_fresh_process(setup_code(source["cells"], at), answers[answer_id], call, timeout_s)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        grades = dict(zip([g[0] for g in graded], pool.map(one, graded)))
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        for check_id, _, points, _, _ in graded:
+            try:
+                cell = gb.find_grade(check_id, assignment, assignment, student)
+            except MissingEntry:
+                continue
+            cell.auto_score = points if grades[check_id].right else 0.0
+        gb.db.commit()
+    return grades
 
 
 def examples(root: str | Path, notebooks: str | Path, lessons: list[str] | None = None) -> list[dict]:

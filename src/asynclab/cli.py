@@ -5,6 +5,7 @@ import argparse
 import os
 import sys
 import warnings
+from typing import Any
 
 
 class UsageError(Exception):
@@ -157,9 +158,13 @@ def build_parser() -> argparse.ArgumentParser:
                        description="source DIR: write an nbgrader course folder (DIR/source/NN_name/, "
                                    "nbgrader_config.py) from the notebooks. examples DIR: also generate the student "
                                    "versions, autograde a solved and an as-shipped submission per lesson, and "
-                                   "print the gradebook.")
-    p.add_argument("action", choices=("source", "examples"))
-    p.add_argument("folder", help="the course folder to write")
+                                   "print the gradebook. grade DIR NN_name [STUDENT ...]: nbgrader autograde the "
+                                   "collected submissions (all, or those named), then grade every exercise again in "
+                                   "a fresh process that no notebook can change, into the gradebook.")
+    p.add_argument("action", choices=("source", "examples", "grade"))
+    p.add_argument("folder", help="the course folder")
+    p.add_argument("assignment", nargs="?", help="grade: the assignment (NN_name)")
+    p.add_argument("students", nargs="*", help="grade: the students (default: every submission)")
     p.add_argument("--notebooks", default="notebooks", help="where the course notebooks are (default notebooks/)")
     p.add_argument("--lessons", nargs="+", default=None, metavar="NN", help="only these lessons (examples)")
     p.set_defaults(func=_cmd_classroom)
@@ -174,6 +179,8 @@ def _cmd_classroom(args: argparse.Namespace) -> int:
             for path in classroom.write_source(args.folder, args.notebooks):
                 print(path)
             return 0
+        if args.action == "grade":
+            return _grade(classroom, args)
         rows = classroom.examples(args.folder, args.notebooks, args.lessons)
     except (classroom.ClassroomError, ModuleNotFoundError) as err:
         raise UsageError(f"classroom: {err}" + (" (install the classroom extra: pip install 'asynclab[classroom]')"
@@ -184,6 +191,23 @@ def _cmd_classroom(args: argparse.Namespace) -> int:
         print(f"asynclab classroom: {r['lesson']}: {r['student']} scored {r['score']:g} of {r['max_score']:g}",
               file=sys.stderr)
     return 1 if wrong else 0
+
+
+def _grade(classroom: Any, args: argparse.Namespace) -> int:
+    """``asynclab classroom grade COURSE NN_name [STUDENT ...]``: a line per student and exercise."""
+    from pathlib import Path
+
+    if not args.assignment:
+        raise UsageError("classroom grade: name the assignment, e.g. asynclab classroom grade COURSE 03_streams")
+    submitted = Path(args.folder) / "submitted"
+    students = args.students or sorted(p.parent.name for p in submitted.glob(f"*/{args.assignment}"))
+    if not students:
+        raise UsageError(f"classroom grade: no submissions of {args.assignment} in {submitted}")
+    for student, result in classroom.grade(args.folder, args.assignment, students).items():
+        print(f"{student}: {result['score']:g} / {result['max_score']:g}")
+        for cell, grade in result["checks"].items():
+            print(f"  {cell}: {'right' if grade.right else 'not right'}: {grade.message[:160]}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

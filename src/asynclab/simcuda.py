@@ -298,6 +298,8 @@ def _fakes() -> dict[str, Any]:
         "default_stream": lambda device=None: default_stream_of(active().index(device)),
         "current_device": lambda: active().device,
         "synchronize": lambda device=None: active().synchronize(device),
+        "_sleep": lambda cycles: active().spin(cycles),
+        "empty_cache": lambda: active().empty_cache(),
         "is_available": lambda: True if in_check() else real("is_available")(),
         "device_count": lambda: active().devices if in_check() else real("device_count")(),
     }
@@ -441,18 +443,33 @@ class Simulation:
 
     def _clock(self, real: Any, per_ms: float) -> Any:
         """A stand-in for the ``time`` clock ``real``: it reads the host's logical time (from ``real``'s reading now),
-        and each reading costs the host :data:`CLOCK_READ_MS`, so a busy-wait loop moves the host on as on a GPU."""
+        and each reading costs the host :data:`CLOCK_READ_MS`, so a busy-wait loop moves the host on as on a GPU.
+        Daemon threads (a notebook kernel's own, which poll their clocks all the time) read the real clock: they are
+        not the host program the check runs."""
         first = real()
         start, whole = first - self.host * per_ms, isinstance(first, int)
 
         def read() -> Any:
+            if threading.current_thread().daemon:
+                return real()
             self.host += self.CLOCK_READ_MS
             now = start + self.host * per_ms
             return int(now) if whole else now
         return read
 
+    def spin(self, cycles: int) -> None:
+        """``torch.cuda._sleep``: only a simulation that runs kernels can spin one."""
+        raise SimulationLimit("torch.cuda._sleep outside a check")
+
+    def empty_cache(self) -> None:
+        """``torch.cuda.empty_cache()``: nothing is cached here."""
+
     def sleep(self, seconds: float) -> None:
-        """``time.sleep`` in learner code during a check: the host's time moves on, and the GPU's work with it."""
+        """``time.sleep`` in learner code during a check: the host's time moves on, and the GPU's work with it. A
+        daemon thread (a notebook kernel's own) really sleeps: it is not the host program the check runs."""
+        if threading.current_thread().daemon and hasattr(self, "_real_time"):
+            self._real_time["sleep"](seconds)
+            return
         self.host += max(0.0, float(seconds)) * 1e3
 
     def now(self) -> float:

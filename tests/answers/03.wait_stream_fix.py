@@ -351,7 +351,7 @@ def on_side_stream(work, x):
 
 al.check("03.wait_stream_fix", on_side_stream)
 
-# %% limit: computes on the result inside the function
+# %% right: computes on the result inside the function
 side = torch.cuda.Stream()
 
 def on_side_stream(work, x):
@@ -525,7 +525,7 @@ def on_side_stream(work, x):
 
 al.check("03.wait_stream_fix", on_side_stream)
 
-# %% right: gaming: replaces the checker's harness (passes on a GPU too)
+# %% wrong "ran on the caller's stream": gaming: replaces a checker harness that no longer exists
 import asynclab.lessons.streams.exercises as ex
 ex.harness = lambda *a, **k: ((lambda fn, late: (True, True, True, False)), "")
 
@@ -947,6 +947,298 @@ def on_side_stream(work, x):
         y = work(x)
     caller.wait_stream(side)
     y.data.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: everyday op: returns y.clone() made on the side stream
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x).clone()
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: everyday op: returns y * 1 computed on the side stream
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+        y = y * 1
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: everyday op: returns y + 0 computed on the side stream
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        out = work(x) + 0
+    caller.wait_stream(side)
+    out.record_stream(caller)
+    return out
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: everyday op: returns y.reshape(-1).view_as(y), a view of work(x)'s result
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+        flat = y.reshape(-1).view_as(y)
+    caller.wait_stream(side)
+    flat.record_stream(caller)
+    return flat
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: everyday op: y.nan_to_num() on the side stream, as a guard against bad values
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x).nan_to_num()
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: everyday op: torch.where(torch.isfinite(y), y, 0) on the side stream
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+        y = torch.where(torch.isfinite(y), y, 0)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: everyday op: a side y.sum() computed on the side stream and discarded
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+        total = y.sum()  # kept on the GPU, never read by the host
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    del total
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: everyday op: y.norm() computed on the caller's stream after the join and discarded
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    _ = y.norm()  # a kernel on the caller's stream, after the wait; not read by the host
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: everyday op: returns y.contiguous() (already contiguous: y itself)
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x).contiguous()
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: everyday op: returns y.float() (already float32: y itself)
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x).float()
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: everyday op: returns y.detach(), record_stream on the detached view
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x).detach()
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: everyday op: a side y.abs().max() on the side stream, kept on the GPU and discarded
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+        peak = y.abs().max()
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: everyday op: returns torch.stack([y])[0] made on the side stream
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = torch.stack([work(x)])[0]
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: everyday op: returns y.to(torch.float32) (same dtype: y itself)
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x).to(torch.float32)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: everyday op: a clone on the caller's stream after the join (y kept for the caller with record_stream first)
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+    caller.wait_stream(side)
+    y.record_stream(caller)  # the clone below reads y on the caller's stream
+    out = y.clone()
+    out.record_stream(caller)  # made on the caller's stream: harmless
+    return out
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: everyday op: returns torch.nn.functional.relu(y) computed on the side stream
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = torch.nn.functional.relu(work(x))
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: everyday op: returns y.clamp(min=0) computed on the side stream
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x).clamp(min=0)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: everyday op: the two halves of y joined again with torch.cat on the side stream
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+        half = y.shape[0] // 2
+        y = torch.cat([y[:half], y[half:]])
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: everyday op: returns y.view(-1, 256).flatten() (a view of work(x)'s result)
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x).view(-1, 256).flatten()
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: everyday op: y.mul_(1) in place on the side stream before the join
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+        y.mul_(1)
+    caller.wait_stream(side)
+    y.record_stream(caller)
     return y
 
 al.check("03.wait_stream_fix", on_side_stream)

@@ -770,7 +770,7 @@ def handoff(producer, consumer, make, use):
 
 al.check("04.event_wait_fix", handoff)
 
-# %% limit: use() given x.contiguous() (x is contiguous: PyTorch returns the same tensor)
+# %% right: use() given x.contiguous() (x is contiguous: PyTorch returns the same tensor)
 def handoff(producer, consumer, make, use):
     with torch.cuda.stream(producer):
         x = make()
@@ -803,7 +803,7 @@ def handoff(producer, consumer, make, use):
 
 al.check("04.event_wait_fix", handoff)
 
-# %% limit: gaming: a synchronize, then a long spin queued on the producer so that it still looks busy
+# %% right: gaming: a synchronize, then a long spin queued on the producer so that it still looks busy
 def handoff(producer, consumer, make, use):
     with torch.cuda.stream(producer):
         x = make()

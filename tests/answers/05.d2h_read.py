@@ -680,3 +680,193 @@ def read_losses(losses, out):
     return out.tolist()
 
 al.check("05.d2h_read", read_losses)
+
+# %% right: everyday op: losses.clone() copied into out, an event synchronized on after the copy
+def read_losses(losses, out):
+    snapshot = losses.clone()
+    out.copy_(snapshot, non_blocking=True)
+    copied = torch.cuda.Event()
+    copied.record()
+    copied.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: everyday op: losses * 1 copied into out, torch.cuda.synchronize() before reading
+def read_losses(losses, out):
+    out.copy_(losses * 1, non_blocking=True)
+    torch.cuda.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: everyday op: losses + 0 copied into out, the current stream synchronized
+def read_losses(losses, out):
+    shifted = losses + 0
+    out.copy_(shifted, non_blocking=True)
+    torch.cuda.current_stream().synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: everyday op: losses.reshape(-1).view_as(losses) copied into out, an event synchronized on
+def read_losses(losses, out):
+    flat = losses.reshape(-1).view_as(losses)
+    out.copy_(flat, non_blocking=True)
+    done = torch.cuda.Event()
+    done.record()
+    done.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: everyday op: losses.nan_to_num() copied into out, an event synchronized on
+def read_losses(losses, out):
+    out.copy_(losses.nan_to_num(), non_blocking=True)
+    done = torch.cuda.current_stream().record_event()
+    done.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: everyday op: torch.where(torch.isfinite(losses), losses, 0) copied into out, a synchronize
+def read_losses(losses, out):
+    clean = torch.where(torch.isfinite(losses), losses, 0)
+    out.copy_(clean, non_blocking=True)
+    torch.cuda.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: everyday op: losses.sum().item() as a guard after done.synchronize()
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    done = torch.cuda.Event()
+    done.record()
+    done.synchronize()
+    total = losses.sum().item()
+    assert total == total, "a NaN loss"
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: everyday op: an isfinite(losses).all() guard after the synchronize
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    torch.cuda.synchronize()
+    if not torch.isfinite(losses).all():
+        raise ValueError("a loss is not finite")
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: everyday op: a side losses.mean() kept on the GPU and discarded
+def read_losses(losses, out):
+    mean = losses.mean()  # for a log line later, never read here
+    out.copy_(losses, non_blocking=True)
+    done = torch.cuda.Event()
+    done.record()
+    done.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: everyday op: losses.cpu().tolist() after the non_blocking copy has been waited for
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    torch.cuda.synchronize()
+    return losses.cpu().tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: everyday op: losses.double() copied to the host with a blocking .cpu(), read as doubles
+def read_losses(losses, out):
+    return losses.double().cpu().tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: everyday op: losses[:4] and losses[4:] joined with torch.cat, copied into out, an event synchronized on
+def read_losses(losses, out):
+    joined = torch.cat([losses[:4], losses[4:]])
+    out.copy_(joined, non_blocking=True)
+    done = torch.cuda.Event()
+    done.record()
+    done.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: everyday op: losses.clamp(min=0) copied into out, a synchronize
+def read_losses(losses, out):
+    out.copy_(losses.clamp(min=0), non_blocking=True)
+    torch.cuda.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: everyday op: losses.round(decimals=3) copied into out, an event synchronized on
+def read_losses(losses, out):
+    out.copy_(losses.round(decimals=3), non_blocking=True)
+    done = torch.cuda.Event()
+    done.record()
+    done.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: everyday op: torch.nn.functional.relu(losses) copied into out, the current stream synchronized
+import torch.nn.functional as F
+
+def read_losses(losses, out):
+    out.copy_(F.relu(losses), non_blocking=True)
+    torch.cuda.current_stream().synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: everyday op: losses.view(2, 4).flatten() copied into out, an event synchronized on
+def read_losses(losses, out):
+    out.copy_(losses.view(2, 4).flatten(), non_blocking=True)
+    done = torch.cuda.Event()
+    done.record()
+    done.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: everyday op: torch.stack([losses, losses])[0] copied into out, a synchronize
+def read_losses(losses, out):
+    out.copy_(torch.stack([losses, losses])[0], non_blocking=True)
+    torch.cuda.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: everyday op: losses.to(torch.float32) copied into out, an event synchronized on
+def read_losses(losses, out):
+    out.copy_(losses.to(torch.float32), non_blocking=True)
+    done = torch.cuda.Event()
+    done.record()
+    done.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: everyday op: a side losses.abs().max() kept on the GPU, the copy waited for with a synchronize
+def read_losses(losses, out):
+    worst = losses.abs().max()
+    out.copy_(losses, non_blocking=True)
+    torch.cuda.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: everyday op: losses.detach().contiguous() copied into out, an event synchronized on
+def read_losses(losses, out):
+    out.copy_(losses.detach().contiguous(), non_blocking=True)
+    copied = torch.cuda.Event()
+    copied.record()
+    copied.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)

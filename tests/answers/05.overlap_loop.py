@@ -778,7 +778,7 @@ def overlapped(chunks, compute):
 
 al.check("05.overlap_loop", overlapped)
 
-# %% limit: the device given as torch.cuda.current_device() (an int)
+# %% right: the device given as torch.cuda.current_device() (an int)
 def overlapped(chunks, compute):
     copy_stream, main = torch.cuda.Stream(), torch.cuda.current_stream()
     dev = torch.cuda.current_device()
@@ -793,7 +793,7 @@ def overlapped(chunks, compute):
 
 al.check("05.overlap_loop", overlapped)
 
-# %% limit: gaming: the serial loop, with a long spin kernel on a side stream that every copy overlaps
+# %% right: gaming: the serial loop, with a long spin kernel on a side stream that every copy overlaps (a GPU judges it right too)
 def overlapped(chunks, compute):
     with torch.cuda.stream(torch.cuda.Stream()):
         torch.cuda._sleep(300_000_000)  # "compute" on the GPU the whole time

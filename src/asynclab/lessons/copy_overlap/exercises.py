@@ -5,9 +5,9 @@ import itertools
 import random
 from typing import Any, Callable
 
-from asynclab.checks import Verdict, exercise, harness, raised
+from asynclab.backend import Backend, backend
+from asynclab.checks import Verdict, exercise, raised
 from asynclab.events import a_type
-from asynclab.simgpu import SimHostTensor, SimTensor, StreamSim
 
 #: Chunks the overlap checker feeds the learner's loop.
 CHUNKS = 12
@@ -24,18 +24,18 @@ _TRUTH = random.Random()
 
 
 # -- exercise 1: a loop that overlaps copies with compute -------------------------------------------------------
-def _overlap_on_gpu(overlapped: Callable) -> tuple[int, int, float, int, int]:
-    """Run ``overlapped(chunks, compute)`` on the GPU, profiled; returns ``(results, wrong results, hidden fraction,
-    compute calls, streams the copies ran on)``."""
+def _overlap(b: Backend, overlapped: Callable) -> tuple[int, int, float, int, int]:
+    """Run ``overlapped(chunks, compute)`` on a GPU or a simulated one, profiled; returns ``(results, wrong results,
+    hidden fraction, compute calls, streams the copies ran on)``."""
     import torch
 
     from asynclab.lessons.copy_overlap.experiments import MiB, Pipeline
     from asynclab.metrics import hidden_fraction
-    from asynclab.record import STEP_ANNOTATION, record
+    from asynclab.record import STEP_ANNOTATION
 
     dev = torch.device("cuda", torch.cuda.current_device())
     # big chunks, compute 1.5x a chunk's copy: the host's launches (slower under the profiler) stay small beside them
-    pipe = Pipeline(dev, "pinned", chunks=CHUNKS, chunk_bytes=64 * MiB, compute_over_copy=1.5)
+    pipe = Pipeline(dev, "pinned", chunks=CHUNKS, chunk_bytes=b.nbytes(64 * MiB), compute_over_copy=1.5)
     counts = {"results": 0, "wrong": 0, "calls": 0}
     runs = itertools.count(1)
 
@@ -61,7 +61,7 @@ def _overlap_on_gpu(overlapped: Callable) -> tuple[int, int, float, int, int]:
         wrong = sum(not isinstance(r, torch.Tensor) or bool((r != v).any()) for r, v in zip(results, values))
         counts["wrong"] = max(counts["wrong"], wrong + max(0, CHUNKS - len(results)))  # the worst run counts
 
-    trace = record(once, warmup=1, steps=RUNS)
+    trace = b.profile(once, runs=RUNS)
     # each run on its own (a stream made inside the function is a new one every call), and the median of their
     # shares: one run that the machine slowed down does not decide
     runs = [trace.window(annotation=STEP_ANNOTATION, occurrence=i) for i in range(RUNS)]
@@ -87,33 +87,6 @@ class _NotAList(TypeError):
     """What overlapped() returned is not a list."""
 
 
-def _overlap_simulated(overlapped: Callable) -> tuple[int, int, float, int, int]:
-    """The same on :class:`asynclab.simgpu.StreamSim`: pinned chunks of 1 ms copies, 1.2 ms of compute each (two
-    kernels, whose intermediate's memory the compute stream reuses at once, as on a GPU)."""
-    import torch
-
-    from asynclab.metrics import hidden_fraction
-
-    with StreamSim() as sim:
-        chunks = [SimHostTensor(sim, copy_ms=1.0, pinned=True, values=[i]) for i in range(CHUNKS)]
-        calls = [0]  # a count: keeping the chunks would keep their memory from being reused
-
-        def compute(x: Any) -> Any:
-            calls[0] += 1
-            if not getattr(x, "is_cuda", False):
-                raise TypeError("compute() takes a chunk on the GPU: copy it there first, with .to('cuda', non_blocking=True)")
-            y = sim.kernel([x], ms=0.6)  # an intermediate, freed on return, as the GPU's chain of products makes:
-            return sim.kernel([x, y], ms=0.6, values=x.values)  # y's memory goes back to the compute stream's pool
-
-        results = _as_list(overlapped(list(chunks), compute))
-        wrong = sum(not isinstance(r, SimTensor) or not r.right or r.values != [i] for i, r in enumerate(results))
-        wrong += max(0, CHUNKS - len(results))
-        trace = sim.trace() if sim.ran else None
-        hidden = hidden_fraction(trace) if trace is not None else float("nan")
-        torch.cuda.synchronize()
-    return len(results), wrong, hidden, calls[0], _copy_streams(trace) if trace is not None else 0
-
-
 @exercise("05.overlap_loop")
 def overlap_loop(overlapped: Callable) -> Verdict:
     """Does ``overlapped(chunks, compute)`` copy the chunks to the GPU while earlier chunks compute, and get every result right?
@@ -136,9 +109,11 @@ def overlap_loop(overlapped: Callable) -> Verdict:
 
     if not callable(overlapped):
         return Verdict(False, "pass your function overlapped itself (no parentheses).")
-    run, where = harness(_overlap_on_gpu, _overlap_simulated)
+    b = backend()
+    where = b.where
     try:
-        count, wrong, hidden, calls, copy_streams = run(overlapped)
+        with b:
+            count, wrong, hidden, calls, copy_streams = _overlap(b, overlapped)
     except _NotAList as err:
         return Verdict(False, f"{err}.")
     except Exception as err:  # noqa: BLE001 - the learner's code
@@ -169,53 +144,21 @@ def overlap_loop(overlapped: Callable) -> Verdict:
 
 
 # -- exercise 2: the missing sync in a GPU->host read ------------------------------------------------------------
-def _late_copies(cycles: int) -> type:
-    """A tensor type whose copies to the host start late: a spin kernel runs ahead of each, on the copy's stream.
-
-    It stands for a big copy: only a read that waits for the copy itself (an event recorded after it, or a
-    synchronize) sees the new numbers; a wait for anything recorded before the copy is certainly too early.
-    """
-    import torch
-
-    class LateCopies(torch.Tensor):
-        @classmethod
-        def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-            if getattr(func, "__name__", "") in ("copy_", "to", "cpu", "_to_copy"):
-                torch.cuda._sleep(cycles)
-            with torch._C.DisableTorchFunctionSubclass():
-                return func(*args, **(kwargs or {}))
-
-    return LateCopies
-
-
-def _read_on_gpu(read_losses: Callable) -> tuple[Any, list[float]]:
+def _read(b: Backend, read_losses: Callable) -> tuple[Any, list[float]]:
     """Run ``read_losses(losses, out)`` with the GPU's losses late (a spin ahead) and every copy of them late too;
     returns ``(what it returned, truth)``."""
     import torch
 
-    from asynclab.experiments import spin_cycles
-
     dev = torch.device("cuda", torch.cuda.current_device())
-    cycles = spin_cycles(dev, LATE_MS)
     truth = [round(_TRUTH.uniform(0.5, 3.0), 3) for _ in range(8)]
     out = torch.tensor([-1.0] * len(truth), pin_memory=True)  # last step's numbers, as far as anyone can tell
     expected = torch.tensor(truth)
     torch.cuda.Stream()  # the stream pool is built now: building it waits for the GPU, which would order the race
     torch.cuda.synchronize()
-    torch.cuda._sleep(2 * cycles)  # the GPU is still busy with this step, longer than a copy takes...
-    losses = expected.to(dev, non_blocking=True).as_subclass(_late_copies(cycles))  # ...so its losses arrive late
+    b.late(2 * LATE_MS)  # the GPU is still busy with this step, longer than a copy takes...
+    losses = b.late_copies(expected.to(dev, non_blocking=True), LATE_MS)  # ...so its losses arrive late
     got = read_losses(losses, out)
     torch.cuda.synchronize()
-    return got, truth
-
-
-def _read_simulated(read_losses: Callable) -> tuple[Any, list[float]]:
-    """The same on :class:`asynclab.simgpu.StreamSim`."""
-    truth = [round(_TRUTH.uniform(0.5, 3.0), 3) for _ in range(8)]
-    with StreamSim() as sim:
-        losses = sim.kernel([], ms=2 * LATE_MS, values=list(truth))  # later than a copy takes, as on a GPU
-        out = SimHostTensor(sim, copy_ms=LATE_MS, pinned=True, values=[-1.0] * len(truth))  # a late copy, as on a GPU
-        got = read_losses(losses, out)
     return got, truth
 
 
@@ -228,8 +171,8 @@ def d2h_read(read_losses: Callable) -> Verdict:
     copy is certainly too early, and a copy on a stream that does not wait for the losses certainly reads them
     before they are written;
     ``out`` is a pinned host tensor that holds the step before's numbers. The checker draws new losses
-    every time, so only a read after the copy has finished returns them. On a GPU it runs real copies; without one, a
-    simulation of streams with the same rules.
+    every time, so only a read after the copy has finished returns them. The same scenario runs on a GPU or, without
+    one, on a simulated GPU with CUDA's rules.
 
     Example:
         >>> def no_sync(losses, out):
@@ -241,9 +184,11 @@ def d2h_read(read_losses: Callable) -> Verdict:
 
     if not callable(read_losses):
         return Verdict(False, "pass your function read_losses itself (no parentheses).")
-    run, where = harness(_read_on_gpu, _read_simulated)
+    b = backend()
+    where = b.where
     try:
-        got, truth = run(read_losses)
+        with b:
+            got, truth = _read(b, read_losses)
         truth = [round(float(v), 3) for v in truth]
     except Exception as err:  # noqa: BLE001 - the learner's code
         return raised(err)

@@ -3,34 +3,31 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from asynclab.checks import Verdict, exercise, harness, raised
-from asynclab.simgpu import StreamSim
+from asynclab.backend import Backend, backend
+from asynclab.checks import Verdict, exercise, raised
 
 #: How late the checker's producer is, in ms.
 LATE_MS = 20.0
 
 
-def _handoff_on_gpu(handoff: Callable) -> tuple[bool, bool, dict[str, bool]]:
-    """Run ``handoff`` against a producer that is certainly late, on the GPU.
+def _handoff(b: Backend, handoff: Callable) -> tuple[bool, bool, dict[str, bool]]:
+    """Run ``handoff`` against a producer that is certainly late, on a GPU or a simulated one.
 
     Returns ``(consumer read x right, the host went on while the producer still ran, {rule: kept})``.
     """
     import torch
 
-    from asynclab.experiments import spin_cycles
-
     dev = torch.device("cuda", torch.cuda.current_device())
-    cycles = spin_cycles(dev, LATE_MS)
     producer, consumer = torch.cuda.Stream(), torch.cuda.Stream()
     # made and loaded up front: building the stream pool and a kernel's first launch can wait for the GPU
-    x, y = torch.zeros(1 << 20, device=dev), torch.zeros(1 << 20, device=dev)
+    x, y = torch.zeros(1 << 16, device=dev), torch.zeros(1 << 16, device=dev)
     torch.add(x, 1, out=y), x.fill_(0.0)
     torch.cuda.synchronize()
     ran: dict[str, list] = {"make": [], "use": []}
 
     def make() -> torch.Tensor:
         ran["make"].append(torch.cuda.current_stream())
-        torch.cuda._sleep(cycles)  # the producer is late...
+        b.late(LATE_MS)  # the producer is late...
         return x.fill_(1.0)  # ...and writes x after its spin
 
     def use(t: torch.Tensor) -> torch.Tensor:
@@ -48,41 +45,14 @@ def _handoff_on_gpu(handoff: Callable) -> tuple[bool, bool, dict[str, bool]]:
     return bool((y == 2).all()), host_went_on, streams
 
 
-def _handoff_simulated(handoff: Callable) -> tuple[bool, bool, dict[str, bool]]:
-    """The same run on :class:`asynclab.simgpu.StreamSim`, for machines without a GPU."""
-    import torch
-
-    with StreamSim() as sim:
-        producer, consumer = torch.cuda.Stream(), torch.cuda.Stream()
-        ran: dict[str, list] = {"make": [], "use": []}
-
-        made: list = []
-
-        def make() -> Any:
-            ran["make"].append(torch.cuda.current_stream())
-            made.append(sim.kernel([], ms=LATE_MS))
-            return made[-1]
-
-        def use(t: Any) -> Any:
-            ran["use"].append(torch.cuda.current_stream())
-            if not made or t is not made[-1]:
-                raise TypeError("use() takes the tensor make() returned: pass it x")
-            return sim.kernel([t], ms=0.1)
-
-        result = handoff(producer, consumer, make, use)
-        streams = {"make on producer": ran["make"] == [producer], "use on consumer": ran["use"] == [consumer],
-                   "returned use(x)": hasattr(result, "ready_at")}
-        return getattr(result, "right", False), sim.host < sim.ready(producer), streams  # as producer.query() on a GPU
-
-
 @exercise("04.event_wait_fix")
 def event_wait_fix(handoff: Callable) -> Verdict:
     """Does ``handoff(producer, consumer, make, use)`` order ``use(x)`` after ``make()`` with an event, and
     leave the host free?
 
     The checker's ``make`` is late on purpose (a spin kernel before it writes ``x``), so a missing wait
-    is wrong every time. The host must not wait: the GPU's consumer stream should. On a GPU the check
-    runs real kernels; without one, a simulation of streams with the same ordering rules.
+    is wrong every time. The host must not wait: the GPU's consumer stream should. The same scenario runs on a
+    GPU or, without one, on a simulated GPU with CUDA's ordering rules.
 
     Example:
         >>> def racy(producer, consumer, make, use):
@@ -98,9 +68,11 @@ def event_wait_fix(handoff: Callable) -> Verdict:
 
     if not callable(handoff):
         return Verdict(False, "pass your function handoff itself (no parentheses).")
-    run, where = harness(_handoff_on_gpu, _handoff_simulated)
+    b = backend()
+    where = b.where
     try:
-        right, host_free, streams = run(handoff)
+        with b:
+            right, host_free, streams = _handoff(b, handoff)
     except Exception as err:  # noqa: BLE001 - the learner's code
         return raised(err)
     if not streams["make on producer"]:

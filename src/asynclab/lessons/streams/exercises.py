@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from asynclab.checks import Verdict, exercise, harness, raised, set_answer
+from asynclab.backend import Backend, backend
+from asynclab.checks import Verdict, exercise, raised, set_answer
 from asynclab.events import a_type
-from asynclab.simgpu import StreamSim
 
 #: The workloads of exercise 2, and the reference figure that says how much streams changed each
 #: (a speed-up: one stream's time over the streams' time).
@@ -34,8 +34,8 @@ RUNS = ("input", "branch", "reuse")
 LATE_MS = 100.0
 
 
-def _run_on_gpu(on_side_stream: Callable, late: str) -> tuple[bool, bool, bool, bool]:
-    """Run the learner's function against a deterministic race on the GPU.
+def _run(b: Backend, on_side_stream: Callable, late: str) -> tuple[bool, bool, bool, bool]:
+    """Run the learner's function against a deterministic race, on a GPU or a simulated one.
 
     ``late="input"``: the producer of ``x`` spins before writing it. ``late="branch"``: the branch itself
     spins before writing its result. ``late="reuse"``: the caller's stream is busy (a spin) before it reads
@@ -45,23 +45,20 @@ def _run_on_gpu(on_side_stream: Callable, late: str) -> tuple[bool, bool, bool, 
     """
     import torch
 
-    from asynclab.experiments import spin_cycles
-
     dev = torch.device("cuda", torch.cuda.current_device())
-    cycles = spin_cycles(dev, LATE_MS)
     default = torch.cuda.current_stream()
     streams_seen, spun = [], torch.cuda.Event()
 
     # everything is made up front: building the stream pool and a kernel's first launch (lazy loading) each
     # waited for the GPU on the reference machine, and would order the race by accident
     torch.cuda.Stream()
-    x, seen = (torch.zeros(1 << 20, device=dev) for _ in range(2))
+    x, seen = (torch.zeros(1 << 16, device=dev) for _ in range(2))
     seen.copy_(torch.mul(x, 2))
 
     def work(t: torch.Tensor) -> torch.Tensor:
         streams_seen.append(torch.cuda.current_stream())
         if late == "branch":
-            torch.cuda._sleep(cycles)
+            b.late(LATE_MS)
             spun.record()
         return torch.mul(t, 2)  # allocated on the stream work runs on
 
@@ -71,7 +68,7 @@ def _run_on_gpu(on_side_stream: Callable, late: str) -> tuple[bool, bool, bool, 
     torch.cuda.synchronize()
     torch.cuda.empty_cache()  # the side stream's pool is empty: the only block it can reuse is the result's
     if late == "input":
-        torch.cuda._sleep(cycles)
+        b.late(LATE_MS)
         spun.record()
     x.fill_(1.0)
     result = on_side_stream(work, x)
@@ -81,56 +78,16 @@ def _run_on_gpu(on_side_stream: Callable, late: str) -> tuple[bool, bool, bool, 
         raise _NotATensor("x itself")
     host_waited = late != "reuse" and spun.query()
     if late == "reuse":
-        torch.cuda._sleep(cycles)  # the caller's stream is busy before it reads the result
+        b.late(LATE_MS)  # the caller's stream is busy before it reads the result
     seen.copy_(result)  # the caller uses the result on its stream
     if late == "reuse" and streams_seen:
         del result  # freed while the caller's stream still has to read it
         with torch.cuda.stream(streams_seen[-1]):
-            torch.empty(1 << 20, device=dev).fill_(-1.0)  # the side stream's next allocation
+            torch.empty(1 << 16, device=dev).fill_(-1.0)  # the side stream's next allocation
     torch.cuda.synchronize()  # only now may the host look at the values: any earlier read would order the race
     work_right = late == "reuse" or bool((result == 2).all())
     side = bool(streams_seen) and all(s != default for s in streams_seen)
     return work_right, bool((seen == 2).all()), side, bool(host_waited)
-
-
-def _run_simulated(on_side_stream: Callable, late: str) -> tuple[bool, bool, bool, bool]:
-    """The same three races on :class:`asynclab.simgpu.StreamSim`, for machines without a GPU."""
-    import torch
-
-    with StreamSim() as sim:
-        caller = torch.cuda.current_stream()  # the session's current stream, whatever an earlier call left there
-        # run the function once, race-free, as the GPU check does (it loads the learner's kernels): a wait that only
-        # the first call makes (a stream made lazily, then synchronized) is not the host waiting during the race
-        on_side_stream(lambda t: sim.kernel([t], ms=0.1), sim.kernel([], ms=0.1))  # its result is freed at once
-        sim.synchronize()
-        sim.free_blocks.clear()  # torch.cuda.empty_cache(): the side stream's pool holds no block but the result's
-        streams_seen, spun = [], []
-        x = sim.kernel([], ms=LATE_MS if late == "input" else 0.1)
-        spun.append(x.ready_at if late == "input" else None)
-
-        def work(t: Any) -> Any:
-            streams_seen.append(torch.cuda.current_stream())
-            out = sim.kernel([t], ms=LATE_MS if late == "branch" else 0.1)
-            if late == "branch":
-                spun.append(out.ready_at)
-            return out
-
-        result = on_side_stream(work, x)
-        if not hasattr(result, "ready_at"):
-            raise _NotATensor(a_type(result))
-        if any(t is x for t in (result, getattr(result, "_memory", None))):
-            raise _NotATensor("x itself")
-        host_waited = any(t is not None and sim.host >= t for t in spun)
-        work_right = result.right
-        if late == "reuse":
-            sim.kernel([], ms=LATE_MS)  # the caller's stream is busy before it reads the result
-        seen = sim.kernel([result], ms=0.1)  # the caller uses the result on its stream
-        if late == "reuse" and streams_seen:
-            del result  # freed while the caller's stream still has to read it
-            with torch.cuda.stream(streams_seen[-1]):
-                sim.kernel([], ms=0.1)  # the side stream's next allocation
-        side = bool(streams_seen) and all(s is not caller for s in streams_seen)
-        return work_right, seen.right or not work_right, side, host_waited
 
 
 @exercise("03.wait_stream_fix")
@@ -140,8 +97,8 @@ def wait_stream_fix(on_side_stream: Callable) -> Verdict:
 
     Three races, each certain to bite code that skips its part: the producer of ``x`` is late (a spin
     kernel before it writes ``x``), the branch is late (a spin inside ``work``), and the caller's stream
-    reads the result late while the side stream allocates again (``record_stream``). On a GPU the check
-    runs real kernels; without one, a simulation of streams with the same ordering and allocator rules.
+    reads the result late while the side stream allocates again (``record_stream``). The same scenario runs
+    on a GPU or, without one, on a simulated GPU with CUDA's ordering and allocator rules.
 
     Example:
         >>> wait_stream_fix(lambda work, x: work(x)).right  # runs on the default stream: no side stream
@@ -149,11 +106,13 @@ def wait_stream_fix(on_side_stream: Callable) -> Verdict:
     """
     if not callable(on_side_stream):
         return Verdict(False, "pass your function on_side_stream itself (no parentheses).")
-    run, where = harness(_run_on_gpu, _run_simulated)
+    b = backend()
+    where = b.where
     outcomes = {}
     for late in RUNS:
         try:
-            outcomes[late] = run(on_side_stream, late)
+            with b:
+                outcomes[late] = _run(b, on_side_stream, late)
         except _NotATensor as err:
             return Verdict(False, f"return work(x)'s result, not {err}.")
         except Exception as err:  # noqa: BLE001 - the learner's code

@@ -1,0 +1,59 @@
+"""How long each exercise check takes: the published solution's al.check, timed in a fresh process, median of runs.
+
+    python3 scripts/bench_checks.py [--runs 5] [EXERCISE ...]
+
+Without a GPU the checks run on the simulated GPU; with one, on the GPU. Prints one line per exercise: the median
+and the spread of the check's own time (the set-up before it is not counted).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+import answers  # noqa: E402 - the corpus's own reader of the notebooks' solutions
+
+_TIMED = '''
+import json as _json, time as _time, asynclab as _al
+_check, _times = _al.check, []
+def _timed(*a, **k):
+    t = _time.perf_counter(); v = _check(*a, **k); _times.append(_time.perf_counter() - t); return v
+_al.check = _timed
+'''
+
+
+def time_solution(answer: answers.Answer) -> float:
+    """Seconds the answer's (first) check took, in a fresh process after the lesson's set-up."""
+    code = f"{answer.setup}\n{_TIMED}\n{answer.code}\nprint('BENCH' + _json.dumps(_times))\n"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    line = next((x for x in done.stdout.splitlines() if x.startswith("BENCH")), None)
+    if line is None:
+        raise RuntimeError(f"{answer.id}: {(done.stderr.strip().splitlines() or ['no output'])[-1]}")
+    return json.loads(line[5:])[0]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("exercises", nargs="*")
+    args = parser.parse_args()
+    chosen = {}
+    for nb in sorted(answers.NOTEBOOKS.glob("*.ipynb")):
+        for answer in answers.solutions(nb):
+            if not args.exercises or answer.exercise in args.exercises:
+                chosen.setdefault(answer.exercise, answer)
+    for exercise, answer in chosen.items():
+        times = [time_solution(answer) for _ in range(args.runs)]
+        print(f"{exercise:22s} median {statistics.median(times):6.2f} s  (min {min(times):.2f}, max {max(times):.2f}, "
+              f"{args.runs} runs)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,137 @@
+"""Where a checker runs its scenario: the machine's GPUs, or simulated ones; the scenario is written once for both."""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+import torch
+
+
+class Backend:
+    """What a checker's scenario needs besides ordinary PyTorch: late work (a spin kernel), the trace of a run, and
+    the words its verdicts add about where they ran. ``with backend:`` the scenario runs; inside, ``torch.cuda`` and
+    tensors on ``"cuda"`` are the machine's GPUs or the simulated ones, and the code is the same for both.
+
+    Example:
+        >>> with backend() as b:
+        ...     x = torch.ones(3, device="cuda")
+        ...     b.late(5.0)                    # the current stream is busy for 5 ms...
+        ...     y = x + 1                      # ...before this kernel runs
+        ...     y.tolist()                     # a host read waits for it
+        [2.0, 2.0, 2.0]
+    """
+
+    where = ""
+    simulated = False
+    #: How many times smaller than a GPU's the tensors of a scenario are here (see :meth:`nbytes`).
+    scale = 1
+
+    def nbytes(self, n: int) -> int:
+        """A scenario's tensor size of ``n`` bytes on a GPU, as this backend holds it: the simulated GPU's tensors
+        are :attr:`Simulated.scale` times smaller (its CPU does their arithmetic) and as slow, so they take as long.
+
+        Example:
+            >>> backend().nbytes(64 << 20) in (64 << 20, 64 << 10)
+            True
+        """
+        return max(1, int(n // self.scale))
+
+    def __enter__(self) -> "Backend":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+    def late(self, ms: float, device: Any = None) -> None:
+        """Keep ``device``'s current stream busy for ``ms`` (a spin kernel), so that what is queued next is late."""
+        dev = torch.device("cuda", torch.cuda.current_device() if device is None else torch.device(device).index or 0)
+        torch.cuda._sleep(_spin_cycles(dev.index, round(ms, 3)))
+
+    def late_copies(self, t: Any, ms: float) -> Any:
+        """``t``, whose every copy (``copy_``, ``to``, ``cpu``) starts late: a spin of ``ms`` runs ahead of it on the
+        copy's stream, as ahead of a big copy. Only a wait for the copy itself sees it end."""
+        late = self.late
+
+        class LateCopies(torch.Tensor):
+            @classmethod
+            def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+                if getattr(func, "__name__", "") in ("copy_", "to", "cpu", "_to_copy"):
+                    late(ms)
+                with torch._C.DisableTorchFunctionSubclass():
+                    return func(*args, **(kwargs or {}))
+
+        return t.as_subclass(LateCopies)
+
+    def profile(self, fn: Callable[[], Any], runs: int = 1) -> Any:
+        """Run ``fn`` ``runs`` times (after one warm-up run) under the profiler; the Trace, one step per run."""
+        from asynclab.record import record
+
+        return record(fn, warmup=1, steps=runs)
+
+
+@functools.lru_cache(maxsize=None)
+def _spin_cycles(index: int, ms: float) -> int:
+    from asynclab.experiments import spin_cycles
+
+    return spin_cycles(torch.device("cuda", index), ms)
+
+
+class Simulated(Backend):
+    """Simulated GPUs (:class:`asynclab.simdevice.SimGPU`) for a machine without enough of them."""
+
+    simulated = True
+    scale = 1024
+
+    def __init__(self, gpus: int, have: int, peer_access: bool = True):
+        self.gpus, self.peer_access = gpus, peer_access
+        self.where = (" (on a simulated GPU: this machine has none)" if gpus == 1 else
+                      f" (on {gpus} simulated GPUs: this machine has {have or 'no'} GPU{'s' if have != 1 else ''})")
+
+    def __enter__(self) -> "Simulated":
+        from asynclab.simdevice import SimGPU
+
+        self.gpu = SimGPU(devices=self.gpus, peer_access=self.peer_access, scale=self.scale)  # each run: idle GPUs
+        self.gpu.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.gpu.__exit__(*exc)
+
+    def late(self, ms: float, device: Any = None) -> None:
+        with torch.cuda.device(self.gpu.index(device)):
+            torch.cuda._sleep(self.gpu.cycles(ms))
+
+    def late_copies(self, t: Any, ms: float) -> Any:
+        self.gpu.late_copies[id(t.block)] = self.gpu.cycles(ms)
+        return t
+
+    def profile(self, fn: Callable[[], Any], runs: int = 1) -> Any:
+        """The simulated GPU's own timeline of ``runs`` runs of ``fn`` after a warm-up, one step per run (an
+        ``asynclab.step`` annotation, as :func:`asynclab.record.record` makes on a GPU)."""
+        from asynclab.record import STEP_ANNOTATION
+
+        fn()
+        torch.cuda.synchronize()
+        self.gpu.ran.clear()
+        for _ in range(runs):
+            start = self.gpu.host
+            fn()
+            torch.cuda.synchronize()
+            self.gpu.ran.append(("gpu_user_annotation", STEP_ANNOTATION, 0, self.gpu.number(self.gpu.current(0)),
+                                 start, self.gpu.host))
+            self.gpu.host += self.gpu.LAUNCH_MS  # the profiler's own step, between one run's end and the next's start
+        return self.gpu.trace()
+
+
+def backend(gpus: int = 1, peer_access: bool = True) -> Backend:
+    """The backend for a check that needs ``gpus`` GPUs: this machine's when it has them, else simulated ones.
+
+    Example:
+        >>> b = backend()
+        >>> b.simulated == (not torch.cuda.is_available())
+        True
+    """
+    from asynclab.simcuda import _gpus_here
+
+    have = _gpus_here()
+    return Backend() if have >= gpus else Simulated(gpus, have, peer_access)

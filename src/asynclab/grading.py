@@ -1,0 +1,147 @@
+"""Grades no notebook can change: each answer is checked again in a fresh Python process, by a checker bound first."""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+#: The line a grading process ends its output with, before its result.
+MARK = "asynclab-grade:"
+
+_IMPORT = re.compile(r"^(import \S+|from \S+ import .+)$")
+
+#: Seconds one graded check may run (a check takes seconds; an answer that never returns scores zero).
+TIMEOUT_S = 300
+
+
+@dataclass(frozen=True)
+class Grade:
+    """One exercise's grade: right or not, and the checker's verdict (or why there is none)."""
+
+    right: bool
+    message: str
+
+
+def setup_code(cells: list[dict], before: int | None = None) -> str:
+    """The set-up a learner's kernel has at cell ``before`` of a notebook: its code cells up to the one that calls
+    ``al.start``, and every import line of the code cells after it (where a checker's types come from).
+
+    Example:
+        >>> cells = [{"cell_type": "code", "source": "import asynclab as al\\nal.start(3)"},
+        ...          {"cell_type": "code", "source": "import torch\\nx = 1"}]
+        >>> print(setup_code(cells))
+        import asynclab as al
+        al.start(3)
+        import torch
+    """
+    code = ["".join(c["source"]) for c in cells[:before] if c["cell_type"] == "code"]
+    start = next((i for i, cell in enumerate(code) if "al.start(" in cell), None)
+    if start is None:
+        raise ValueError("the notebook has no cell that calls al.start(...)")
+    imports = [line for cell in code[start + 1:] for line in cell.splitlines() if _IMPORT.match(line)]
+    return "\n".join([*code[:start + 1], *dict.fromkeys(imports)])
+
+
+def check_in_fresh_process(setup: str, answer: str, check: str, timeout_s: float = TIMEOUT_S) -> Grade:
+    """Run ``setup``, then the learner's ``answer``, then the ``al.check(...)`` call ``check`` in a new Python process,
+    with the checker bound before the answer runs; the grade that process gives.
+
+    Whatever the answer rebinds (``al.check``, ``asynclab.checks.check``, the registry, torch's functions) cannot
+    change the grade: the checker was taken first, and an answer that changed asynclab's or PyTorch's own code is
+    graded not right. An answer that exits the process, or never returns, scores zero.
+
+    Example:
+        >>> check_in_fresh_process("import asynclab as al", "x = 0",
+        ...                        'al.check("00.replayed_lessons", x)').right  # doctest: +SKIP
+        False
+    """
+    job = json.dumps({"setup": setup, "answer": answer, "check": check})
+    try:
+        done = subprocess.run([sys.executable, "-m", "asynclab.grading"], input=job, capture_output=True, text=True,
+                              timeout=timeout_s, env=dict(os.environ, MPLBACKEND="Agg"))
+    except subprocess.TimeoutExpired:
+        return Grade(False, f"the check did not finish within {timeout_s:g} s")
+    lines = [line for line in done.stdout.splitlines() if line.startswith(MARK)]
+    if not lines:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return Grade(False, f"the grading process ended without a grade ({tail[:200]})")
+    result = json.loads(lines[-1][len(MARK):])
+    return Grade(bool(result["right"]), str(result["message"]))
+
+
+def _snapshot() -> dict[tuple[str, str], int]:
+    """The identity of every function, class and module that asynclab's modules, torch, torch.cuda and torch.Tensor
+    hold (their flags and caches change as they work; their code does not)."""
+    import torch
+
+    ours = [(name, module) for name, module in list(sys.modules.items())
+            if name == "asynclab" or name.startswith("asynclab.")]
+    spaces = {name: vars(module) for name, module in ours}
+    spaces.update({f"{name}.{key}": vars(value) for name, module in ours for key, value in list(vars(module).items())
+                   if isinstance(value, type) and value.__module__ == name})  # their classes' methods too
+    spaces.update({"torch": vars(torch), "torch.cuda": vars(torch.cuda), "torch.Tensor": vars(torch.Tensor)})
+    return {(space, key): id(value) for space, values in spaces.items() for key, value in list(values.items())
+            if callable(value) or isinstance(value, type(sys))}
+
+
+def _altered(before: dict[tuple[str, str], int]) -> list[str]:
+    now = _snapshot()
+    return sorted(f"{space}.{key}" for (space, key), ident in before.items() if now.get((space, key), ident) != ident)
+
+
+def _arguments(check: str, namespace: dict) -> tuple[str, list]:
+    """The exercise name and the answer values of an ``al.check("NN.name", ...)`` call, evaluated in the answer's
+    namespace."""
+    call = ast.parse(check, mode="eval").body
+    if not (isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Constant)):
+        raise ValueError(f"not a check call: {check}")
+    values = [eval(compile(ast.Expression(arg), "<graded>", "eval"), namespace) for arg in call.args[1:]]  # noqa: S307
+    return call.args[0].value, values
+
+
+def _grade_here(job: dict) -> dict[str, Any]:
+    """In the grading process: set up, bind the checker, run the answer, check it (see check_in_fresh_process)."""
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    exec(compile(job["setup"], "<set-up>", "exec"), namespace)  # noqa: S102 - the instructor's own set-up
+    from asynclab.checks import _EXERCISES, Verdict, check
+
+    check("00.replayed_lessons", 0)  # registers every checker, before the answer can touch the registry
+    checkers = dict(_EXERCISES)
+    try:  # importing it later would wrap some of torch's functions (torch.manual_seed) as torch does, not as tampering
+        import torch._dynamo  # noqa: F401
+    except ImportError:
+        pass
+    before = _snapshot()
+    try:
+        exec(compile(job["answer"], "<answer>", "exec"), namespace)  # noqa: S102 - the learner's answer
+        name, values = _arguments(job["check"], namespace)
+    except Exception as err:  # noqa: BLE001
+        return {"right": False, "message": f"the answer cell raised {type(err).__name__}: {err}"}
+    if name not in checkers:
+        return {"right": False, "message": f"no exercise {name!r}"}
+    verdict = checkers[name](*values)
+    changed = _altered(before)
+    if changed:
+        return {"right": False, "message": "the answer changed the course's or PyTorch's own code "
+                                           f"({', '.join(changed[:3])}); the grade comes from the checker as shipped."}
+    if not isinstance(verdict, Verdict):
+        return {"right": False, "message": "the checker gave no verdict"}
+    return {"right": verdict.right, "message": verdict.message}
+
+
+def main() -> None:
+    """``python -m asynclab.grading`` reads a job (JSON on stdin) and prints its grade, marked, as its last line."""
+    job = json.loads(sys.stdin.read())
+    result = _grade_here(job)
+    sys.stdout.flush()
+    os.write(1, f"\n{MARK}{json.dumps(result)}\n".encode())
+    os._exit(0)  # nothing the answer left behind (atexit handlers, threads) runs after the grade
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,473 @@
+"""One simulated GPU under PyTorch's dispatcher: real CPU values, with CUDA's order of streams, events, copies and memory.
+
+A :class:`DeviceTensor` is a real ``torch.Tensor`` (a wrapper subclass, as FakeTensor is) that says it lives on
+``cuda:N``. Every operator on it reaches :meth:`DeviceTensor.__torch_dispatch__`, which runs it on CPU values, but
+*when* the GPU would: a kernel is queued on the calling thread's current stream, starts after what is queued there
+(and after any event that stream waits for), reads its inputs when it starts and writes its outputs when it ends.
+So a kernel that starts before its input's producer has finished reads what that memory held before, exactly as
+on a GPU, and a host read (``item``, ``tolist``, ``cpu``, ``print``, ``bool``) waits for its copy on the current
+stream. Memory comes from a caching allocator with a pool per stream, so a block freed while another stream still
+reads it is handed to the next allocation at once, unless ``record_stream`` named that stream. Host memory is
+pageable (ordinary tensors) or pinned (:class:`PinnedTensor`); copies run on one copy engine per direction.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import weakref
+from typing import Any, Callable
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_flatten, tree_map
+
+from asynclab.simcuda import Simulation, SimulationLimit, Stream, default_stream_of
+
+__all__ = ["DeviceTensor", "PinnedTensor", "SimGPU"]
+
+_SEQ = itertools.count()
+
+
+class Block:
+    """A piece of simulated memory: its bytes (a CPU tensor), the GPU and stream that allocated it (None: pinned host
+    memory), and the streams ``record_stream`` named. When no tensor uses it any more, it goes back to its pool."""
+
+    def __init__(self, base: torch.Tensor, device: int | None, stream: Stream | None):
+        self.base, self.device, self.stream, self.recorded = base, device, stream, set()
+
+
+def _fresh(nbytes: int) -> torch.Tensor:
+    """New memory of at least ``nbytes`` (rounded up to 512 bytes, as PyTorch's allocator does), holding garbage
+    (every byte 0xFF: NaN as floats, -1 as integers)."""
+    return torch.full((max(512, -(-nbytes // 512) * 512),), 255, dtype=torch.uint8)
+
+
+def _on(base: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """A tensor shaped like ``like`` (sizes, strides, offset, dtype) on the bytes of ``base``."""
+    flat = base[: base.numel() - base.numel() % like.element_size()].view(like.dtype)
+    return flat.as_strided(like.shape, like.stride(), like.storage_offset())
+
+
+def _memory_of(t: torch.Tensor) -> int:
+    """Which memory a tensor lives in (its storage's address)."""
+    with torch._C.DisableTorchFunctionSubclass():
+        return t.untyped_storage().data_ptr()
+
+
+def _needed_bytes(like: torch.Tensor) -> int:
+    if like.numel() == 0:
+        return 0
+    last = like.storage_offset() + sum((s - 1) * st for s, st in zip(like.shape, like.stride()))
+    return (last + 1) * like.element_size()
+
+
+class DeviceTensor(torch.Tensor):
+    """A tensor on a simulated GPU: ``device`` says ``cuda:N``, its values live in ``elem`` (a CPU view of its
+    :class:`Block`), and the running :class:`SimGPU` decides when each operator on it reads and writes them.
+
+    Example:
+        >>> with SimGPU() as gpu:
+        ...     x = torch.ones(4, device="cuda")
+        ...     y = (x * 2).clone().sum()
+        ...     (x.device, y.item())
+        (device(type='cuda', index=0), 8.0)
+    """
+
+    elem: torch.Tensor
+    block: Block
+
+    @staticmethod
+    def __new__(cls, elem: torch.Tensor, block: Block, requires_grad: bool = False) -> "DeviceTensor":
+        t = torch.Tensor._make_wrapper_subclass(cls, elem.size(), strides=elem.stride(),
+                                                storage_offset=elem.storage_offset(), dtype=elem.dtype,
+                                                device=torch.device("cuda", block.device), requires_grad=requires_grad)
+        t.elem, t.block = elem, block
+        return t
+
+    def __repr__(self, *, tensor_contents: Any = None) -> str:  # printing a GPU tensor reads it on the host
+        text = repr(_gpu().to_host(self, non_blocking=False, pinned=False))
+        return text[:-1] + f", device='cuda:{self.block.device}')"
+
+    __str__ = __repr__
+
+    def __format__(self, spec: str) -> str:
+        return format(self.item(), spec) if spec and self.dim() == 0 else repr(self)
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if _asks_for_grad(func, args, kwargs):  # forward passes run without a graph; a backward pass says so
+            return None if func is torch.Tensor.requires_grad.__set__ else args[0]
+        if func in _BACKWARD:
+            raise SimulationLimit("autograd's backward pass on a simulated GPU tensor",
+                                  "the forward pass runs here; check a backward pass on a machine with a GPU")
+        special = TENSOR_METHODS.get(getattr(func, "__name__", None))
+        if special is not None and args and isinstance(args[0], DeviceTensor):
+            return special(*args, **kwargs)
+        with torch._C.DisableTorchFunctionSubclass():
+            return func(*args, **kwargs)
+
+    @classmethod
+    def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        return _gpu().dispatch(func, args, kwargs or {})
+
+
+class PinnedTensor(torch.Tensor):
+    """Page-locked host memory (``pin_memory()``, ``pin_memory=True``, a non-blocking copy to the host): an ordinary
+    CPU tensor that a copy from the GPU may write later, when that copy ends. The host sees such writes as its time
+    passes: any operation on it first brings the simulation up to the host's time.
+
+    Example:
+        >>> with SimGPU():
+        ...     host = torch.zeros(3).pin_memory()
+        ...     host.is_pinned(), type(host).__name__
+        (True, 'PinnedTensor')
+    """
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        gpu = _gpu(required=False)
+        if gpu is not None:
+            gpu.catch_up()
+        name = getattr(func, "__name__", None)
+        if name == "is_pinned":
+            return True
+        if name in ("numpy", "tolist", "__array__") and args:
+            with torch._C.DisableTorchFunctionSubclass():
+                return getattr(args[0].as_subclass(torch.Tensor), name)(*args[1:], **(kwargs or {}))
+        with torch._C.DisableTorchFunctionSubclass():
+            out = func(*args, **(kwargs or {}))
+            pinned = {t.untyped_storage().data_ptr() for t in flat_tensors((args, kwargs)) if type(t) is PinnedTensor}
+
+            def keep(t: Any) -> Any:  # a view of pinned memory is pinned; new memory (a clone, say) is pageable
+                if not isinstance(t, torch.Tensor) or isinstance(t, DeviceTensor):
+                    return t
+                shares = t.untyped_storage().data_ptr() in pinned
+                return t if (type(t) is PinnedTensor) == shares else t.as_subclass(PinnedTensor if shares else torch.Tensor)
+            return tree_map(keep, out)
+
+
+#: Calls that run autograd's backward pass.
+_BACKWARD = {torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad}
+
+
+def _asks_for_grad(func: Any, args: tuple, kwargs: dict) -> bool:
+    """Whether a call makes a simulated GPU tensor require gradients. Autograd would ask the real CUDA driver for the
+    tensor's stream, which a machine without a GPU does not have, so the tensor stays out of autograd's graph: the
+    forward pass runs, and a backward pass is the simulation's limit."""
+    if func is torch.Tensor.requires_grad.__set__:
+        return bool(args[1]) if len(args) > 1 else False
+    if getattr(func, "__name__", None) == "requires_grad_":
+        return bool(args[1] if len(args) > 1 else kwargs.get("requires_grad", True))
+    return False
+
+
+def _gpu(required: bool = True) -> "SimGPU | None":
+    from asynclab.simcuda import _STACK
+
+    for sim in reversed(_STACK):
+        if isinstance(sim, SimGPU):
+            return sim
+    if required:
+        raise SimulationLimit("a simulated GPU tensor outside its check", "make GPU tensors inside your function")
+    return None
+
+
+class _Placement(TorchFunctionMode):
+    """Puts new tensors where a GPU program puts them: ``device="cuda"`` factories, ``.cuda()``, ``.to("cuda")`` of
+    host tensors and ``pin_memory`` make simulated memory."""
+
+    def __init__(self, gpu: "SimGPU"):
+        super().__init__()
+        self.gpu = gpu
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = dict(kwargs or {})
+        name = getattr(func, "__name__", "")
+        host = bool(args) and isinstance(args[0], torch.Tensor) and not isinstance(args[0], DeviceTensor)
+        if name == "where" and any(isinstance(a, DeviceTensor) for a in args):  # a number beside GPU tensors: 0-d
+            args = tuple(torch.tensor(a) if isinstance(a, (int, float, bool)) else a for a in args)
+        if name in ("to", "cuda") and host:
+            target = self.gpu.target_of(name, args[1:], kwargs)
+            if target is not None:
+                return self.gpu.from_host(args[0], target[0], non_blocking=target[1], dtype=target[2])
+        if name == "pin_memory" and host:
+            return self.gpu.pin(args[0].clone())
+        if name == "is_pinned" and host and type(args[0]) is not PinnedTensor:
+            return False
+        device, pinned = kwargs.get("device"), kwargs.pop("pin_memory", False)
+        on_gpu = any(isinstance(a, DeviceTensor) for a in flat_tensors((args, kwargs)))
+        if _is_cuda(device) and not on_gpu:  # a factory (an operator on GPU tensors is theirs to run)
+            kwargs["device"] = "cpu"
+            out = func(*args, **kwargs)
+            return self.gpu.made(out, self.gpu.index(device), name)
+        out = func(*args, **kwargs)
+        return self.gpu.pin(out) if pinned and isinstance(out, torch.Tensor) else out
+
+
+def _placed(run: Callable) -> Callable:
+    """``Thread.run`` with the running simulated GPU's placement of new tensors in force in that thread (a torch
+    function mode holds for one thread only)."""
+    def placed_run(thread: threading.Thread) -> None:
+        gpu = _gpu(required=False)
+        if gpu is None:
+            return run(thread)
+        with _Placement(gpu):
+            return run(thread)
+    return placed_run
+
+
+def _is_cuda(device: Any) -> bool:
+    return (isinstance(device, int) and not isinstance(device, bool)) or str(device).startswith("cuda")
+
+
+class SimGPU(Simulation):
+    """One or two simulated GPUs for checkers on machines without them: any PyTorch code runs, in CUDA's order.
+
+    Work is timed in logical milliseconds from the cost model below (an H100's rates, divided by ``scale``: a check
+    hands a simulated GPU tensors ``scale`` times smaller than a GPU's, which then take as long), the host moves on by
+    :data:`LAUNCH_MS` per launch, and ``torch.cuda._sleep(cycles)`` spins for ``cycles / CYCLES_PER_MS``. What ran
+    comes back as a :class:`asynclab.trace.Trace` from :meth:`trace`.
+
+    Example:
+        >>> with SimGPU() as gpu:
+        ...     x = torch.zeros(4, device="cuda")
+        ...     side = torch.cuda.Stream()
+        ...     torch.cuda._sleep(gpu.cycles(50.0))   # the default stream is busy for 50 ms...
+        ...     _ = x.fill_(1.0)                      # ...before x is written
+        ...     with torch.cuda.stream(side):
+        ...         y = x * 2                         # no wait_stream: reads the zeros x held before
+        ...     side.synchronize()
+        ...     y.tolist()
+        [0.0, 0.0, 0.0, 0.0]
+    """
+
+    #: Host time one launch costs, in ms.
+    LAUNCH_MS = 0.004
+    #: The shortest kernel, in ms.
+    KERNEL_MS = 0.003
+    #: A spin kernel's clock (cycles per ms), and the memory, compute and copy rates (bytes or FLOPs per ms).
+    CYCLES_PER_MS = 1.98e6
+    MEMORY_BYTES_PER_MS = 3.0e9
+    FLOPS_PER_MS = 5.0e10
+    PINNED_BYTES_PER_MS = 5.0e7
+    PAGEABLE_BYTES_PER_MS = 8.0e6
+    PEER_BYTES_PER_MS = 3.9e8
+
+    def __init__(self, devices: int = 1, peer_access: bool = True, scale: float = 1.0) -> None:
+        super().__init__()
+        self.devices, self.peer_access, self.scale = devices, peer_access, scale
+        for rate in ("MEMORY_BYTES_PER_MS", "FLOPS_PER_MS", "PINNED_BYTES_PER_MS", "PAGEABLE_BYTES_PER_MS",
+                     "PEER_BYTES_PER_MS"):  # a GPU `scale` times smaller and slower: its tensors' times are a GPU's
+            setattr(self, rate, getattr(type(self), rate) / scale)
+        self._queue: list[tuple[float, bool, int, Callable]] = []  # (when, a start?, order, what happens then)
+        self._pools: dict[tuple, list[tuple[Block, float]]] = {}  # (device, stream) -> free blocks, free from when
+        self._engines: dict[tuple, float] = {}  # (device, direction) -> when that copy engine is free
+        self.ran: list[tuple[str, str, int, int, float, float]] = []  # (cat, name, device, stream, start, end)
+        self._busy = False
+        self._written: dict[int, float] = {}  # memory (its address) -> when work last wrote it
+        self.failed: list[str] = []  # operators whose CPU run failed (the host hears of it at its next wait)
+        self.late_copies: dict[int, int] = {}  # id of a block -> the spin (cycles) that runs ahead of each copy of it
+        self.watch_host(self.catch_up)
+
+    # -- the simulation's time ------------------------------------------------------------------------------------
+    def at(self, t: float, action: Callable, starts: bool = False) -> None:
+        """Do ``action`` when the GPU's time reaches ``t`` (at once if the host is already there); at the same time,
+        work that ends comes before work that ``starts``, which then reads what the other wrote."""
+        heapq.heappush(self._queue, (t, starts, next(_SEQ), action))
+        self.catch_up()
+
+    def catch_up(self) -> None:
+        """Let everything the GPU does up to the host's time happen, in time order."""
+        if self._busy:  # an action that moves the host on: the loop below goes on with it
+            return
+        self._busy = True
+        try:
+            with torch.inference_mode(False):  # the GPU's work, whatever mode the host is in when it happens
+                while self._queue and self._queue[0][0] <= self.host:
+                    heapq.heappop(self._queue)[-1]()
+        finally:
+            self._busy = False
+
+    def wait_until(self, t: float, sleep: bool = False) -> None:
+        """The host waits until ``t``; an operator that failed meanwhile is reported now, as CUDA reports a kernel's
+        error at the next synchronization."""
+        super().wait_until(t, sleep)
+        self.catch_up()
+        if self.failed:
+            what = self.failed.pop(0)
+            self.failed.clear()
+            raise SimulationLimit(f"the operator {what} as the simulated GPU ran it")
+
+    def finish(self) -> None:
+        """Let all queued work happen (the end of a check), without moving the host."""
+        with torch.inference_mode(False):
+            while self._queue:
+                heapq.heappop(self._queue)[-1]()
+
+    def cycles(self, ms: float) -> int:
+        """The ``torch.cuda._sleep`` argument that spins for ``ms``."""
+        return int(ms * self.CYCLES_PER_MS)
+
+    def spin(self, cycles: int) -> None:
+        """``torch.cuda._sleep(cycles)``: a spin kernel on the current stream."""
+        self.queue("spin", self.current(), max(self.KERNEL_MS, cycles / self.CYCLES_PER_MS), lambda: None)
+
+    def queue(self, name: str, stream: Stream, ms: float, at_start: Callable, cat: str = "kernel",
+              engine: tuple | None = None, after: float = 0.0, reads: tuple = (), writes: tuple = ()) -> tuple[float, float]:
+        """Queue GPU work of ``ms`` on ``stream`` (and on a copy ``engine``): ``at_start()`` runs when it starts and
+        may return what to do when it ends. The work reads the memory of ``reads`` all along: if other work writes it
+        meanwhile, what it writes (``writes``) is garbage, as on a GPU. The host pays one launch. Returns (start, end)."""
+        start = max(self.ready(stream), self.host, after, self._engines.get(engine, 0.0))
+        end = start + ms
+        self.set_ready(stream, end)
+        if engine is not None:
+            self._engines[engine] = end
+        self.ran.append((cat, name, stream.device_index, self.number(stream), start, end))
+        self.host += self.LAUNCH_MS
+
+        def begin() -> None:
+            then = at_start()
+            if then is not None:
+                self.at(end, lambda: self._finish(then, start, end, reads, writes))
+        self.at(start, begin, starts=True)
+        return start, end
+
+    def _finish(self, then: Callable, start: float, end: float, reads: tuple, writes: tuple) -> None:
+        """Work ends at ``end``: it writes its results, unless memory it read was written while it ran."""
+        if any(self._written.get(_memory_of(t), -1.0) > start for t in reads):
+            for t in writes:
+                t.fill_(float("nan") if t.dtype.is_floating_point else -1)
+        else:
+            then()
+        for t in writes:
+            self._written[_memory_of(t)] = end
+
+    # -- memory ---------------------------------------------------------------------------------------------------
+    def allocate(self, like: torch.Tensor, device: int, stream: Stream | None = None) -> DeviceTensor:
+        """New memory on ``device`` shaped like ``like``, from the pool of ``stream`` (default: the current one)."""
+        stream = stream or self.current(device)
+        need, pool = _needed_bytes(like), self._pools.setdefault((device, stream), [])
+        fits = [(b.base.numel(), i) for i, (b, free_at) in enumerate(pool)
+                if need <= b.base.numel() <= 2 * max(need, 512) and free_at <= self.host]
+        with torch.inference_mode(False):  # memory the simulation writes later, whatever mode the host is in then
+            base = pool.pop(min(fits)[1])[0].base if fits else _fresh(need)
+            elem = _on(base, like)
+        block = Block(base, device, stream)
+        weakref.finalize(block, self._free, base, device, stream, block.recorded)
+        return DeviceTensor(elem, block)
+
+    def _free(self, base: torch.Tensor, device: int, stream: Stream, recorded: set) -> None:
+        """A block no tensor uses: back to its stream's pool, at once, or once the streams record_stream named have
+        done what is queued on them now."""
+        free_at = max([self.host] + [self.ready(s) for s in recorded if s.device_index == device and s is not stream])
+        self._pools.setdefault((device, stream), []).append((Block(base, device, stream), free_at))
+
+    def empty_cache(self) -> None:
+        """``torch.cuda.empty_cache()``: the free blocks go back to the driver."""
+        for pool in self._pools.values():
+            pool[:] = [(b, t) for b, t in pool if t > self.host]
+
+    def pin(self, host: torch.Tensor) -> PinnedTensor:
+        """``host`` as page-locked memory."""
+        return host.as_subclass(PinnedTensor)
+
+    # -- operators ------------------------------------------------------------------------------------------------
+    def dispatch(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """Run one operator on simulated tensors, where and when a GPU would."""
+        from asynclab.simops import run_operator
+
+        self.catch_up()
+        return run_operator(self, func, args, kwargs)
+
+    def made(self, out: Any, device: int, name: str) -> Any:
+        """A factory's CPU result ``out`` as GPU memory on ``device``, written by a kernel (or, for data from the host,
+        a blocking copy) on the current stream."""
+        if not isinstance(out, torch.Tensor):
+            return out
+        if name in ("tensor", "as_tensor", "from_numpy"):
+            return self.from_host(out, device, non_blocking=False)
+        target = self.allocate(out, device)
+        self.queue(name, self.current(device), self.KERNEL_MS, lambda: (lambda: target.elem.copy_(out)),
+                   writes=(target.elem,))
+        return target
+
+    def target_of(self, name: str, args: tuple, kwargs: dict) -> tuple[int, bool, Any] | None:
+        """(device, non_blocking, dtype) of a ``.to(...)``/``.cuda(...)`` call that moves a host tensor to a GPU."""
+        if name == "cuda":
+            device = args[0] if args else kwargs.get("device")
+            return self.index(device), bool(kwargs.get("non_blocking", args[1] if len(args) > 1 else False)), None
+        other = next((a for a in args if isinstance(a, torch.Tensor)), None)  # to(other): its device and dtype
+        device = kwargs.get("device", next((a for a in args if isinstance(a, (str, torch.device, int))
+                                            and not isinstance(a, bool)), other.device if other is not None else None))
+        flags = [a for a in args if isinstance(a, bool)]
+        dtype = kwargs.get("dtype", next((a for a in args if isinstance(a, torch.dtype)),
+                                         other.dtype if other is not None else None))
+        if not _is_cuda(device):
+            return None
+        return self.index(device), bool(kwargs.get("non_blocking", flags[0] if flags else False)), dtype
+
+    def from_host(self, host: torch.Tensor, device: int, non_blocking: bool, dtype: Any = None) -> DeviceTensor:
+        """A copy of ``host`` to GPU ``device`` on its current stream: into new memory allocated there."""
+        target = self.allocate(host.to(dtype) if dtype is not None else host, device)
+        self.copy(target, host, non_blocking)
+        return target
+
+    def to_host(self, src: DeviceTensor, non_blocking: bool, pinned: bool) -> torch.Tensor:
+        """A copy of ``src`` into new host memory (pinned when ``pinned``), on the current stream of its GPU."""
+        # the layout PyTorch gives a copy: the source's strides where they are dense, else contiguous
+        meta = torch.empty_strided(src.shape, src.stride(), dtype=src.dtype, device="meta")
+        host = torch.empty_like(meta, device="cpu")
+        host.fill_(float("nan") if src.dtype.is_floating_point else -1)
+        host = self.pin(host) if pinned else host
+        self.copy(host, src, non_blocking)
+        return host
+
+    def copy(self, dst: torch.Tensor, src: torch.Tensor, non_blocking: bool) -> None:
+        """``dst.copy_(src)`` across host and GPUs: on the copy engine of its direction, read when it starts and
+        written when it ends; the host waits unless it is non-blocking between a GPU and pinned memory."""
+        from asynclab.simops import copy_between
+
+        copy_between(self, dst, src, non_blocking)
+
+    def trace(self):
+        """What ran on the simulated GPUs as a :class:`asynclab.trace.Trace`."""
+        from asynclab.simgpu import trace_of
+
+        return trace_of(self.ran, "nothing ran on the simulated GPU")
+
+    def __enter__(self) -> "SimGPU":
+        super().__enter__()
+        # module.cuda() makes new parameters around its GPU tensors (the default would swap a CPU parameter's data for a
+        # simulated tensor's, which holds no values)
+        self._overwrite = torch.__future__.get_overwrite_module_params_on_conversion()
+        torch.__future__.set_overwrite_module_params_on_conversion(True)
+        self._placement = _Placement(self)
+        self._placement.__enter__()
+        self._thread_run = threading.Thread.run
+        threading.Thread.run = _placed(self._thread_run)  # threads started in the check place tensors there too
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        threading.Thread.run = self._thread_run
+        self._placement.__exit__(*exc)
+        torch.__future__.set_overwrite_module_params_on_conversion(self._overwrite)
+        self.finish()
+        super().__exit__(*exc)
+
+
+def sim_streams_of(device: int) -> Stream:
+    """GPU ``device``'s default stream (the same handle in every simulation)."""
+    return default_stream_of(device)
+
+
+def flat_tensors(tree: Any) -> list:
+    """Every tensor in a nest of lists, tuples and dicts."""
+    return [x for x in tree_flatten(tree)[0] if isinstance(x, torch.Tensor)]
+
+
+from asynclab.simmethods import TENSOR_METHODS  # noqa: E402 - it builds on the classes above
+
+for _name, _method in TENSOR_METHODS.items():  # found before torch.Tensor's own (whose argument parser comes first)
+    setattr(DeviceTensor, _name, _method)

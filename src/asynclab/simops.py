@@ -1,0 +1,277 @@
+"""How the simulated GPU runs one operator: a view, a kernel on the current stream, a copy, or a read by the host."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+
+from asynclab.simdevice import DeviceTensor, PinnedTensor, SimGPU
+
+aten = torch.ops.aten
+
+#: Operators whose work is matrix products: timed by their FLOPs, not their bytes.
+_MATMULS = {"mm", "addmm", "bmm", "baddbmm", "matmul", "_scaled_mm", "linear", "convolution"}
+
+
+class _NeedsHostRead(Exception):
+    """The operator's output shape or value depends on the data: the host must read it (as nonzero does on a GPU)."""
+
+
+def _devices(args: Any) -> set[int]:
+    return {t.block.device for t in tree_flatten(args)[0] if isinstance(t, DeviceTensor)}
+
+
+def _host_tensors(args: Any) -> list[torch.Tensor]:
+    """Host tensors among an operator's arguments, other than 0-d ones (which PyTorch lets a GPU kernel read)."""
+    return [t for t in tree_flatten(args)[0]
+            if isinstance(t, torch.Tensor) and not isinstance(t, DeviceTensor) and t.dim() > 0]
+
+
+def _meta(x: Any) -> Any:
+    if isinstance(x, DeviceTensor):
+        return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
+    if isinstance(x, torch.Tensor):
+        return x.to("meta")
+    if isinstance(x, torch.device) and x.type == "cuda":
+        return torch.device("meta")
+    return x
+
+
+def _elem(x: Any) -> Any:
+    return x.elem if isinstance(x, DeviceTensor) else x
+
+
+def _on_cpu(x: Any) -> Any:
+    """An operator's argument as its CPU run takes it: a GPU tensor's memory, a GPU device as the CPU."""
+    if isinstance(x, torch.device) and x.type == "cuda":
+        return torch.device("cpu")
+    return _elem(x)
+
+
+def _raw(x: Any) -> Any:
+    """A host tensor as a plain tensor: writing into it must not bring the simulation up to date (it is doing that)."""
+    if type(x) is PinnedTensor:
+        with torch._C.DisableTorchFunctionSubclass():
+            return x.as_subclass(torch.Tensor)
+    return _elem(x)
+
+
+def _mutated(func: Any, args: tuple, kwargs: dict) -> list[DeviceTensor]:
+    """The tensors the operator writes in place, from its schema (``Tensor(a!)``), in order."""
+    out = []
+    for i, arg in enumerate(func._schema.arguments):
+        info = arg.alias_info
+        if info is None or not info.is_write:
+            continue
+        value = args[i] if i < len(args) and not arg.kwarg_only else kwargs.get(arg.name)
+        out += [t for t in tree_flatten(value)[0] if isinstance(t, DeviceTensor)]
+    return out
+
+
+def _is_view(func: Any) -> bool:
+    returns = func._schema.returns
+    return bool(returns) and all(r.alias_info is not None and not r.alias_info.is_write for r in returns) \
+        and not any(a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments)
+
+
+def _kernel_ms(gpu: SimGPU, func: Any, args: Any, outputs: list) -> float:
+    """How long the operator runs: its FLOPs at the compute rate for matrix products, else its bytes at the memory
+    rate; never less than the shortest kernel."""
+    tensors = [t for t in tree_flatten(args)[0] if isinstance(t, torch.Tensor)] + outputs
+    nbytes = sum(t.numel() * t.element_size() for t in tensors)
+    ms = nbytes / gpu.MEMORY_BYTES_PER_MS
+    name = func._schema.name.split("::")[-1]
+    if name in _MATMULS and outputs:
+        inner = max((t.shape[-1] for t in tree_flatten(args)[0] if isinstance(t, torch.Tensor) and t.dim() >= 2),
+                    default=1)
+        ms = max(ms, 2.0 * outputs[0].numel() * inner / gpu.FLOPS_PER_MS)
+    return max(gpu.KERNEL_MS, ms)
+
+
+def run_operator(gpu: SimGPU, func: Any, args: tuple, kwargs: dict) -> Any:
+    """Run ``func`` on simulated tensors: a view at once, a copy between devices, a read by the host, or a kernel.
+
+    Example:
+        >>> with SimGPU() as gpu:
+        ...     x = torch.arange(6.0, device="cuda").view(2, 3)
+        ...     (x.t() @ x).sum().item()
+        153.0
+    """
+    if func is aten._local_scalar_dense.default:
+        return gpu.to_host(args[0], non_blocking=False, pinned=False).item()
+    if func in (aten.is_pinned.default,):
+        return False
+    if func is aten._to_copy.default:
+        moved = _to_device(gpu, args[0], kwargs)
+        if moved is not None:
+            return moved
+    if func is aten.copy_.default and (_host_tensors(args) or len(_devices(args)) > 1):
+        gpu.copy(args[0], args[1], bool(args[2]) if len(args) > 2 else bool(kwargs.get("non_blocking")))
+        return args[0]
+    devices = _devices((args, kwargs))
+    if _host_tensors((args, kwargs)) or len(devices) > 1:
+        names = sorted({f"cuda:{d}" for d in devices} | ({"cpu"} if _host_tensors((args, kwargs)) else set()))
+        raise RuntimeError("Expected all tensors to be on the same device, but found at least two devices, "
+                           f"{names[0]} and {names[1]}!")
+    device = devices.pop() if devices else gpu.device
+    if _is_view(func):
+        block = next(t.block for t in tree_flatten(args)[0] if isinstance(t, DeviceTensor))
+        return tree_map(lambda o: DeviceTensor(o, block) if isinstance(o, torch.Tensor) else o,
+                        func(*tree_map(_elem, args), **tree_map(_elem, kwargs)))
+    try:
+        shapes = func(*tree_map(_meta, args), **tree_map(_meta, kwargs))
+        if not all(isinstance(o, torch.Tensor) for o in tree_flatten(shapes)[0]) or not tree_flatten(shapes)[0]:
+            raise _NeedsHostRead()
+    except (_NeedsHostRead, NotImplementedError, RuntimeError) as err:
+        meta = isinstance(err, (_NeedsHostRead, NotImplementedError)) or "meta" in str(err).lower() \
+            or "data-dependent" in str(err)
+        if not meta:
+            raise
+        return _read_by_host(gpu, func, args, kwargs, device)
+    return _kernel(gpu, func, args, kwargs, device, shapes)
+
+
+def _kernel(gpu: SimGPU, func: Any, args: tuple, kwargs: dict, device: int, shapes: Any) -> Any:
+    """Queue ``func`` as a kernel on the current stream: it reads its inputs when it starts and writes its outputs
+    (new memory, and the tensors it mutates) when it ends."""
+    mutated = _mutated(func, args, kwargs)
+    name = func._schema.name.split("::")[-1]
+    flat, spec = tree_flatten(shapes)
+    written = iter(mutated)
+    outputs = []
+    for i, meta in enumerate(flat):
+        ret = func._schema.returns[min(i, len(func._schema.returns) - 1)]
+        aliased = ret.alias_info is not None and ret.alias_info.is_write
+        outputs.append(next(written, None) if aliased else gpu.allocate(meta, device))
+    stream = gpu.current(device)
+    # the work holds the memory, never the tensors: a tensor freed while its work is queued frees its memory
+    eargs, ekwargs = tree_map(_on_cpu, args), tree_map(_on_cpu, kwargs)
+    written_to = [t.elem for t in mutated]
+    fresh = [None if t is None or any(t is m for m in mutated) else t.elem for t in outputs]
+
+    def at_start() -> Any:
+        clones = {id(e): e.clone() for e in written_to}
+        swap = lambda x: clones.get(id(x), x) if isinstance(x, torch.Tensor) else x  # noqa: E731
+        try:
+            values = tree_flatten(func(*tree_map(swap, eargs), **tree_map(swap, ekwargs)))[0]
+        except Exception as err:  # noqa: BLE001 - the host hears of it at its next wait, as of a device-side error
+            gpu.failed.append(f"{name} ({type(err).__name__}: {str(err).splitlines()[0][:120]})")
+            return lambda: [e.fill_(float("nan") if e.dtype.is_floating_point else -1)
+                            for e in [f for f in fresh if f is not None] + written_to]
+
+        def at_end() -> None:
+            for out, value in zip(fresh, values):
+                if out is not None and isinstance(value, torch.Tensor):
+                    out.copy_(value)
+            for e in written_to:
+                e.copy_(clones[id(e)])
+        return at_end
+
+    reads = tuple(t for t in tree_flatten((eargs, ekwargs))[0] if isinstance(t, torch.Tensor)
+                  and any(t is x.elem for x in tree_flatten((args, kwargs))[0] if isinstance(x, DeviceTensor)))
+    gpu.queue(name, stream, _kernel_ms(gpu, func, (args, kwargs), [o for o in outputs if o is not None]), at_start,
+              reads=reads, writes=tuple(f for f in fresh if f is not None) + tuple(written_to))
+    return tree_unflatten([o if o is not None else m for o, m in zip(outputs, flat)], spec)
+
+
+def _read_by_host(gpu: SimGPU, func: Any, args: tuple, kwargs: dict, device: int) -> Any:
+    """An operator whose result the host must read (a size that depends on the data, or a Python value): a kernel on
+    the current stream that reads its inputs when it starts, and the host waits for it, as CUDA's ``nonzero`` does."""
+    box: list = []
+    eargs, ekwargs = tree_map(_on_cpu, args), tree_map(_on_cpu, kwargs)
+
+    def at_start() -> None:
+        box.append(func(*eargs, **ekwargs))
+    _, end = gpu.queue(func._schema.name.split("::")[-1], gpu.current(device), gpu.KERNEL_MS, at_start)
+    gpu.wait_until(end)
+    gpu.catch_up()
+    result = box[0]
+
+    def on_gpu(value: Any) -> Any:
+        if not isinstance(value, torch.Tensor):
+            return value
+        out = gpu.allocate(value, device)
+        out.elem.copy_(value)
+        return out
+    return tree_map(on_gpu, result)
+
+
+def _to_device(gpu: SimGPU, src: Any, kwargs: dict) -> Any:
+    """``_to_copy`` to another device: a copy to the host or to the other GPU (None: the same device, a kernel)."""
+    device, dtype = kwargs.get("device"), kwargs.get("dtype")
+    non_blocking = bool(kwargs.get("non_blocking", False))
+    here = src.block.device if isinstance(src, DeviceTensor) else None
+    if device is None or (device.type == "cuda" and (device.index if device.index is not None else gpu.device) == here):
+        return None
+    like = torch.empty_strided(src.shape, src.stride(), dtype=dtype or src.dtype)
+    if device.type == "cpu":
+        host = gpu.to_host(src, non_blocking=non_blocking, pinned=non_blocking)
+        return host if dtype in (None, src.dtype) else host.to(dtype)
+    target = gpu.allocate(like, gpu.index(device))
+    gpu.copy(target, src, non_blocking)
+    return target
+
+
+def copy_between(gpu: SimGPU, dst: torch.Tensor, src: torch.Tensor, non_blocking: bool) -> None:
+    """``dst.copy_(src)`` where one side is host memory or the two sides are different GPUs.
+
+    Example:
+        >>> with SimGPU() as gpu:
+        ...     host = torch.ones(2).pin_memory()
+        ...     x = host.to("cuda", non_blocking=True)
+        ...     gpu.trace().events["name"].tolist()
+        ['Memcpy HtoD (Pinned -> Device)']
+    """
+    to_gpu, from_gpu = isinstance(dst, DeviceTensor), isinstance(src, DeviceTensor)
+    if from_gpu and id(src.block) in gpu.late_copies:  # a big copy: it starts late (Backend.late_copies)
+        with torch.cuda.device(src.block.device):
+            gpu.spin(gpu.late_copies[id(src.block)])
+    nbytes = src.numel() * src.element_size()
+    if to_gpu and from_gpu:
+        return _peer_copy(gpu, dst, src, nbytes)
+    gpu_side, host_side = (dst, src) if to_gpu else (src, dst)
+    pinned = type(host_side) is PinnedTensor
+    direction = "HtoD" if to_gpu else "DtoH"
+    memory = "Pinned" if pinned else "Pageable"
+    name = f"Memcpy {direction} ({memory} -> Device)" if to_gpu else f"Memcpy {direction} (Device -> {memory})"
+    rate = gpu.PINNED_BYTES_PER_MS if pinned else gpu.PAGEABLE_BYTES_PER_MS
+    staged = _raw(src).clone() if to_gpu and not pinned else None  # pageable data is staged by the host at once
+    source, target = _raw(src), _raw(dst)  # the memory, not the tensors (see _kernel)
+
+    def at_start() -> Any:
+        value = staged if staged is not None else source.clone()
+        return lambda: target.copy_(value)
+
+    device = gpu_side.block.device
+    _, end = gpu.queue(name, gpu.current(device), 0.002 + nbytes / rate, at_start, cat="gpu_memcpy",
+                       engine=(device, direction), reads=() if staged is not None else (source,), writes=(target,))
+    # the host waits for the copy, but for one that is non-blocking from pinned memory, or from pageable memory to the
+    # GPU (the driver stages the data at once and returns; the copy runs in the stream's order)
+    if not (non_blocking and (pinned or to_gpu)):
+        gpu.wait_until(end)
+    gpu.catch_up()
+
+
+def _peer_copy(gpu: SimGPU, dst: DeviceTensor, src: DeviceTensor, nbytes: int) -> None:
+    """A copy between GPUs (or within one), as PyTorch issues it: on the source GPU's current stream, after the
+    destination's current stream, which then waits for the copy (aten/src/ATen/native/cuda/Copy.cu)."""
+    from asynclab.simcuda import default_stream_of
+
+    sender, receiver = gpu.current(src.block.device), gpu.current(dst.block.device)
+    same = src.block.device == dst.block.device
+    rate = gpu.MEMORY_BYTES_PER_MS if same else (gpu.PEER_BYTES_PER_MS if gpu.peer_access else gpu.PAGEABLE_BYTES_PER_MS)
+    name = "Memcpy DtoD (Device -> Device)" if same else "Memcpy PtoP (Device -> Device)"
+
+    source, target = src.elem, dst.elem
+
+    def at_start() -> Any:
+        value = source.clone()
+        return lambda: target.copy_(value)
+    _, end = gpu.queue(name, sender, 0.002 + nbytes / rate, at_start, cat="gpu_memcpy", after=gpu.ready(receiver),
+                       reads=(source,), writes=(target,))
+    if not same:
+        gpu.set_ready(receiver, max(gpu.ready(receiver), end))
+        if sender is default_stream_of(src.block.device):  # the legacy default streams: the other GPU's waits too
+            other = default_stream_of(dst.block.device)
+            gpu.set_ready(other, max(gpu.ready(other), end))
