@@ -536,6 +536,7 @@ class Simulation:
 
     def __enter__(self) -> "Simulation":
         import time
+        import timeit  # noqa: F401 - bound to the real clock now: a module first imported during a check would keep ours
 
         _install()
         _STACK.append(self)
