@@ -22,7 +22,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from asynclab.simcuda import Simulation, SimulationLimit, Stream, default_stream_of
+from asynclab.simcuda import Simulation, SimulationLimit, Stream
 
 __all__ = ["DeviceTensor", "PinnedTensor", "SimGPU"]
 
@@ -455,11 +455,6 @@ class SimGPU(Simulation):
         torch.__future__.set_overwrite_module_params_on_conversion(self._overwrite)
         self.finish()
         super().__exit__(*exc)
-
-
-def sim_streams_of(device: int) -> Stream:
-    """GPU ``device``'s default stream (the same handle in every simulation)."""
-    return default_stream_of(device)
 
 
 def flat_tensors(tree: Any) -> list:

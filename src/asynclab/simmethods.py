@@ -163,7 +163,7 @@ def _type(t: DeviceTensor, dtype: Any = None, non_blocking: bool = False, **kwar
 
 
 def _data_ptr(t: DeviceTensor) -> int:
-    return t.block.base.data_ptr() + (t.elem.data_ptr() - t.block.base.data_ptr())
+    return t.elem.data_ptr()
 
 
 #: Tensor methods that never reach the dispatcher as an operator, and what a GPU tensor does for them.
