@@ -511,10 +511,13 @@ def test_the_trace_has_the_kernels_and_their_streams():
         with torch.cuda.stream(side):
             y = x * 2
         z = x + 1
-        ev = gpu.trace().events
+        trace = gpu.trace()
+    ev = trace.events[trace.events["stream"].notna()]
     rows = list(zip(ev["name"], ev["stream"].astype(int)))
     assert rows == [("ones", 7), ("spin", 7), ("mul", 13), ("add", 7)]
     assert (ev["device"] == 0).all()
+    host = trace.events[trace.events["kind"] == "launch"]  # each launched from the host, in order, linked
+    assert len(host) == 4 and ev["launch"].tolist() == host.index.tolist()
     mul, spin = ev[ev["name"] == "mul"].iloc[0], ev[ev["name"] == "spin"].iloc[0]
     assert mul["start_us"] >= spin["end_us"]  # the side stream waited for the spin
     del y, z

@@ -36,6 +36,16 @@ class Backend:
         """
         return max(1, int(n // self.scale))
 
+    def side(self, n: int) -> int:
+        """The side of a square matrix whose product takes as long here as a product of side ``n`` on a GPU (the
+        simulated GPU's are :attr:`scale` times smaller in bytes, and as slow).
+
+        Example:
+            >>> backend().side(1024) in (1024, 102)
+            True
+        """
+        return max(1, round(n / self.scale ** (1 / 3)))
+
     def __enter__(self) -> "Backend":
         return self
 
@@ -112,13 +122,11 @@ class Simulated(Backend):
 
         fn()
         torch.cuda.synchronize()
-        self.gpu.ran.clear()
+        self.gpu.forget_past()
         for _ in range(runs):
-            start = self.gpu.host
-            fn()
-            torch.cuda.synchronize()
-            self.gpu.ran.append(("gpu_user_annotation", STEP_ANNOTATION, 0, self.gpu.number(self.gpu.current(0)),
-                                 start, self.gpu.host))
+            with torch.profiler.record_function(STEP_ANNOTATION):
+                fn()
+                torch.cuda.synchronize()
             self.gpu.host += self.gpu.LAUNCH_MS  # the profiler's own step, between one run's end and the next's start
         return self.gpu.trace()
 

@@ -140,6 +140,7 @@ class Stream:
 
     def synchronize(self) -> None:
         sim = active()
+        sim.sync_report()  # cudaStreamSynchronize, as PyTorch's sync debug mode reports it
         sim.wait_until(sim.ready(self))
 
     def query(self) -> bool:
@@ -300,6 +301,13 @@ def _fakes() -> dict[str, Any]:
         "synchronize": lambda device=None: active().synchronize(device),
         "_sleep": lambda cycles: active().spin(cycles),
         "empty_cache": lambda: active().empty_cache(),
+        "set_sync_debug_mode": lambda mode: (active().set_sync_debug_mode(mode) if in_check()
+                                             else real("set_sync_debug_mode")(mode)),
+        "get_sync_debug_mode": lambda: active().sync_debug_mode if in_check() else real("get_sync_debug_mode")(),
+        "get_device_capability": lambda device=None: ((9, 0) if in_check() else  # the cost model's GPU: an H100
+                                                      real("get_device_capability")(device)),
+        "get_device_name": lambda device=None: ("a simulated GPU" if in_check() else real("get_device_name")(device)),
+        "is_bf16_supported": lambda *a, **k: True if in_check() else real("is_bf16_supported")(*a, **k),
         "is_available": lambda: True if in_check() else real("is_available")(),
         "device_count": lambda: active().devices if in_check() else real("device_count")(),
     }
@@ -400,6 +408,7 @@ class Simulation:
         self._ready: dict[Stream, float] = {}
         self._recorded: dict[Event, float] = {}
         self._numbers: dict[Stream, int] = {}
+        self.sync_debug_mode = 0
 
     @property
     def host(self) -> float:
@@ -525,6 +534,38 @@ class Simulation:
         """The host waits for every stream of ``device`` (None: the current device)."""
         i = self.index(device)
         self.wait_until(max([0.0] + [t for s, t in self._ready.items() if s.device_index == i]))
+
+    # -- PyTorch's sync debug mode --
+    #: ``torch.cuda.set_sync_debug_mode``'s names for its modes.
+    SYNC_DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
+
+    def set_sync_debug_mode(self, mode: Any) -> None:
+        """``torch.cuda.set_sync_debug_mode``: 0 or "default", 1 or "warn", 2 or "error"."""
+        if isinstance(mode, str):
+            if mode not in self.SYNC_DEBUG_MODES:
+                raise RuntimeError('invalid value of debug_mode, expected one of `default`, `warn`, `error`')
+            mode = self.SYNC_DEBUG_MODES[mode]
+        self.sync_debug_mode = int(mode)
+
+    def sync_report(self) -> None:
+        """The host is about to wait for the GPU inside an operation (a read, a blocking copy, a stream's
+        synchronize): warn or raise as PyTorch's sync debug mode does (c10's ``warn_or_error_on_sync``).
+
+        Example:
+            >>> import warnings
+            >>> with Simulation() as sim, warnings.catch_warnings(record=True) as seen:
+            ...     warnings.simplefilter("always")
+            ...     sim.set_sync_debug_mode("warn")
+            ...     sim.sync_report()
+            >>> str(seen[0].message)
+            'called a synchronizing CUDA operation'
+        """
+        import warnings
+
+        if self.sync_debug_mode == 2:
+            raise RuntimeError("called a synchronizing CUDA operation")
+        if self.sync_debug_mode == 1:
+            warnings.warn("called a synchronizing CUDA operation", UserWarning, stacklevel=3)
 
     # -- events --
     def record(self, event: Event, stream: Stream) -> None:

@@ -198,9 +198,13 @@ class _Placement(TorchFunctionMode):
             return False
         device, pinned = kwargs.get("device"), kwargs.pop("pin_memory", False)
         on_gpu = any(isinstance(a, DeviceTensor) for a in flat_tensors((args, kwargs)))
+        if name.startswith("_record_function_"):  # torch.profiler.record_function: the host's annotation
+            return self.gpu.annotation(name, func(*args, **kwargs), args[0])
         if _is_cuda(device) and not on_gpu:  # a factory (an operator on GPU tensors is theirs to run)
             kwargs["device"] = "cpu"
             out = func(*args, **kwargs)
+            if name in ("tensor", "as_tensor"):  # host data: a blocking copy to the GPU
+                return self.gpu.from_host(out, self.gpu.index(device), non_blocking=False)
             return self.gpu.made(out, self.gpu.index(device), name)
         out = func(*args, **kwargs)
         return self.gpu.pin(out) if pinned and isinstance(out, torch.Tensor) else out
@@ -245,12 +249,16 @@ class SimGPU(Simulation):
 
     #: Host time one launch costs, in ms.
     LAUNCH_MS = 0.004
+    #: Host time entering or leaving a ``record_function`` range costs, in ms.
+    ANNOTATION_MS = 0.001
     #: The shortest kernel, in ms.
     KERNEL_MS = 0.003
     #: A spin kernel's clock (cycles per ms), and the memory, compute and copy rates (bytes or FLOPs per ms).
     CYCLES_PER_MS = 1.98e6
     MEMORY_BYTES_PER_MS = 3.0e9
     FLOPS_PER_MS = 5.0e10
+    #: Matrix products in 16-bit types run on the tensor cores, this much faster.
+    HALF_SPEEDUP = 12.0
     PINNED_BYTES_PER_MS = 5.0e7
     PAGEABLE_BYTES_PER_MS = 8.0e6
     PEER_BYTES_PER_MS = 3.9e8
@@ -264,7 +272,10 @@ class SimGPU(Simulation):
         self._queue: list[tuple[float, bool, int, Callable]] = []  # (when, a start?, order, what happens then)
         self._pools: dict[tuple, list[tuple[Block, float]]] = {}  # (device, stream) -> free blocks, free from when
         self._engines: dict[tuple, float] = {}  # (device, direction) -> when that copy engine is free
-        self.ran: list[tuple[str, str, int, int, float, float]] = []  # (cat, name, device, stream, start, end)
+        self.ran: list[tuple] = []  # (cat, name, device, stream, start, end, correlation)
+        self.launches: list[tuple[str, float, float, int]] = []  # the host's: (name, start, end, correlation)
+        self.annotations: list[tuple[str, float, float]] = []  # the host's record_function ranges: (name, start, end)
+        self._open: list[tuple[str, float]] = []  # record_function ranges the host is in
         self._busy = False
         self._written: dict[int, float] = {}  # memory (its address) -> when work last wrote it
         self.failed: list[str] = []  # operators whose CPU run failed (the host hears of it at its next wait)
@@ -324,7 +335,10 @@ class SimGPU(Simulation):
         self.set_ready(stream, end)
         if engine is not None:
             self._engines[engine] = end
-        self.ran.append((cat, name, stream.device_index, self.number(stream), start, end))
+        corr = next(_SEQ)
+        self.ran.append((cat, name, stream.device_index, self.number(stream), start, end, corr))
+        launch = "cudaMemcpyAsync" if cat == "gpu_memcpy" else "cudaLaunchKernel"
+        self.launches.append((launch, self.host, self.host + self.LAUNCH_MS, corr))
         self.host += self.LAUNCH_MS
 
         def begin() -> None:
@@ -431,11 +445,36 @@ class SimGPU(Simulation):
 
         copy_between(self, dst, src, non_blocking)
 
-    def trace(self):
-        """What ran on the simulated GPUs as a :class:`asynclab.trace.Trace`."""
-        from asynclab.simgpu import trace_of
+    def annotation(self, name: str, handle: Any, arg: Any) -> Any:
+        """``torch.profiler.record_function`` entered (``arg`` its name) or left (``arg`` its handle): the host's
+        range goes into the trace, as the profiler's would."""
+        if name == "_record_function_enter_new":
+            self._open.append((str(arg), self.host))
+        elif self._open:
+            label, start = self._open.pop()
+            self.annotations.append((label, start, self.host))
+        self.host += self.ANNOTATION_MS
+        return handle
 
-        return trace_of(self.ran, "nothing ran on the simulated GPU")
+    def forget_past(self) -> None:
+        """Start the trace afresh (after a warm-up run)."""
+        self.ran.clear(), self.launches.clear(), self.annotations.clear()
+
+    def trace(self):
+        """What ran on the simulated GPUs, the host's launches and its ``record_function`` ranges, as a
+        :class:`asynclab.trace.Trace`: a profiler's trace of the same program, in the simulation's times.
+
+        Example:
+            >>> with SimGPU() as gpu:
+            ...     with torch.profiler.record_function("step"):
+            ...         x = torch.zeros(4, device="cuda") + 1
+            ...     ev = gpu.trace().events
+            >>> sorted(set(ev["kind"]))
+            ['annotation', 'compute', 'gpu_annotation', 'launch']
+        """
+        from asynclab.simtrace import trace_of
+
+        return trace_of(self.ran, self.launches, self.annotations)
 
     def __enter__(self) -> "SimGPU":
         super().__enter__()

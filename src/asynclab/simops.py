@@ -85,7 +85,8 @@ def _kernel_ms(gpu: SimGPU, func: Any, args: Any, outputs: list) -> float:
     if name in _MATMULS and outputs:
         inner = max((t.shape[-1] for t in tree_flatten(args)[0] if isinstance(t, torch.Tensor) and t.dim() >= 2),
                     default=1)
-        ms = max(ms, 2.0 * outputs[0].numel() * inner / gpu.FLOPS_PER_MS)
+        half = outputs[0].dtype in (torch.float16, torch.bfloat16)
+        ms = max(ms, 2.0 * outputs[0].numel() * inner / (gpu.FLOPS_PER_MS * (gpu.HALF_SPEEDUP if half else 1.0)))
     return max(gpu.KERNEL_MS, ms)
 
 
@@ -184,6 +185,7 @@ def _read_by_host(gpu: SimGPU, func: Any, args: tuple, kwargs: dict, device: int
     def at_start() -> None:
         box.append(func(*eargs, **ekwargs))
     _, end = gpu.queue(func._schema.name.split("::")[-1], gpu.current(device), gpu.KERNEL_MS, at_start)
+    gpu.sync_report()
     gpu.wait_until(end)
     gpu.catch_up()
     result = box[0]
@@ -220,7 +222,8 @@ def copy_between(gpu: SimGPU, dst: torch.Tensor, src: torch.Tensor, non_blocking
         >>> with SimGPU() as gpu:
         ...     host = torch.ones(2).pin_memory()
         ...     x = host.to("cuda", non_blocking=True)
-        ...     gpu.trace().events["name"].tolist()
+        ...     ev = gpu.trace().events
+        ...     ev.loc[ev["kind"] == "h2d", "name"].tolist()
         ['Memcpy HtoD (Pinned -> Device)']
     """
     to_gpu, from_gpu = isinstance(dst, DeviceTensor), isinstance(src, DeviceTensor)
@@ -249,6 +252,7 @@ def copy_between(gpu: SimGPU, dst: torch.Tensor, src: torch.Tensor, non_blocking
     # the host waits for the copy, but for one that is non-blocking from pinned memory, or from pageable memory to the
     # GPU (the driver stages the data at once and returns; the copy runs in the stream's order)
     if not (non_blocking and (pinned or to_gpu)):
+        gpu.sync_report()
         gpu.wait_until(end)
     gpu.catch_up()
 

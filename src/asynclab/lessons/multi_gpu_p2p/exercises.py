@@ -6,9 +6,9 @@ import math
 import numbers
 from typing import Any, Callable
 
-from asynclab.checks import Verdict, exercise, harness, raised
+from asynclab.backend import Backend, backend
+from asynclab.checks import Verdict, exercise, raised
 from asynclab.events import a_type
-from asynclab.simpeers import PeerSim
 
 #: The share of the multiplication that must run while the copy runs.
 MIN_OVERLAP = 0.8
@@ -66,26 +66,26 @@ def _launched_in(trace: Any, annotation: str) -> Any:
     lo, hi = trace.annotation_range(annotation, occurrence=0)  # the host's range (the GPU's runs on past it)
     kernels = ev[(ev["kind"] == "compute") & ev["launch"].notna()]
     at = ev.loc[kernels["launch"].astype(int), "start_us"].to_numpy()
-    return kernels[(at >= lo) & (at <= hi)]
+    return kernels[(at >= lo) & (at < hi)]  # a launch that starts as the range ends is after it
 
 
-def _step_on_gpus(step: Callable, slow_product: bool = False) -> tuple[int, float | None]:
+def _step(b: Backend, step: Callable, slow_product: bool = False) -> tuple[int, float | None]:
     """Run ``step(send, multiply)`` on GPUs 0 and 1, profiled; returns ``(wrong results, overlap share)``.
 
-    The copy is 1 GiB (about three times the multiplication); both results are read on GPU 1's default
+    The copy is 1 GiB on a GPU (about three times the multiplication); both results are read on GPU 1's default
     stream right after ``step`` returns, as the rest of a program would. With ``slow_product`` a spin kernel
     runs ahead of the product, so that it certainly ends after the copy: a read of the product that does not
     wait for it is then certainly too early (no profile, no overlap share).
     """
     import torch
 
-    from asynclab.experiments import native_half, spin_cycles
-    from asynclab.record import record
+    from asynclab.experiments import native_half
 
     d0, d1 = torch.device("cuda", 0), torch.device("cuda", 1)
-    src = torch.empty(1 << 28, device=d0)
-    dst = torch.empty(1 << 28, device=d1)
-    a = torch.randn(7168, 7168, device=d1, dtype=native_half(d1))  # about 1 ms on an H200; the copy about 3 ms
+    src = torch.empty(b.nbytes(1 << 30) // 4, device=d0)
+    dst = torch.empty(b.nbytes(1 << 30) // 4, device=d1)
+    side = b.side(7168)  # a product of about 1 ms on an H200; the copy about 3 ms
+    a = torch.randn(side, side, device=d1, dtype=native_half(d1))
     c = torch.empty_like(a)
     want = a @ a
     runs = itertools.count(1)
@@ -95,12 +95,10 @@ def _step_on_gpus(step: Callable, slow_product: bool = False) -> tuple[int, floa
         dst.copy_(src)
         return dst
 
-    cycles = spin_cycles(d1, 20.0) if slow_product else 0
-
     def multiply() -> Any:
         with torch.cuda.device(d1):
-            if cycles:
-                torch.cuda._sleep(cycles)
+            if slow_product:
+                b.late(20.0)
             return torch.mm(a, a, out=c)
 
     def once() -> None:
@@ -120,21 +118,8 @@ def _step_on_gpus(step: Callable, slow_product: bool = False) -> tuple[int, floa
     if slow_product:
         once(), once()
         return wrong["n"], None
-    trace = record(once, warmup=1, steps=1)
+    trace = b.profile(once)
     return wrong["n"], _overlap_share(trace, _launched_in(trace, "step"))
-
-
-def _step_simulated(step: Callable, slow_product: bool = False) -> tuple[int, float]:
-    """The same on :class:`asynclab.simpeers.PeerSim`: a 3 ms copy, a 1 ms multiplication (20 ms when slow)."""
-    import torch
-
-    with PeerSim(copy_ms=3.0, multiply_ms=20.0 if slow_product else 1.0) as sim:
-        y, z = _run_step(step, sim.send, sim.multiply)
-        with torch.cuda.device(1):  # GPU 1's default stream reads both results at once
-            check = sim.kernel([y, z], ms=0.01)
-        trace = sim.trace()
-    ev = trace.events
-    return (0 if check.right else 1), _overlap_share(trace, ev[ev["name"] == "multiply (GPU 1)"])
 
 
 @exercise("06.overlap_copy")
@@ -145,7 +130,7 @@ def overlap_copy(step: Callable) -> Verdict:
     ``send()`` runs ``y1.copy_(x0)``, a copy between GPUs, with whatever streams are current; ``multiply()``
     runs a matrix product on GPU 1's current stream (whichever device is current). After ``step`` returns, GPU 1's default stream reads
     both results. The checker needs at least :data:`MIN_OVERLAP` of the multiplication to run during the copy
-    (read from a profiler trace with two GPUs, or from a simulation of PyTorch's copy barrier without them)
+    (read from a profiler trace of two GPUs, or of two simulated ones without them)
     and both results right (the tensor holds new numbers every run), also in a second run where the product
     is late (a spin ahead of it), so that reading it without a wait is certainly wrong.
 
@@ -161,10 +146,13 @@ def overlap_copy(step: Callable) -> Verdict:
     """
     if not callable(step):
         return Verdict(False, "pass your function step itself (no parentheses).")
-    run, where = harness(_step_on_gpus, _step_simulated, gpus=2)
+    b = backend(gpus=2)
+    where = b.where
     try:
-        wrong, share = run(step)
-        wrong += run(step, slow_product=True)[0]  # the product late: reading it without a wait is certainly early
+        with b:
+            wrong, share = _step(b, step)
+        with b:
+            wrong += _step(b, step, slow_product=True)[0]  # the product late: reading it without a wait is certainly early
     except _Shape as err:
         return Verdict(False, f"{err}.")
     except Exception as err:  # noqa: BLE001 - the learner's code
