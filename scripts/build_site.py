@@ -34,7 +34,7 @@ def readme_section(heading: str) -> str:
     """The README's text under ``## heading`` (up to the next ``## ``), its links made to work from the book's root.
 
     Example:
-        >>> "make test" in readme_section("Two commands")
+        >>> "make test" in readme_section("Get it and run it") and "git clone" in readme_section("Get it and run it")
         True
     """
     text = (ROOT / "README.md").read_text()
@@ -81,7 +81,7 @@ def landing_page() -> str:
         "# asynclab", book_links(intro, ROOT / "README.md", set()),
         "## Lessons", lesson_map(),
         "## What runs where", readme_section("What runs where"),
-        "## Run it yourself", readme_section("Two commands"),
+        "## Run it yourself", readme_section("Get it and run it"),
         "## More",
         "- [The `asynclab` command](cli.md) and [the Python API](api.md)\n"
         "- [The instructor's guide](docs/instructors.md): labs, machines, grading with nbgrader\n"

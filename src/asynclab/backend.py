@@ -52,10 +52,19 @@ class Backend:
     def __exit__(self, *exc: Any) -> None:
         pass
 
+    def cycles(self, ms: float) -> int:
+        """The ``torch.cuda._sleep`` argument that keeps the current GPU busy for ``ms``."""
+        return _spin_cycles(torch.cuda.current_device(), round(ms, 3))
+
     def late(self, ms: float, device: Any = None) -> None:
         """Keep ``device``'s current stream busy for ``ms`` (a spin kernel), so that what is queued next is late."""
-        dev = torch.device("cuda", torch.cuda.current_device() if device is None else torch.device(device).index or 0)
-        torch.cuda._sleep(_spin_cycles(dev.index, round(ms, 3)))
+        with torch.cuda.device(torch.cuda.current_device() if device is None else device):
+            torch.cuda._sleep(self.cycles(ms))
+
+    def timer_reads(self) -> int | None:
+        """How often code read a host clock or an event's elapsed time here (None on a GPU, where nothing counts):
+        on the simulated GPU, a timer that read neither read a clock the simulation does not drive."""
+        return None
 
     def late_copies(self, t: Any, ms: float) -> Any:
         """``t``, whose every copy (``copy_``, ``to``, ``cpu``) starts late: a spin of ``ms`` runs ahead of it on the
@@ -107,9 +116,11 @@ class Simulated(Backend):
     def __exit__(self, *exc: Any) -> None:
         self.gpu.__exit__(*exc)
 
-    def late(self, ms: float, device: Any = None) -> None:
-        with torch.cuda.device(self.gpu.index(device)):
-            torch.cuda._sleep(self.gpu.cycles(ms))
+    def cycles(self, ms: float) -> int:
+        return self.gpu.cycles(ms)
+
+    def timer_reads(self) -> int | None:
+        return self.gpu.timer_reads
 
     def late_copies(self, t: Any, ms: float) -> Any:
         self.gpu.late_copies[id(t.block)] = self.gpu.cycles(ms)

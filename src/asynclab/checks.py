@@ -49,13 +49,20 @@ def claim(statement: str, ok: bool, *, evidence: str, live: bool, why_it_may_dif
 
 @dataclass(frozen=True)
 class Verdict:
-    """Whether an exercise answer is right, with a hint when it is not."""
+    """Whether an exercise answer is right, with a hint when it is not; ``judged`` is False when the check could not
+    judge it here (the answer reached past the simulated GPU), which is never the answer's fault.
+
+    Example:
+        >>> print(Verdict(False, "the simulated GPU does not cover X.", judged=False))
+        Not judged here: the simulated GPU does not cover X.
+    """
 
     right: bool
     message: str
+    judged: bool = True
 
     def __str__(self) -> str:
-        return ("Right: " if self.right else "Not yet: ") + self.message
+        return ("Right: " if self.right else "Not yet: " if self.judged else "Not judged here: ") + self.message
 
     def _repr_pretty_(self, p, cycle) -> None:  # Jupyter shows the sentence, not the dataclass
         p.text(str(self))
@@ -70,14 +77,39 @@ def raised(err: BaseException) -> Verdict:
         Not yet: your function raised ZeroDivisionError: division by zero
         >>> from asynclab.simcuda import SimulationLimit
         >>> print(raised(SimulationLimit("tensor.pin_memory()")))  # doctest: +ELLIPSIS
-        Not yet: the simulated GPU does not cover tensor.pin_memory(). This machine has ..., so the check runs ...
+        Not judged here: the simulated GPU does not cover tensor.pin_memory(). This machine has ..., so the check ...
     """
     from asynclab.simcuda import limit_message
 
     limit = limit_message(err)
     if limit is not None:
-        return Verdict(False, limit)
+        return Verdict(False, limit, judged=False)
     return Verdict(False, f"your function raised {type(err).__name__}: {err}")
+
+
+def brief(text: str, limit: int = 60) -> str:
+    """``text`` cut to at most ``limit`` characters at a space or a comma, never inside a number or a word.
+
+    Example:
+        >>> brief("[1.25, 2.5, 3.75, 5.0]", 14)
+        '[1.25, 2.5, ...'
+    """
+    if len(text) <= limit:
+        return text
+    cut = max(text.rfind(" ", 0, limit - 3), text.rfind(",", 0, limit - 3) + 1)
+    return (text[:cut] if cut > 0 else text[:limit - 4]).rstrip() + " ..."
+
+
+def not_judged(call: str, instead: str = "") -> Verdict:
+    """The verdict for an answer that reached past the simulated GPU with ``call``: it cannot be judged here.
+
+    Example:
+        >>> print(not_judged("a clock bound before the check"))  # doctest: +ELLIPSIS
+        Not judged here: the simulated GPU does not cover a clock bound before the check. This machine has ...
+    """
+    from asynclab.simcuda import SimulationLimit
+
+    return raised(SimulationLimit(call, instead))
 
 
 def set_answer(answer, right: set, choices: set, *, noun: str, example: str, why: str, wrong: str,
@@ -106,25 +138,6 @@ def set_answer(answer, right: set, choices: set, *, noun: str, example: str, why
 
 
 _EXERCISES: dict[str, Callable[..., Verdict]] = {}
-
-
-def harness(on_gpu: Callable, simulated: Callable, gpus: int = 1) -> tuple[Callable, str]:
-    """The checker's harness for this machine (the GPU one when it has ``gpus`` GPUs, else the simulated one),
-    and the words its verdicts add about where they ran.
-
-    Example:
-        >>> run, where = harness(lambda fn: "gpu", lambda fn: "sim")
-        >>> run(None) in ("gpu", "sim"), where in ("", " (on a simulated GPU: this machine has none)")
-        (True, True)
-    """
-    import torch
-
-    have = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if have >= gpus:
-        return on_gpu, ""
-    if gpus == 1:
-        return simulated, " (on a simulated GPU: this machine has none)"
-    return simulated, f" (on {gpus} simulated GPUs: this machine has {have or 'no'} GPU{'s' if have != 1 else ''})"
 
 
 def exercise(name: str):

@@ -15,15 +15,32 @@ CELL_TIMEOUT_S = 300
 _SOLUTION = re.compile(r"<details><summary>Solution</summary>.*?</details>\n*", re.S)
 _CODE = re.compile(r"```python\n(.*?)```", re.S)
 
-#: nbgrader's settings for the course folder: the cell timeout, and grading that goes on past a failing cell.
+#: nbgrader's settings for the course folder: the course's name and exchange (an instructor's to change, or to set with
+#: the environment variables), the cell timeout, and kernels that talk to nbgrader over local sockets.
 NBGRADER_CONFIG = f'''\
 # nbgrader settings for an asynclab course folder (written by `asynclab classroom source`); run nbgrader here.
+import os
+
 c = get_config()  # noqa: F821
+# the course's name and the exchange folder students fetch from and submit to: edit them, or set the variables
+c.CourseDirectory.course_id = os.environ.get("ASYNCLAB_COURSE_ID", "asynclab")
+c.Exchange.root = os.environ.get("ASYNCLAB_EXCHANGE", "/srv/nbgrader/exchange")
 c.Execute.timeout = {CELL_TIMEOUT_S}  # a cell that runs longer is stopped, and its exercise scores zero
 c.Execute.interrupt_on_timeout = True
-c.Execute.allow_errors = True  # one broken cell costs its own points, not the rest of the notebook
+if os.name == "posix":  # the grading kernels talk to nbgrader over local sockets, not unencrypted TCP
+    c.KernelManager.transport = "ipc"
 c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE\\nraise NotImplementedError()"}}
 '''
+
+
+def course_notebooks() -> Path:
+    """The course's notebooks, as the package carries them (in a clone, the repository's ``notebooks/``).
+
+    Example:
+        >>> (course_notebooks() / "03_streams.ipynb").is_file()
+        True
+    """
+    return Path(__file__).resolve().parent / "notebooks"
 
 
 class ClassroomError(ValueError):
@@ -127,7 +144,7 @@ def source_notebook(notebook: dict) -> dict:
             out.append(cell)
             continue
         name, solution = exercises[i]
-        starter = "".join(cell["source"]).replace("# NBVAL_IGNORE_OUTPUT\n", "")
+        starter = "".join(cell["source"])
         if solution is None and name not in extra:
             raise ClassroomError(f"exercise {name} has no code solution in its notebook and no CLASSROOM_ANSWERS entry")
         code = extra[name] if solution is None else answer_code(name, starter, solution)

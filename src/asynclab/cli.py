@@ -165,7 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("folder", help="the course folder")
     p.add_argument("assignment", nargs="?", help="grade: the assignment (NN_name)")
     p.add_argument("students", nargs="*", help="grade: the students (default: every submission)")
-    p.add_argument("--notebooks", default="notebooks", help="where the course notebooks are (default notebooks/)")
+    p.add_argument("--notebooks", default=None, help="where the course notebooks are (default: those the package "
+                                                      "carries, the repository's notebooks/ in a clone)")
     p.add_argument("--lessons", nargs="+", default=None, metavar="NN", help="only these lessons (examples)")
     p.set_defaults(func=_cmd_classroom)
     return parser
@@ -174,6 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _cmd_classroom(args: argparse.Namespace) -> int:
     from asynclab import classroom
 
+    args.notebooks = args.notebooks or classroom.course_notebooks()
     try:
         if args.action == "source":
             for path in classroom.write_source(args.folder, args.notebooks):
@@ -197,6 +199,8 @@ def _grade(classroom: Any, args: argparse.Namespace) -> int:
     """``asynclab classroom grade COURSE NN_name [STUDENT ...]``: a line per student and exercise."""
     from pathlib import Path
 
+    from asynclab.checks import brief
+
     if not args.assignment:
         raise UsageError("classroom grade: name the assignment, e.g. asynclab classroom grade COURSE 03_streams")
     submitted = Path(args.folder) / "submitted"
@@ -206,7 +210,7 @@ def _grade(classroom: Any, args: argparse.Namespace) -> int:
     for student, result in classroom.grade(args.folder, args.assignment, students).items():
         print(f"{student}: {result['score']:g} / {result['max_score']:g}")
         for cell, grade in result["checks"].items():
-            print(f"  {cell}: {'right' if grade.right else 'not right'}: {grade.message[:160]}")
+            print(f"  {cell}: {'right' if grade.right else 'not right'}: {brief(grade.message, 160)}")
     return 0
 
 

@@ -131,7 +131,7 @@ def _grade_here(job: dict) -> dict[str, Any]:
                                            f"({', '.join(changed[:3])}); the grade comes from the checker as shipped."}
     if not isinstance(verdict, Verdict):
         return {"right": False, "message": "the checker gave no verdict"}
-    return {"right": verdict.right, "message": verdict.message}
+    return {"right": verdict.right, "message": verdict.message if verdict.judged else str(verdict)}
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""``Parallel``: an ``nn.Module`` that runs independent branches on their own CUDA side streams (seed question 001)."""
+"""``Parallel``: an ``nn.Module`` that runs independent branches on their own CUDA side streams (the forum thread "How can l run two blocks in parallel?")."""
 from __future__ import annotations
 
 from typing import Any, Iterator

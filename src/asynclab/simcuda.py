@@ -93,11 +93,11 @@ class Stream:
     """A stand-in for ``torch.cuda.Stream``: a handle whose queue lives in the running simulation.
 
     Example:
-        >>> from asynclab.simgpu import StreamSim
-        >>> side = Stream.__new__(Stream)  # made outside any simulation below, as a notebook cell would
-        >>> with StreamSim() as sim:
+        >>> with Simulation() as sim:
         ...     side = Stream()
-        ...     x = sim.kernel([], ms=5.0)
+        ...     sim.set_ready(side, 5.0)   # work queued on it until 5 ms
+        ...     side.query()
+        False
 
     """
 
@@ -234,6 +234,7 @@ class Event:
             raise ValueError("Both events must be recorded before calculating elapsed time.")
         if not (sim.now() >= sim.recorded(self) and sim.now() >= sim.recorded(end)):
             raise RuntimeError("Both events must be completed before calculating elapsed time.")
+        sim.timer_reads += 1
         return sim.recorded(end) - sim.recorded(self)
 
     def __getattr__(self, name: str) -> Any:
@@ -383,9 +384,8 @@ def _gpus_here() -> int:
 class Simulation:
     """The state of simulated GPUs: when each stream's queue ends, when each event was recorded, the host's time.
 
-    The base class is the idle session GPU (two devices, logical time). Checkers use subclasses with
-    kernels and copies (:class:`asynclab.simgpu.StreamSim`, :class:`asynclab.simpeers.PeerSim`, and the
-    wall-clock :class:`asynclab.simgpu.SimulatedGPU`). ``with`` a simulation, handles use it.
+    The base class is the idle session GPU (two devices, logical time). Checkers use the subclass that runs
+    PyTorch's operators, :class:`asynclab.simdevice.SimGPU`. ``with`` a simulation, handles use it.
 
     Example:
         >>> with Simulation() as sim:
@@ -400,7 +400,7 @@ class Simulation:
 
     devices = 2
     #: Simulated host time one ``query()`` that says False costs (a polling loop's step).
-    POLL_MS = 0.5
+    POLL_MS = 0.005
 
     def __init__(self) -> None:
         self._watchers: list[Any] = []  # called whenever the host's time moves on (see watch_host)
@@ -409,6 +409,8 @@ class Simulation:
         self._recorded: dict[Event, float] = {}
         self._numbers: dict[Stream, int] = {}
         self.sync_debug_mode = 0
+        self.slept = 0.0  # how long the host has slept (its CPU-time clocks stood still)
+        self.timer_reads = 0  # how often learner code read a host clock or an event's elapsed time
 
     @property
     def host(self) -> float:
@@ -439,32 +441,35 @@ class Simulation:
     def device(self, index: int) -> None:
         self._current["device"] = index
 
-    # -- the host's clock (wall-clock simulations override these) --
-    #: Whether the host's time is logical (a ``time.sleep`` in learner code moves it on, and its clocks read it), not
-    #: the wall clock.
-    LOGICAL_CLOCK = True
-
+    # -- the host's clock --
     #: Simulated host time one reading of a clock costs, in ms (a busy-wait loop's step).
     CLOCK_READ_MS = 0.001
     #: The clocks of the ``time`` module that learner code reads as the host's logical time, and their units per ms.
     CLOCKS = {"perf_counter": 1e-3, "monotonic": 1e-3, "time": 1e-3, "perf_counter_ns": 1e6, "monotonic_ns": 1e6,
               "time_ns": 1e6}
+    #: The host's CPU-time clocks: they stop while the host sleeps (``time.sleep``, a blocking event's wait).
+    CPU_CLOCKS = {"process_time": 1e-3, "thread_time": 1e-3, "process_time_ns": 1e6, "thread_time_ns": 1e6}
 
-    def _clock(self, real: Any, per_ms: float) -> Any:
-        """A stand-in for the ``time`` clock ``real``: it reads the host's logical time (from ``real``'s reading now),
-        and each reading costs the host :data:`CLOCK_READ_MS`, so a busy-wait loop moves the host on as on a GPU.
-        Daemon threads (a notebook kernel's own, which poll their clocks all the time) read the real clock: they are
-        not the host program the check runs."""
+    def _clock(self, real: Any, per_ms: float, cpu: bool = False) -> Any:
+        """A stand-in for the ``time`` clock ``real``: it reads the host's logical time (from ``real``'s reading now;
+        ``cpu``: less the time the host slept), and each reading costs the host :data:`CLOCK_READ_MS`, so a busy-wait
+        loop moves the host on as on a GPU. Daemon threads (a notebook kernel's own, which poll their clocks all the
+        time) read the real clock: they are not the host program the check runs; so does a stand-in kept past its
+        check (bound by a module imported during it)."""
         first = real()
-        start, whole = first - self.host * per_ms, isinstance(first, int)
+        start, whole = first - self._host_clock(cpu) * per_ms, isinstance(first, int)
 
         def read() -> Any:
-            if threading.current_thread().daemon:
+            if threading.current_thread().daemon or self not in _STACK:
                 return real()
             self.host += self.CLOCK_READ_MS
-            now = start + self.host * per_ms
+            self.timer_reads += 1
+            now = start + self._host_clock(cpu) * per_ms
             return int(now) if whole else now
         return read
+
+    def _host_clock(self, cpu: bool) -> float:
+        return self.host - (self.slept if cpu else 0.0)
 
     def spin(self, cycles: int) -> None:
         """``torch.cuda._sleep``: only a simulation that runs kernels can spin one."""
@@ -479,6 +484,7 @@ class Simulation:
         if threading.current_thread().daemon and hasattr(self, "_real_time"):
             self._real_time["sleep"](seconds)
             return
+        self.slept += max(0.0, float(seconds)) * 1e3
         self.host += max(0.0, float(seconds)) * 1e3
 
     def now(self) -> float:
@@ -487,6 +493,8 @@ class Simulation:
 
     def wait_until(self, t: float, sleep: bool = False) -> None:
         """The host waits until ``t`` (``sleep``: asleep, using no CPU time, as on a blocking event)."""
+        if sleep:
+            self.slept += max(0.0, t - self.host)
         self.host = max(self.host, t)
 
     def reached(self, t: float) -> bool:
@@ -577,23 +585,26 @@ class Simulation:
 
     def __enter__(self) -> "Simulation":
         import time
-        import timeit  # noqa: F401 - bound to the real clock now: a module first imported during a check would keep ours
+        import timeit  # bound to the real clock now (a module imported during a check keeps a stand-in that reads it)
 
         _install()
         _STACK.append(self)
-        if self.LOGICAL_CLOCK:  # learner code's sleeps and clock readings are the host's logical time
-            self._real_time = {name: getattr(time, name) for name in ("sleep", *self.CLOCKS)}
-            time.sleep = self.sleep
-            for name, per_ms in self.CLOCKS.items():
-                setattr(time, name, self._clock(self._real_time[name], per_ms))
+        # learner code's sleeps and clock readings are the host's logical time
+        self._real_time = {name: getattr(time, name) for name in ("sleep", *self.CLOCKS, *self.CPU_CLOCKS)}
+        self._real_timer = timeit.default_timer
+        time.sleep = self.sleep
+        for name, per_ms in (*self.CLOCKS.items(), *self.CPU_CLOCKS.items()):
+            setattr(time, name, self._clock(self._real_time[name], per_ms, cpu=name in self.CPU_CLOCKS))
+        timeit.default_timer = time.perf_counter
         return self
 
     def __exit__(self, *exc: Any) -> None:
         import time
+        import timeit
 
-        if self.LOGICAL_CLOCK:
-            for name, real in self._real_time.items():
-                setattr(time, name, real)
+        for name, real in self._real_time.items():
+            setattr(time, name, real)
+        timeit.default_timer = self._real_timer
         _STACK.remove(self)
         if not _STACK:
             _uninstall()
@@ -651,7 +662,7 @@ def limit_message(err: BaseException) -> str | None:
     extra = f" {instead[:1].upper()}{instead[1:]}." if instead else ""
     have = _gpus_here()
     machine = "This machine has no GPU" if not have else f"This machine has {have} GPU{'s' if have > 1 else ''}, fewer than the check needs"
-    return (f"the simulated GPU does not cover {call}. {machine}, so the check runs your code on a "
-            "simulation of torch.cuda's streams, events and devices, and of the work and tensors the check hands you "
-            f"(their copies: .to, .cpu, copy_; their reads: .tolist, .item, float).{extra} Write the answer with "
-            "those, or run the check on a machine with a GPU: this is the simulation's limit, not a fault in your answer.")
+    return (f"the simulated GPU does not cover {call}. {machine}, so the check runs your code on a simulated GPU, "
+            f"which runs PyTorch's operators and torch.cuda's streams and events in CUDA's order, but not this.{extra} "
+            "To judge the answer as it is, run the check where there is a GPU (Colab or Kaggle give one): this is the "
+            "simulation's limit, not a fault in your answer.")

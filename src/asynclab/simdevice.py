@@ -192,6 +192,8 @@ class _Placement(TorchFunctionMode):
             target = self.gpu.target_of(name, args[1:], kwargs)
             if target is not None:
                 return self.gpu.from_host(args[0], target[0], non_blocking=target[1], dtype=target[2])
+        if name in ("tensor", "as_tensor") and args and isinstance(args[0], (list, tuple)):
+            args = (self.gpu.read_nest(args[0]), *args[1:])  # GPU tensors in the data: the host reads each one
         if name == "pin_memory" and host:
             return self.gpu.pin(args[0].clone())
         if name == "is_pinned" and host and type(args[0]) is not PinnedTensor:
@@ -437,6 +439,13 @@ class SimGPU(Simulation):
         host = self.pin(host) if pinned else host
         self.copy(host, src, non_blocking)
         return host
+
+    def read_nest(self, data: Any) -> Any:
+        """Lists and tuples of numbers and tensors, with each GPU tensor read by the host (as ``torch.tensor`` reads
+        each element of a list of GPU tensors)."""
+        if isinstance(data, (list, tuple)):
+            return type(data)(self.read_nest(d) for d in data)
+        return self.to_host(data, non_blocking=False, pinned=False) if isinstance(data, DeviceTensor) else data
 
     def copy(self, dst: torch.Tensor, src: torch.Tensor, non_blocking: bool) -> None:
         """``dst.copy_(src)`` across host and GPUs: on the copy engine of its direction, read when it starts and

@@ -54,6 +54,10 @@ def _advanced(i: Any) -> bool:
     return isinstance(i, (torch.Tensor, list))
 
 
+def _is_mask(i: Any) -> bool:
+    return isinstance(i, torch.Tensor) and i.dtype == torch.bool
+
+
 def _basic_index(t: DeviceTensor, index: Any) -> DeviceTensor:
     """``t[index]`` for integers, slices, ``None`` and ``...``: a view, made by the operators PyTorch uses."""
     return _apply_index(t, index)[0]
@@ -63,7 +67,7 @@ def _apply_index(t: DeviceTensor, index: Any) -> tuple[DeviceTensor, list]:
     """Apply the integers, slices, ``None`` and ``...`` of ``index`` to ``t`` as views, in the order PyTorch does;
     returns the view and, per remaining dimension, the tensor index that still applies there (None: all of it)."""
     items = index if isinstance(index, tuple) else (index,)
-    real = sum(1 for i in items if i is not None and i is not Ellipsis)
+    real = sum(i.dim() if _is_mask(i) else 1 for i in items if i is not None and i is not Ellipsis)
     if real > t.dim():
         raise IndexError(f"too many indices for tensor of dimension {t.dim()}")
     out, dim, tensors = t, 0, []
@@ -81,9 +85,13 @@ def _apply_index(t: DeviceTensor, index: Any) -> tuple[DeviceTensor, list]:
         elif isinstance(i, slice):
             out, dim = aten.slice.Tensor(out, dim, i.start, i.stop, i.step or 1), dim + 1
             tensors.append(None)
+        elif _is_mask(i) and i.dim() == 0:  # a 0-d mask adds a dimension of its own, as PyTorch's indexing does
+            out = aten.unsqueeze.default(out, dim)
+            tensors.append(_index_tensor(t, i.unsqueeze(0)))
+            dim += 1
         elif _advanced(i):
             tensors.append(_index_tensor(t, i))
-            dim += 1
+            dim += i.dim() if _is_mask(i) else 1  # a mask covers as many dimensions as it has
         else:
             raise SimulationLimit(f"indexing a GPU tensor with {type(i).__name__}", "index with integers, slices or tensors")
     while tensors and tensors[-1] is None:

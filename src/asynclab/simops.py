@@ -57,15 +57,15 @@ def _raw(x: Any) -> Any:
     return _elem(x)
 
 
-def _mutated(func: Any, args: tuple, kwargs: dict) -> list[DeviceTensor]:
-    """The tensors the operator writes in place, from its schema (``Tensor(a!)``), in order."""
+def _mutated(func: Any, args: tuple, kwargs: dict, kind: type = DeviceTensor) -> list:
+    """The tensors (of type ``kind``) the operator writes in place, from its schema (``Tensor(a!)``), in order."""
     out = []
     for i, arg in enumerate(func._schema.arguments):
         info = arg.alias_info
         if info is None or not info.is_write:
             continue
         value = args[i] if i < len(args) and not arg.kwarg_only else kwargs.get(arg.name)
-        out += [t for t in tree_flatten(value)[0] if isinstance(t, DeviceTensor)]
+        out += [t for t in tree_flatten(value)[0] if isinstance(t, kind)]
     return out
 
 
@@ -111,15 +111,18 @@ def run_operator(gpu: SimGPU, func: Any, args: tuple, kwargs: dict) -> Any:
         gpu.copy(args[0], args[1], bool(args[2]) if len(args) > 2 else bool(kwargs.get("non_blocking")))
         return args[0]
     devices = _devices((args, kwargs))
-    if _host_tensors((args, kwargs)) or len(devices) > 1:
-        names = sorted({f"cuda:{d}" for d in devices} | ({"cpu"} if _host_tensors((args, kwargs)) else set()))
+    host_written = [t for t in _mutated(func, args, kwargs, torch.Tensor) if not isinstance(t, DeviceTensor)]
+    if _host_tensors((args, kwargs)) or host_written or len(devices) > 1:  # a GPU kernel writes no host memory
+        names = sorted({f"cuda:{d}" for d in devices} | ({"cpu"} if _host_tensors((args, kwargs)) or host_written
+                                                          else set()))
         raise RuntimeError("Expected all tensors to be on the same device, but found at least two devices, "
                            f"{names[0]} and {names[1]}!")
     device = devices.pop() if devices else gpu.device
     if _is_view(func):
-        block = next(t.block for t in tree_flatten(args)[0] if isinstance(t, DeviceTensor))
-        return tree_map(lambda o: DeviceTensor(o, block) if isinstance(o, torch.Tensor) else o,
-                        func(*tree_map(_elem, args), **tree_map(_elem, kwargs)))
+        base = next(t for t in tree_flatten(args)[0] if isinstance(t, DeviceTensor))
+        views = func(*tree_map(_elem, args), **tree_map(_elem, kwargs))
+        with torch.inference_mode(base.is_inference()):  # a view is an inference tensor if its base is one
+            return tree_map(lambda o: DeviceTensor(o, base.block) if isinstance(o, torch.Tensor) else o, views)
     try:
         shapes = func(*tree_map(_meta, args), **tree_map(_meta, kwargs))
         if not all(isinstance(o, torch.Tensor) for o in tree_flatten(shapes)[0]) or not tree_flatten(shapes)[0]:

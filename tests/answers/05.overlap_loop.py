@@ -288,7 +288,7 @@ def overlapped(chunks, compute):
 
 al.check("05.overlap_loop", overlapped)
 
-# %% wrong "of the copy time was hidden behind compute": the copy stream also waits for the compute stream, each chunk
+# %% wrong "wait_stream(compute stream)": the copy stream also waits for the compute stream, each chunk
 def overlapped(chunks, compute):
     copy_stream = torch.cuda.Stream()
     main = torch.cuda.current_stream()

@@ -4,8 +4,13 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
+from asynclab.backend import Backend, backend
 from asynclab.checks import Verdict, exercise, raised, set_answer
-from asynclab.lessons.async_dispatch.standin import HOST_READS, modes_see_subclasses, reads_on_cpu  # noqa: F401
+from asynclab.events import a_type
+
+#: Operators that need a value (or a data-dependent size) on the host: each is a host read of a GPU tensor.
+HOST_READS = frozenset({"_local_scalar_dense", "nonzero", "masked_select", "unique", "_unique2", "_unique",
+                        "unique_consecutive", "unique_dim"})
 
 
 def enqueue_span_ms(trace) -> float:
@@ -101,36 +106,35 @@ def _host_waits() -> Iterator[list]:
             setattr(owner, "synchronize", original)
 
 
-def _warm_up(fast_loop, values, on_gpu: bool) -> None:
-    """Run ``fast_loop`` once, uncounted and race-free, as a check on a GPU must: the first launch of each of its
-    kernels loads the kernel (lazy loading), which waits for the GPU and would close the race by accident."""
+def _loop(b: Backend, fast_loop, values) -> tuple[object, int]:
+    """Run ``fast_loop`` on losses on the GPU, written late (behind a spin kernel of :data:`LATE_MS`) without the host
+    waiting; returns ``(its result, the host's reads and waits)``.
+
+    A first run, uncounted and race-free, warms it up, as a check on a GPU must: the first launch of each of its
+    kernels loads the kernel (lazy loading), which waits for the GPU and would close the race by accident.
+    """
     import torch
-
-    with _host_waits():  # its waits as the check's own (uncounted)
-        if on_gpu:
-            torch.cuda.synchronize()
-            fast_loop([v.cuda() for v in values])
-            torch.cuda.synchronize()
-        else:
-            reads_on_cpu(fast_loop, [v.clone() for v in values])
-
-
-def _late_on_gpu(values) -> list:
-    """The losses on the GPU, written late (behind a spin kernel of :data:`LATE_MS`) without the host waiting."""
-    import torch
-
-    from asynclab.experiments import spin_cycles
 
     dev = torch.device("cuda", torch.cuda.current_device())
-    cycles, pinned = spin_cycles(dev, LATE_MS), values.pin_memory()
-    torch.cuda._sleep(cycles)
+    with _host_waits():  # the warm-up's waits are the check's own (uncounted); other values: memory it leaves must
+        torch.cuda.synchronize()  # not hold the answer
+        fast_loop([v.to(dev) for v in -values])
+        torch.cuda.synchronize()
+    pinned = values.pin_memory()
+    b.late(LATE_MS)
     on_gpu = pinned.to(dev, non_blocking=True)
-    return [on_gpu[i].clone() for i in range(len(values))]
+    losses = [on_gpu[i].clone() for i in range(len(values))]
+    try:
+        with _host_waits() as waits:
+            result, reads = _reads(fast_loop, losses)
+    finally:
+        torch.cuda.synchronize()  # the copies in flight land before their memory goes
+    return result, max(reads, waits[0])  # a synchronize then one read: the host waited once
 
 
-def _reads_on_gpu(fast_loop, losses: list) -> tuple[object, int]:
+def _reads(fast_loop, losses: list) -> tuple[object, int]:
     """``fast_loop`` on GPU losses: the syncs ``torch.cuda.set_sync_debug_mode`` reports, or the reads of GPU tensors
-    counted op by op, whichever is more."""
+    counted operator by operator, whichever is more."""
     import warnings
 
     import torch
@@ -161,9 +165,8 @@ def _reads_on_gpu(fast_loop, losses: list) -> tuple[object, int]:
 def no_sync_loop(fast_loop) -> Verdict:
     """Sum per-step losses without a sync per step: right total, at most one host read.
 
-    On a GPU the reads are the syncs the GPU reports; without one, the losses are CPU tensors that stand for
-    GPU tensors, and every read of one on the host (``.item()``, ``float``, ``print``, ``.cpu()``, ``if loss``,
-    ``nonzero``...) counts, so the verdict is the same.
+    The reads are the syncs PyTorch's sync debug mode reports, on a GPU or on the simulated one: every read of a GPU
+    tensor on the host (``.item()``, ``float``, ``print``, ``.cpu()``, ``if loss``, ``nonzero``...) and every wait.
 
     Example:
         >>> no_sync_loop(lambda losses: sum(x.item() for x in losses)).right
@@ -173,24 +176,17 @@ def no_sync_loop(fast_loop) -> Verdict:
 
     if not callable(fast_loop):
         return Verdict(False, "pass your function fast_loop itself (no parentheses).")
-    on_gpu = torch.cuda.is_available()
     values = torch.rand(50)
     expected = float(values.sum())
     try:
-        _warm_up(fast_loop, -values, on_gpu)  # other values: memory the warm-up leaves must not hold the answer
-        losses = _late_on_gpu(values) if on_gpu else [v.clone() for v in values]
-        with _host_waits() as waits:
-            result, reads = (_reads_on_gpu(fast_loop, losses) if on_gpu else
-                             reads_on_cpu(fast_loop, losses, waits))
+        with backend() as b:
+            result, reads = _loop(b, fast_loop, values)
     except Exception as err:  # noqa: BLE001 - the learner's code
         return raised(err)
-    finally:
-        if on_gpu:
-            torch.cuda.synchronize()  # the copies in flight land before their memory goes
-    reads = max(reads, waits[0])  # a synchronize then one read: the host waited once
     if isinstance(result, torch.Tensor) or not isinstance(result, (int, float)) \
             or abs(result - expected) > 1e-3 * max(1.0, abs(expected)):
-        return Verdict(False, f"the total should be {expected:.4f}, got {result!r}; return a Python number.")
+        got = a_type(result) if isinstance(result, torch.Tensor) else repr(result)
+        return Verdict(False, f"the total should be {expected:.4f}, got {got}; return a Python number.")
     if reads > 1:
         return Verdict(False, f"{reads} host reads (.item(), float(), .cpu(), print, a synchronize, ...): keep the "
                               "running sum on the device, read it once.")

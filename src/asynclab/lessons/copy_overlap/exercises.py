@@ -6,7 +6,7 @@ import random
 from typing import Any, Callable
 
 from asynclab.backend import Backend, backend
-from asynclab.checks import Verdict, exercise, raised
+from asynclab.checks import Verdict, brief, exercise, raised
 from asynclab.events import a_type
 
 #: Chunks the overlap checker feeds the learner's loop.
@@ -24,9 +24,9 @@ _TRUTH = random.Random()
 
 
 # -- exercise 1: a loop that overlaps copies with compute -------------------------------------------------------
-def _overlap(b: Backend, overlapped: Callable) -> tuple[int, int, float, int, int]:
+def _overlap(b: Backend, overlapped: Callable) -> tuple[int, int, float, int, int, bool]:
     """Run ``overlapped(chunks, compute)`` on a GPU or a simulated one, profiled; returns ``(results, wrong results,
-    hidden fraction, compute calls, streams the copies ran on)``."""
+    hidden fraction, compute calls, streams the copies ran on, whether each copy waited for the compute before it)``."""
     import torch
 
     from asynclab.lessons.copy_overlap.experiments import MiB, Pipeline
@@ -67,7 +67,28 @@ def _overlap(b: Backend, overlapped: Callable) -> tuple[int, int, float, int, in
     runs = [trace.window(annotation=STEP_ANNOTATION, occurrence=i) for i in range(RUNS)]
     hidden = sorted(hidden_fraction(run) for run in runs)
     median = float("nan") if any(h != h for h in hidden) else hidden[RUNS // 2]
-    return counts["results"], counts["wrong"], median, counts["calls"], max(_copy_streams(run) for run in runs)
+    return (counts["results"], counts["wrong"], median, counts["calls"], max(_copy_streams(run) for run in runs),
+            all(_copies_wait_for_compute(run) for run in runs))
+
+
+def _copies_wait_for_compute(trace: Any) -> bool:
+    """Whether every copy after the first waited on the GPU for the compute queued before it: it was issued while that
+    compute ran, yet started only once it had ended (a wait_stream or an event of the compute stream before it)."""
+    ev = trace.events
+    copies = ev[(ev["kind"] == "h2d") & ev["launch"].notna()].sort_values("start_us")
+    compute = ev[(ev["kind"] == "compute") & ev["launch"].notna()]
+    if len(copies) < 2 or not len(compute):
+        return False
+    compute_issued = ev.loc[compute["launch"].astype(int), "start_us"].to_numpy()
+    for _, copy in copies.iloc[1:].iterrows():
+        issued = float(ev.loc[int(copy["launch"]), "start_us"])
+        before = compute[compute_issued < issued]
+        if not len(before):
+            return False
+        ended = float(before["end_us"].max())
+        if not issued < ended <= copy["start_us"] + 1.0:  # issued while it ran, started after it ended
+            return False
+    return True
 
 
 def _copy_streams(trace: Any) -> int:
@@ -113,7 +134,7 @@ def overlap_loop(overlapped: Callable) -> Verdict:
     where = b.where
     try:
         with b:
-            count, wrong, hidden, calls, copy_streams = _overlap(b, overlapped)
+            count, wrong, hidden, calls, copy_streams, chained = _overlap(b, overlapped)
     except _NotAList as err:
         return Verdict(False, f"{err}.")
     except Exception as err:  # noqa: BLE001 - the learner's code
@@ -135,6 +156,12 @@ def overlap_loop(overlapped: Callable) -> Verdict:
                               "two streams in turn ran out of the order they were issued in, and chunks waited for "
                               "copies issued after theirs (section 4). Whether that happens depends on the GPU, so put "
                               "every copy on one stream of its own.")
+    if hidden < MIN_HIDDEN and chained:
+        return Verdict(False, f"right results, but only {hidden:.0%} of the copy time was hidden behind compute{where} "
+                              f"(needed: {MIN_HIDDEN:.0%}): each copy waited on the GPU for the compute queued before "
+                              "it, so no copy could run beside compute. A copy_stream.wait_stream(compute stream) (or "
+                              "an event of the compute stream) before each copy does that: the compute must wait for "
+                              "the copies, not the copies for the compute.")
     if hidden < MIN_HIDDEN:
         return Verdict(False, f"right results, but only {hidden:.0%} of the copy time was hidden behind compute{where} "
                               f"(needed: {MIN_HIDDEN:.0%}): issue the copies on a stream of their own, non_blocking, "
@@ -194,7 +221,7 @@ def d2h_read(read_losses: Callable) -> Verdict:
         return raised(err)
     if not isinstance(got, list) or len(got) != len(truth) or not all(isinstance(v, (int, float)) for v in got):
         return Verdict(False, f"return the {len(truth)} losses as a list of numbers (out.tolist()), "
-                              f"not {a_type(got)} {str(got)[:40]}.")
+                              f"not {a_type(got)} {brief(str(got), 40)}.")
     if [round(float(v), 3) for v in got] != truth:
         stale = all(float(v) == -1.0 for v in got)
         return Verdict(False, ("you read out before the copy had landed: it still held the step before's numbers"

@@ -150,6 +150,12 @@ def who_waited(answer: Any) -> Verdict:
     if pairs == right:
         return Verdict(True, "each waiting stream's kernel began within microseconds of the other stream's spin ending, "
                              "though it was launched long before: that is a wait on an event.")
+    reversed_pairs = {(b, a) for a, b in pairs - right} & right
+    if reversed_pairs:
+        n = len(reversed_pairs)
+        return Verdict(False, f"{len(pairs & right)} of {len(right)} right; {n} pair{'s' if n > 1 else ''} the wrong way "
+                              "round. A pair is (waiter, waited_for): first the stream whose work started late, long "
+                              "after its launch, then the stream whose work it waited for.")
     wrong = len(pairs - right)
     return Verdict(False, f"{len(pairs & right)} of {len(right)} right"
                           + (f"; {wrong} pair{'s' if wrong > 1 else ''} that did not wait like that" if wrong else "")

@@ -1,4 +1,4 @@
-"""Lesson 06 experiments: the machine's P2P links, seed 004's eight copy/compute set-ups, P2P bandwidth and latency, the bandwidth matrix."""
+"""Lesson 06 experiments: the machine's P2P links, the eight copy/compute set-ups of "Transferring data between GPUs in fully parallel fashion in PyTorch", P2P bandwidth and latency, the bandwidth matrix."""
 from __future__ import annotations
 
 import itertools
@@ -18,14 +18,14 @@ from asynclab.experiments import gbps, gpu_count, native_half, resolve_device, r
 LESSON = "06"
 
 #: Every experiment needs two GPUs (without them each returns a note saying so): nothing to size down.
-CPU_KWARGS: dict[str, dict[str, Any]] = {name: {} for name in ("machine", "seed004", "bandwidth", "latency", "matrix")}
+CPU_KWARGS: dict[str, dict[str, Any]] = {name: {} for name in ("machine", "fully_parallel", "bandwidth", "latency", "matrix")}
 
 #: What each experiment returns on a machine with fewer than two GPUs.
 NO_GPUS = "needs two CUDA GPUs: a copy from one GPU to another"
 
 MiB, GiB = 1 << 20, 1 << 30
 
-#: The eight set-ups of seed 004: the sender's stream, the receiver's stream, non_blocking.
+#: The eight set-ups of the blog post's experiment: the sender's stream, the receiver's stream, non_blocking.
 SETUPS = tuple(itertools.product(("default", "side"), ("default", "side"), (False, True)))
 
 #: Copy sizes of the latency sweep: 4 B to 64 KiB, in steps of 4x.
@@ -124,7 +124,7 @@ def link_line(m: dict[str, Any]) -> str:
     return f"GPU 0 <-> GPU 1: {m['links_0_1']} NVLink links, peak {m['nvlink_peak_gbps']} GB/s each way"
 
 
-# -- 2: seed 004 -----------------------------------------------------------------------------------------------
+# -- 2: the blog post's experiment --------------------------------------------------------------------------------
 def _matmul_size(d1: torch.device, target_ms: float) -> int:
     """The 16-bit (bf16, or fp16 without native bf16) matrix size whose product takes about ``target_ms`` on ``d1`` (a multiple of 512)."""
     n = 4096
@@ -136,9 +136,9 @@ def _matmul_size(d1: torch.device, target_ms: float) -> int:
     return n
 
 
-def seed004(device: Any = None, nbytes: int = GiB, multiply_ms: float = 2.0, reps: int = 5,
+def fully_parallel(device: Any = None, nbytes: int = GiB, multiply_ms: float = 2.0, reps: int = 5,
             path: str | Path | None = None) -> dict[str, Any]:
-    """Seed 004's experiment: copy ``nbytes`` from GPU 0 to GPU 1 while GPU 1 multiplies, in eight set-ups.
+    """The experiment of the blog post "Transferring data between GPUs in fully parallel fashion in PyTorch": copy ``nbytes`` from GPU 0 to GPU 1 while GPU 1 multiplies, in eight set-ups.
 
     In each set-up the copy ``dst.copy_(src, non_blocking=...)`` is issued with the default or a side stream
     current on GPU 0 (the sender) and on GPU 1 (the receiver); then a bf16 matrix product (sized to take
@@ -155,7 +155,7 @@ def seed004(device: Any = None, nbytes: int = GiB, multiply_ms: float = 2.0, rep
     "non_blocking", "step_ms", "overlap_ms", "overlapped"}}, "controls": {name: {...}}, "device"}``.
 
     Example:
-        >>> seed004("cpu")["setups"] is None
+        >>> fully_parallel("cpu")["setups"] is None
         True
     """
     dev = resolve_device(device)
@@ -201,7 +201,7 @@ def seed004(device: Any = None, nbytes: int = GiB, multiply_ms: float = 2.0, rep
                 fn()
                 sync_all()
 
-    trace = _record_trace(path or Path(tempfile.mkdtemp(prefix="asynclab_06_")) / "seed004.json.gz", all_runs)
+    trace = _record_trace(path or Path(tempfile.mkdtemp(prefix="asynclab_06_")) / "fully_parallel.json.gz", all_runs)
     for name, row in rows.items():
         row.update(_overlap(trace.window(annotation=name)))
     setups = {setup_name(*s): {"send": s[0], "recv": s[1], "non_blocking": s[2], **rows[setup_name(*s)]}
@@ -363,7 +363,7 @@ def matrix(device: Any = None, nbytes: int = 256 * MiB, reps: int = 3, batch: in
 # -- headline and run_all ------------------------------------------------------------------------------------
 def headline(results: dict[str, Any]) -> dict[str, Any]:
     """The figures the lesson's claims rest on, under the names its issue gives."""
-    bw, seed, lat, mach = (results.get(k) or {} for k in ("bandwidth", "seed004", "latency", "machine"))
+    bw, seed, lat, mach = (results.get(k) or {} for k in ("bandwidth", "fully_parallel", "latency", "machine"))
     setups = seed.get("setups") or {}
     return {
         "p2p_one_way_gbps": bw.get("one_way_gbps"),
@@ -371,8 +371,8 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
         "via_host_gbps": bw.get("via_host_gbps"),
         "via_cpu_gbps": bw.get("via_cpu_gbps"),
         "p2p_latency_us_4B": (lat.get("us_per_copy") or [None])[0],
-        "seed004_ms": {name: row["step_ms"] for name, row in setups.items()},
-        "seed004_overlap": {name: row["overlapped"] for name, row in setups.items()},
+        "fully_parallel_ms": {name: row["step_ms"] for name, row in setups.items()},
+        "fully_parallel_overlap": {name: row["overlapped"] for name, row in setups.items()},
         "copy_alone_ms": seed.get("copy_ms"),
         "multiply_alone_ms": seed.get("multiply_ms"),
         "nvlink_peak_gbps": mach.get("nvlink_peak_gbps"),
@@ -389,7 +389,7 @@ def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bo
     Example:
         >>> results, traces = run_all("cuda", "/tmp/ref06")  # doctest: +SKIP
         >>> sorted(traces)  # doctest: +SKIP
-        ['bandwidth', 'seed004']
+        ['bandwidth', 'fully_parallel']
     """
     from asynclab.experiments import TraceFolder, run_setup
 
@@ -397,7 +397,7 @@ def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bo
     trace = TraceFolder(out, dev.type == "cuda")
     results: dict[str, Any] = {
         "machine": machine(dev),
-        "seed004": seed004(dev, path=trace("seed004", needs=2)),
+        "fully_parallel": fully_parallel(dev, path=trace("fully_parallel", needs=2)),
         "bandwidth": bandwidth(dev, path=trace("bandwidth", needs=2)),
         "latency": latency(dev),
         "matrix": matrix(dev),

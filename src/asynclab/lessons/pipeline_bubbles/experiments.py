@@ -1,4 +1,4 @@
-"""Lesson 07 experiments: seed 000's model split over two GPUs: the asker's own, naive and pipelined by hand; GPipe over m; 1F1B's memory; torch.distributed.pipelining."""
+"""Lesson 07 experiments: the model of the PyTorch Forums thread "How CUDA do Asynchronous execution really looks like?" split over two GPUs: the asker's own, naive and pipelined by hand; GPipe over m; 1F1B's memory; torch.distributed.pipelining."""
 from __future__ import annotations
 
 import json
@@ -76,7 +76,7 @@ class HandWrittenStage(nn.Module):
 
 
 def stage_module(layers: int = LAYERS, width: int = WIDTH) -> nn.Sequential:
-    """One pipeline stage: ``layers`` x (Linear + ReLU), ``width`` wide (seed 000's ToyModel, made big enough to time).
+    """One pipeline stage: ``layers`` x (Linear + ReLU), ``width`` wide (the forum asker's ToyModel, made big enough to time).
 
     Example:
         >>> len(stage_module(2, 8))
@@ -89,7 +89,7 @@ def stage_module(layers: int = LAYERS, width: int = WIDTH) -> nn.Sequential:
 
 
 class TwoGPUModel(nn.Module):
-    """Seed 000's ``MyModel``: one stage on GPU 0, the next on GPU 1, and the activations copied between them.
+    """The forum asker's ``MyModel``: one stage on GPU 0, the next on GPU 1, and the activations copied between them.
 
     Example:
         >>> TwoGPUModel.__name__
@@ -207,7 +207,7 @@ def one_stage(device: Any = None, reps: int = 5) -> dict[str, Any]:
 
 
 def naive(device: Any = None, reps: int = 5, path: str | Path | None = None) -> dict[str, Any]:
-    """Seed 000's model trained the plain way: each GPU's busy share of a step, from its trace.
+    """The forum asker's model trained the plain way: each GPU's busy share of a step, from its trace.
 
     Returns ``{"step_ms", "busy_share" ([GPU 0, GPU 1]), "device"}``.
 
@@ -282,7 +282,7 @@ class AskerStage:
 
 
 class ToyModel:
-    """Seed 000's model as its asker describes it: two stages on two GPUs, the hand-off between them detached, so
+    """The forum asker's model as he describes it: two stages on two GPUs, the hand-off between them detached, so
     that no gradient crosses the GPUs and each stage trains on a loss and an optimizer of its own.
 
     Example:

@@ -596,7 +596,7 @@ def stream_pool(device: Any = None, created: int = 40, block_us: float = 200.0, 
             "device": str(dev)}
 
 
-# -- 8: CUDA graphs, when the launches are the bottleneck (seed 001's last answer) -----------------------------
+# -- 8: CUDA graphs, when the launches are the bottleneck (the last answer of "How can l run two blocks in parallel?") --------------------------
 #: Tiny branches: every kernel is a few microseconds, so eager mode is bound by the host's launches.
 GRAPH_TINY: dict[str, Any] = {"layer": "linear", "branches": 8, "depth": 4, "features": 256, "batch": 32,
                               "dtype": "float32"}

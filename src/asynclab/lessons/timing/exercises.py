@@ -1,13 +1,8 @@
-"""Lesson 02 exercise checkers: an event timer (on a real or simulated GPU) and the tail share of timings."""
+"""Lesson 02 exercise checkers: an event timer (on a GPU or a simulated one) and the tail share of timings."""
 from __future__ import annotations
 
-from asynclab.checks import Verdict, exercise, raised
-from asynclab.simgpu import SimulatedGPU
-
-
-#: The simulated GPU's clock, for its spin kernels (an H100's boost clock): the work a timer is handed is a number
-#: of cycles, as on a GPU, never the milliseconds the checker expects back.
-SPIN_CYCLES_PER_MS = 1_980_000
+from asynclab.backend import Backend, backend
+from asynclab.checks import Verdict, exercise, not_judged, raised
 
 #: The workloads each timer times, as multiples of the first (20 ms): a timer of the work grows with them.
 SCALES = (1, 2, 4)
@@ -15,40 +10,47 @@ SCALES = (1, 2, 4)
 
 @exercise("02.event_timer")
 def event_timer_answer(my_time_ms) -> Verdict:
-    """Time GPU workloads of 20, 40 and 80 ms with the learner's timer: a real spin kernel, or a simulated GPU without one.
+    """Time GPU workloads of 20, 40 and 80 ms with the learner's timer: a spin kernel, on a GPU or a simulated one.
 
     Example:
         >>> event_timer_answer(lambda fn: 0.0).right
         False
     """
-    import torch
-
     if not callable(my_time_ms):
         return Verdict(False, "pass your function my_time_ms itself.")
-    target = 20.0
-    simulated = not torch.cuda.is_available()
-    where = " (on a simulated GPU: this machine has none)" if simulated else ""
+    b = backend()
     try:
-        runs = [_time_workload(my_time_ms, k * target, simulated) for k in SCALES]
+        with b:
+            runs = [_time_workload(b, my_time_ms, k * TARGET_MS) for k in SCALES]
     except Exception as err:  # noqa: BLE001 - the learner's code
         return raised(err)
-    (got, _, _), (twice, _, _) = runs[:2]
-    if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v, _, _ in runs):
+    verdict = _verdict([(got, done) for got, done, _ in runs], b.where)
+    if not verdict.right and any(unseen for _, _, unseen in runs):
+        return not_judged(*UNSEEN_CLOCK)
+    return verdict
+
+
+#: The first workload's length, in ms.
+TARGET_MS = 20.0
+
+
+def _verdict(runs: list[tuple[object, bool]], where: str) -> Verdict:
+    """The verdict on the timer's ``(reading, work finished when it returned)`` for each of the workloads."""
+    target = TARGET_MS
+    (got, _), (twice, _) = runs[:2]
+    if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v, _ in runs):
         return Verdict(False, "return the time in milliseconds as a number.")
-    if not all(done for _, _, done in runs):  # the timer returned while the GPU was still working: it cannot have timed the work
+    if not all(done for _, done in runs):  # the timer returned while the GPU was still working: it cannot have timed the work
         return Verdict(False, f"{got:.3f} ms for a {target:.0f} ms GPU workload{where}, and the GPU was still working "
                               "when your function returned: you timed the launch. Wait for the GPU before you read the time.")
 
     def fits(scale: float) -> bool:
-        """The readings, taken as ``scale`` x ms, time the work: with or without the host's late wake-ups."""
+        """The readings, taken as ``scale`` x ms, time the work."""
         # a timer of the work grows with the workload (x2, x4); a timer of the launch does not (the value alone cannot
         # tell a launch's 0.02 ms from a 20 ms workload given in seconds, and two launches may differ by 2x by chance)
-        for wake in (False, True):
-            a, *more = (v * scale - (late if wake else 0.0) for v, late, _ in runs)
-            if a > 0 and 0.8 * target <= a <= 1.3 * target and all(0.8 * k <= b / a <= 1.2 * k
-                                                                    for k, b in zip(SCALES[1:], more)):
-                return True
-        return False
+        a, *more = (v * scale for v, _ in runs)
+        return a > 0 and 0.8 * target <= a <= 1.3 * target and all(0.8 * k <= b / a <= 1.2 * k
+                                                                    for k, b in zip(SCALES[1:], more))
 
     if fits(1e3):
         return Verdict(False, f"{got} looks like seconds: return milliseconds.")
@@ -61,31 +63,30 @@ def event_timer_answer(my_time_ms) -> Verdict:
                           f"{where}; check the units (ms) and that you time the work itself.")
 
 
-def _time_workload(my_time_ms, ms: float, simulated: bool) -> tuple[object, float, bool]:
-    """The learner's timer on a GPU workload of ``ms`` milliseconds (a spin kernel, or a simulated GPU's kernel).
+def _time_workload(b: Backend, my_time_ms, ms: float) -> tuple[object, bool, bool]:
+    """The learner's timer on a GPU workload of ``ms`` milliseconds (a spin kernel, on a GPU or a simulated one).
 
-    Returns ``(reading, late_ms, finished)``: ``late_ms`` is how late the host woke from the simulated
-    GPU's waits during the learner's call (0 on a real GPU), which a wall-clock timer rightly includes;
-    ``finished`` whether the work was done when the learner's function returned.
+    Returns ``(reading, finished, unseen)``: ``finished`` whether the work was done when the learner's function
+    returned; ``unseen`` whether, on the simulated GPU, it ran the work and waited for it but read no clock there.
     """
     import torch
 
-    if simulated:
-        with SimulatedGPU() as gpu:
-            cycles = ms * SPIN_CYCLES_PER_MS  # the work in clock cycles, as a spin kernel takes it on a GPU
-            got = my_time_ms(lambda: gpu.kernel(cycles / SPIN_CYCLES_PER_MS))
-            late, finished = gpu.late_ms, gpu.idle()
-            gpu.synchronize()
-        return got, late, finished
-    from asynclab.experiments import spin_cycles
-
-    cycles = spin_cycles(torch.device("cuda", torch.cuda.current_device()), ms)
-    torch.cuda._sleep(cycles)
+    cycles = b.cycles(ms)  # the work as a spin kernel takes it, never the milliseconds the checker expects back
+    torch.cuda._sleep(cycles)  # once before: the spin kernel is loaded, and the GPU idle, when the timer starts
     torch.cuda.synchronize()
-    got = my_time_ms(lambda: torch.cuda._sleep(cycles))
+    read_before, ran = b.timer_reads(), []
+    got = my_time_ms(lambda: ran.append(torch.cuda._sleep(cycles)))
     finished = torch.cuda.current_stream().query()
     torch.cuda.synchronize()
-    return got, 0.0, finished
+    unseen = read_before is not None and b.timer_reads() == read_before and bool(ran) and finished
+    return got, finished, unseen
+
+
+#: What a timer whose clock the simulated GPU cannot see is told: what it reached for, and what to write instead.
+UNSEEN_CLOCK = ("a clock function bound before the check runs (a default argument, functools.partial): your timer "
+                "waited for the GPU, but read no clock the simulation moves",
+                "look the clock up when your function runs: time.perf_counter(), time.monotonic(), "
+                "time.process_time(), timeit.default_timer() or CUDA events")
 
 
 @exercise("02.tail_share")
