@@ -19,6 +19,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import book_pages  # noqa: E402
 from asynclab import launch  # noqa: E402
 from asynclab import lessons as registry  # noqa: E402
 
@@ -138,6 +141,9 @@ sphinx:
     autodoc_member_order: bysource
     nb_merge_streams: true
     myst_heading_anchors: 3
+    html_static_path: [{book_pages.STATIC}]
+    html_js_files: [asynclab.js]
+    html_css_files: [asynclab.css]
 """
 
 
@@ -166,8 +172,10 @@ def sources(folder: Path) -> Path:
     """Lay out the book's sources in ``folder`` (emptied first)."""
     shutil.rmtree(folder, ignore_errors=True)
     (folder / "notebooks").mkdir(parents=True)
+    static = folder / book_pages.STATIC
+    book_pages.static_files(static)
     for item in registry.written():
-        shutil.copy(ROOT / "notebooks" / item.notebook, folder / "notebooks" / item.notebook)
+        book_pages.lesson_page(item, ROOT / "notebooks" / item.notebook, folder / "notebooks" / item.notebook, static)
     shutil.copytree(ROOT / "figures", folder / "figures")
     for page in PAGES:
         (folder / page).parent.mkdir(parents=True, exist_ok=True)

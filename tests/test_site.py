@@ -133,6 +133,61 @@ def test_a_lesson_page_shows_its_timelines_and_hides_its_solutions(served, brows
     page.close()
 
 
+#: Lesson pages whose stored figures predate the narrower drawing, and why they cannot be redrawn yet.
+NOT_REDRAWN = {"06_multi_gpu_p2p": "its stored outputs come from two GPUs; it is re-executed when two are at hand"}
+
+
+@pytest.mark.parametrize("item", LESSONS, ids=[x.folder for x in LESSONS])
+def test_every_figure_is_shown_near_its_drawn_size_with_alt_text(served, browser, item):
+    """At 1280 px, each figure is shown at 75% of its drawn width or more (its smallest text stays readable), its alt
+    text describes it, and clicking it opens it full size; at 390 px (a phone) the page is screenshotted too."""
+    base, _ = served
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{base}/notebooks/{item.folder}.html")
+    page.wait_for_load_state("load")
+    shown = page.eval_on_selector_all("div.cell_output img", """els => els.map(i => ({
+        drawn: i.naturalWidth, shown: i.getBoundingClientRect().width, alt: i.getAttribute('alt') || '',
+        link: i.closest('a') ? i.closest('a').getAttribute('href') : null}))""")
+    assert shown, item.folder
+    for fig in shown:
+        assert len(fig["alt"].split()) >= 4 and not re.fullmatch(r"[0-9a-f]{16,}\.png", fig["alt"]), fig
+        assert fig["link"] and fig["link"].endswith(".png"), fig
+        if item.folder not in NOT_REDRAWN:
+            assert fig["shown"] >= 0.75 * fig["drawn"], (item.folder, fig)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.locator("div.cell_output img").first.scroll_into_view_if_needed()
+    page.screenshot(path=str(SHOTS / f"{item.folder}-1280.png"))
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.locator("div.cell_output img").first.scroll_into_view_if_needed()
+    page.screenshot(path=str(SHOTS / f"{item.folder}-390.png"))
+    page.close()
+
+
+def test_a_lesson_page_opens_its_traces_in_perfetto(served, browser):
+    """The button opens ui.perfetto.dev and, once it answers PONG, posts the trace's bytes (Perfetto's documented
+    protocol); here the Perfetto window is a stand-in that records what it is sent."""
+    base, _ = served
+    page = browser.new_page()
+    page.add_init_script("""
+        window.__posted = [];
+        window.open = (url) => { window.__opened = url;
+            return {postMessage: (message, origin) => window.__posted.push({message, origin})}; };""")
+    page.goto(f"{base}/notebooks/03_streams.html")
+    buttons = page.locator("button.asynclab-perfetto")
+    assert buttons.count() >= 3
+    downloads = page.eval_on_selector_all("ul.asynclab-traces a[download]", "els => els.map(a => a.href)")
+    assert len(downloads) == buttons.count()
+    buttons.first.click()
+    page.wait_for_function("window.__posted.some(p => p.message === 'PING')")
+    assert page.evaluate("window.__opened") == "https://ui.perfetto.dev"
+    page.evaluate("window.dispatchEvent(new MessageEvent('message', {data: 'PONG', origin: 'https://ui.perfetto.dev'}))")
+    page.wait_for_function("window.__posted.some(p => p.message && p.message.perfetto)")
+    sent = page.evaluate("""(() => { const p = window.__posted.find(p => p.message && p.message.perfetto);
+        return {bytes: p.message.perfetto.buffer.byteLength, origin: p.origin, name: p.message.perfetto.fileName}; })()""")
+    assert sent["bytes"] > 1000 and sent["origin"] == "https://ui.perfetto.dev" and sent["name"].endswith(".json.gz")
+    page.close()
+
+
 def test_search_finds_a_lesson(served, browser):
     base, _ = served
     page = browser.new_page()

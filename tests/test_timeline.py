@@ -46,8 +46,8 @@ def test_small_trace_every_event_is_a_bar():
     assert bar_extents(tl, "compute") == [(13.0, 33.0), (23.0, 38.0), (43.0, 53.0)]
     assert tl.ax.get_xlim()[0] <= 0 < tl.ax.get_xlim()[0] + 1
     legend = [t.get_text() for t in tl.ax.get_legend().get_texts()]
-    assert legend[:3] == ["compute kernel", "H2D copy (host → GPU)", "D2H copy (GPU → host)"]
-    assert "launch / runtime call (host)" in legend
+    assert legend[:3] == ["compute kernel", "copy host → GPU", "copy GPU → host"]
+    assert "launch (host)" in legend
     face = tl.collections["h2d"].get_facecolor()[0]
     assert np.allclose(face[:3], matplotlib.colors.to_rgb(KIND_COLORS["h2d"]))
 
@@ -244,7 +244,7 @@ def test_legend_lists_only_kinds_drawn_in_the_window():
     assert "compute kernel" in labels
     assert not any("H2D" in x or "memset" in x or "NCCL" in x for x in labels), labels
     full = [x.get_text() for x in draw_timeline(t).ax.get_legend().get_texts()]
-    assert "communication kernel (NCCL)" in full and "H2D copy (host → GPU)" in full
+    assert "NCCL kernel" in full and "copy host → GPU" in full
     plt.close("all")
 
 

@@ -28,7 +28,10 @@ c.Exchange.root = os.environ.get("ASYNCLAB_EXCHANGE", "/srv/nbgrader/exchange")
 c.Execute.timeout = {CELL_TIMEOUT_S}  # a cell that runs longer is stopped, and its exercise scores zero
 c.Execute.interrupt_on_timeout = True
 if os.name == "posix":  # the grading kernels talk to nbgrader over local sockets, not unencrypted TCP
+    import tempfile
+
     c.KernelManager.transport = "ipc"
+    c.KernelManager.ip = os.path.join(tempfile.mkdtemp(prefix="asynclab-kernels-"), "kernel")
 c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE\\nraise NotImplementedError()"}}
 '''
 

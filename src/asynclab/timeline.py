@@ -31,17 +31,17 @@ KIND_COLORS = {
 #: Legend text of each kind.
 KIND_LABELS = {
     "compute": "compute kernel",
-    "comm": "communication kernel (NCCL)",
-    "h2d": "H2D copy (host → GPU)",
-    "d2h": "D2H copy (GPU → host)",
-    "d2d": "D2D / P2P copy",
-    "p2p": "D2D / P2P copy",
+    "comm": "NCCL kernel",
+    "h2d": "copy host → GPU",
+    "d2h": "copy GPU → host",
+    "d2d": "copy GPU → GPU",
+    "p2p": "copy GPU → GPU",
     "memset": "memset",
-    "sync": "sync wait (GPU)",
-    "other": "other GPU activity",
-    "cpu_op": "CPU op (host)",
-    "launch": "launch / runtime call (host)",
-    "host_sync": "synchronize call (host)",
+    "sync": "GPU waits",
+    "other": "other GPU work",
+    "cpu_op": "CPU op",
+    "launch": "launch (host)",
+    "host_sync": "host waits (synchronize)",
 }
 _GPU_DRAW = ("compute", "comm", "h2d", "d2h", "d2d", "p2p", "memset", "sync", "other")
 _HOST_DRAW = ("cpu_op", "launch", "host_sync")
@@ -55,6 +55,13 @@ _STRIP = 0.4  # height of the sync-wait strip under a GPU lane  # bar height ins
 _ANN_STRIP = 0.55  # height of the annotation-bracket strip above a host lane
 _MAX_ANNOTATIONS = 2000  # brackets drawn at most (labels only where there is room)
 _MAX_LABELS = 500  # names written into GPU bars at most (labels=True)
+#: A figure's width, in inches: about 700 px as a notebook shows it (100 dpi), which is the width of the book's text
+#: column at 1280 px and fits JupyterLab's output area, so neither scales it down.
+FIGURE_WIDTH_IN = 7.0
+#: The smallest text a timeline draws, in points (12.5 px as a notebook shows it: over 9 px wherever it is read).
+MIN_FONT_PT = 9.0
+#: How far under the axes the legend's row starts (below the tick labels and the x label), in points.
+_LEGEND_DROP_PT = 30.0
 
 
 @dataclass
@@ -107,6 +114,9 @@ def check_image_path(path: str | os.PathLike) -> str:
     if os.path.isdir(p):
         raise ValueError(f"{p}: is a directory")
     return p
+
+
+_SCALES = {"µs": 1.0, "ms": 1e3, "s": 1e6}
 
 
 def _unit(span_us: float) -> tuple[str, float]:
@@ -336,14 +346,16 @@ def draw_timeline(trace: Any, ax: Any = None, *, start_us: float | None = None, 
         >>> tl.unit, sorted(tl.collections)
         ('µs', ['arrows', 'compute', 'launch'])
     """
-    fr = _frame(trace, start_us, end_us, annotation, occurrence)
-    lanes, is_gpu_lane = _choose_lanes(fr.trace, host, host_syncs)
     fig, ax, own_fig, width_px = _figure(ax, figsize, width_px)
+    # one time unit per figure: the panels drawn into a figure after its first keep the first one's unit
+    fr = _frame(trace, start_us, end_us, annotation, occurrence, getattr(fig, "_asynclab_unit", None))
+    fig._asynclab_unit = fr.unit
+    lanes, is_gpu_lane = _choose_lanes(fr.trace, host, host_syncs)
     px = fr.span / width_px  # µs per pixel
     sel = _select(fr.trace.events, lanes, is_gpu_lane)
     lay = _layout(fr.trace.events, lanes, is_gpu_lane, sel, annotation if annotations else False)
     if own_fig and figsize is None:
-        fig.set_size_inches(13.0, float(np.clip(1.4 + 0.42 * lay.total_h, 2.4, 16.0)))
+        fig.set_size_inches(FIGURE_WIDTH_IN, float(np.clip(1.7 + 0.42 * lay.total_h, 2.7, 16.0)))
     collections = _draw_bars(ax, fr, sel, lay, px)
     if labels:
         _draw_labels(ax, fr, sel, lay, px, collections)
@@ -356,13 +368,13 @@ def draw_timeline(trace: Any, ax: Any = None, *, start_us: float | None = None, 
                 ha="center", va="center", color="#777777")
     title = _title(fr, len(sel.rows), n_arrows) if title is None else title
     if title:
-        ax.set_title(title, fontsize=10, loc="left")
+        ax.set_title(title, fontsize=MIN_FONT_PT + 1, loc="left", wrap=True)
     return Timeline(fig=fig, ax=ax, lanes=list(lanes), unit=fr.unit, t0_us=fr.w0, collections=collections,
                     sublanes={lane: int(lay.nsub[i]) for i, lane in enumerate(lanes)}, n_events=int(len(sel.rows)))
 
 
-def _frame(trace: Any, start_us, end_us, annotation, occurrence) -> _Frame:
-    """Load and window the trace; pick the x unit for its span."""
+def _frame(trace: Any, start_us, end_us, annotation, occurrence, unit: str | None = None) -> _Frame:
+    """Load and window the trace; pick the x unit for its span (or keep ``unit``, the figure's)."""
     tr = trace if isinstance(trace, Trace) else load_trace(trace)
     if annotation is not None or start_us is not None or end_us is not None:
         tr = tr.window(start_us, end_us, annotation=annotation, occurrence=occurrence)
@@ -373,7 +385,7 @@ def _frame(trace: Any, start_us, end_us, annotation, occurrence) -> _Frame:
         w0 = float(ev["start_us"].min()) if len(ev) else 0.0
         w1 = float(ev["end_us"].max()) if len(ev) else 1.0
     span = max(w1 - w0, 1e-3)
-    unit, scale = _unit(span)
+    unit, scale = (unit, _SCALES[unit]) if unit in _SCALES else _unit(span)
     return _Frame(tr, w0, w1, span, unit, scale)
 
 
@@ -390,7 +402,7 @@ def _figure(ax: Any, figsize, width_px) -> tuple[Any, Any, bool, int]:
 
     own_fig = ax is None
     if own_fig:
-        fig, ax = plt.subplots(figsize=figsize or (13.0, 2.0))  # the height follows the lanes (draw_timeline)
+        fig, ax = plt.subplots(figsize=figsize or (FIGURE_WIDTH_IN, 2.0))  # the height follows the lanes
     else:
         fig = ax.figure
     if width_px is None:
@@ -507,13 +519,13 @@ def _draw_labels(ax: Any, fr: _Frame, sel: _Rows, lay: _Layout, px: float, colle
     gpu = np.flatnonzero(sel.on_gpu[sel.rows] & (sel.K != "sync"))
     names = fr.trace.events["name"].to_numpy(dtype=object)[sel.rows[gpu]]
     s, e = np.clip(sel.S[gpu], fr.w0, fr.w1), np.clip(sel.E[gpu], fr.w0, fr.w1)
-    fits = (e - s) / px >= np.array([6.0 * len(str(n)) + 4 for n in names])
+    fits = (e - s) / px >= np.array([7.5 * len(str(n)) + 4 for n in names])
     drawn = []
     for i in np.flatnonzero(fits)[:_MAX_LABELS]:
         r = gpu[i]
         x = ((s[i] + e[i]) / 2 - fr.w0) / fr.scale
         y = lay.y0[sel.L[r]] + lay.sub[r] + 0.5
-        drawn.append(ax.text(x, y, str(names[i]), fontsize=7, color="white", ha="center", va="center",
+        drawn.append(ax.text(x, y, str(names[i]), fontsize=MIN_FONT_PT, color="white", ha="center", va="center",
                              clip_on=True, zorder=5))
     collections["labels"] = drawn
 
@@ -569,8 +581,8 @@ def _draw_brackets(ax: Any, fr: _Frame, lay: _Layout, px: float, collections: di
     ax.add_collection(LineCollection(segs, colors="#6a3d9a", linewidths=1.0, zorder=4))
     collections["annotations"] = segs
     for x_a, x_b, y_a, name in zip(ax0, ax1, yy, ev["name"].to_numpy(dtype=object)[pos]):
-        if (x_b - x_a) * fr.scale / px >= 5.0 * len(str(name)) + 4:  # only where the label fits its bracket
-            ax.text(x_a, y_a - 0.05, str(name), fontsize=7, color="#6a3d9a", va="bottom", ha="left",
+        if (x_b - x_a) * fr.scale / px >= 7.0 * len(str(name)) + 4:  # only where the label fits its bracket
+            ax.text(x_a, y_a - 0.05, str(name), fontsize=MIN_FONT_PT, color="#6a3d9a", va="bottom", ha="left",
                     clip_on=True, zorder=6)
 
 
@@ -590,7 +602,9 @@ def _style_axes(ax: Any, fr: _Frame, lanes: list[str], is_gpu_lane: np.ndarray, 
             ax.axhline(sep, color="#999999", lw=0.5, zorder=1)
     ax.set_ylim(lay.total_h + 0.2, -0.2 - (lay.ann[0] if len(lay.ann) else 0.0))
     ax.set_xlim(-0.01 * fr.span / fr.scale, fr.span * 1.01 / fr.scale)
-    ax.set_xlabel(f"time ({fr.unit}) from " + ("the window start" if "window" in fr.trace.meta else "the trace start"))
+    ax.set_xlabel(f"time ({fr.unit}) from " + ("the window start" if "window" in fr.trace.meta else "the trace start"),
+                  fontsize=MIN_FONT_PT)
+    ax.tick_params(labelsize=MIN_FONT_PT)
     ax.grid(axis="x", color="#e6e6e6", lw=0.6, zorder=0)
     ax.set_axisbelow(True)
     for side in ("top", "right"):
@@ -609,8 +623,13 @@ def _legend(ax: Any, collections: dict) -> None:
             handles.append(Patch(facecolor=KIND_COLORS[k], label=KIND_LABELS[k]))
     if "arrows" in collections:
         handles.append(Line2D([], [], color="#444444", lw=0.8, label="launch → GPU start"))
-    if handles:
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, frameon=False)
+    if handles:  # a row under the axes, right-aligned: never over the lanes, and no width taken from them
+        from matplotlib.transforms import offset_copy
+
+        under = offset_copy(ax.transAxes, fig=ax.figure, y=-_LEGEND_DROP_PT, units="points")
+        ax.legend(handles=handles, loc="upper right", bbox_to_anchor=(1.0, 0.0), bbox_transform=under,
+                  ncol=len(handles) if len(handles) <= 4 else -(-len(handles) // 2), fontsize=MIN_FONT_PT,
+                  frameon=False, handlelength=1.2, columnspacing=1.0, borderaxespad=0.0)
 
 
 def _title(fr: _Frame, n_rows: int, n_arrows: int) -> str:

@@ -336,7 +336,7 @@ def on_side_stream(work, x):
 
 al.check("03.wait_stream_fix", on_side_stream)
 
-# %% limit: asks for the GPU's name
+# %% right: asks for the GPU's name (the simulated GPU has one)
 side = torch.cuda.Stream()
 
 def on_side_stream(work, x):

@@ -279,12 +279,19 @@ def sanitizer(device: Any = None, timeout_s: float = 120.0) -> dict[str, Any]:
         return _no_gpu(dev, unfixed=None, fixed=None)
     env = {**os.environ, "TORCH_CUDA_SANITIZER": "1", "CUDA_VISIBLE_DEVICES": str(dev.index or 0)}
     out: dict[str, Any] = {"device": str(dev)}
-    for name in ("unfixed", "fixed"):
-        done = subprocess.run([sys.executable, "-m", __name__, "--sanitized-race", name], env=env,
-                              capture_output=True, text=True, timeout=timeout_s)
-        lines = [x for x in done.stdout.splitlines() if x.startswith("{")]
-        if done.returncode != 0 or not lines:
-            tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+    runs = {name: subprocess.Popen([sys.executable, "-m", __name__, "--sanitized-race", name], env=env, text=True,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            for name in ("unfixed", "fixed")}  # side by side: each spends most of its time starting up
+    for name, proc in runs.items():
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            for p in runs.values():
+                p.kill()
+            raise RuntimeError(f"the sanitized run ({name}) took over {timeout_s:g} s") from None
+        lines = [x for x in stdout.splitlines() if x.startswith("{")]
+        if proc.returncode != 0 or not lines:
+            tail = (stderr or stdout).strip().splitlines()[-1:] or ["no output"]
             raise RuntimeError(f"the sanitized run ({name}) failed: {tail[0]}")
         out[name] = json.loads(lines[-1])
     return out

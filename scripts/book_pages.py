@@ -1,0 +1,96 @@
+"""What the book adds to a lesson's notebook: alt text for every figure, and the lesson's reference traces to open in
+Perfetto or download (the notebooks themselves stay as they are)."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+#: Where the book keeps its own script, style and the reference traces (Sphinx copies it into the site).
+STATIC = "_static"
+_TITLE = re.compile(r"""(?:title=|set_title\(|suptitle\()f?(["'])(.+?)\1""")
+_EXPRESSION = re.compile(r"\{[^{}]*\}")
+_HEADING = re.compile(r"^#{2,3} (.+)$", re.M)
+
+
+def alt_text(source: str, heading: str, gpu: str) -> str:
+    """A figure's description for a screen reader and for search, from the titles its cell gives its panels.
+
+    Example:
+        >>> alt_text('al.draw_timeline(t, title=f"one stream ({run.reference_gpu})")', "1 · One stream", "NVIDIA H100")
+        'Timeline of a profiler trace, lanes per GPU stream and host thread: one stream (NVIDIA H100)'
+        >>> alt_text("plt.bar(x, y)", "2 · Bandwidth", "NVIDIA H100")
+        'Chart for section 2 · Bandwidth'
+    """
+    titles = []
+    for _, title in _TITLE.findall(source):
+        text = _EXPRESSION.sub(lambda m: gpu if "reference_gpu" in m.group(0) else "…", title)
+        text = re.sub(r"(…[\s:,]*)+", "… ", text).strip(" …:,")
+        if text and text not in titles:
+            titles.append(text)
+    kind = "Timeline of a profiler trace, lanes per GPU stream and host thread" if "draw_timeline" in source \
+        else "Chart"
+    return f"{kind}: {'; '.join(titles)}" if titles else f"{kind} for section {heading}"
+
+
+def _has_image(cell: dict) -> bool:
+    return any("image/png" in out.get("data", {}) for out in cell.get("outputs", []))
+
+
+def with_alt_text(nb: dict, gpu: str) -> int:
+    """Give every figure of the notebook its alt text (MyST-NB's ``mystnb.image.alt`` cell option); returns how many."""
+    heading, count = "", 0
+    for cell in nb["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] == "markdown":
+            found = _HEADING.findall(source)
+            heading = found[-1] if found else heading
+        elif _has_image(cell):
+            options = cell.setdefault("metadata", {}).setdefault("mystnb", {}).setdefault("image", {})
+            options["alt"] = alt_text(source, heading, gpu)
+            count += 1
+    return count
+
+
+def traces_cell(number: str, names: list[str], gpu: str) -> dict:
+    """A markdown cell that lists the lesson's reference traces, each to open in Perfetto or to download."""
+    rows = "\n".join(
+        f'<li><button class="asynclab-perfetto" data-trace="../{STATIC}/traces/{number}/{name}.json.gz" '
+        f'data-title="lesson {number}: {name}">Open in Perfetto</button>'
+        f'<a href="../{STATIC}/traces/{number}/{name}.json.gz" download><code>{name}.json.gz</code></a></li>'
+        for name in names)
+    text = (f"## The traces behind this lesson\n\nThe timelines above are drawn from these profiler traces, recorded on "
+            f"{gpu}. Open one in the Perfetto UI (ui.perfetto.dev) to zoom into any microsecond, or download it "
+            "and open it there, in `chrome://tracing`, or with `asynclab timeline` and `asynclab summary`.\n\n"
+            f'<ul class="asynclab-traces">\n{rows}\n</ul>\n')
+    return {"cell_type": "markdown", "id": "asynclab-traces", "metadata": {}, "source": text.splitlines(True)}
+
+
+def lesson_page(item: Any, notebook: Path, out: Path, static: Path) -> None:
+    """Write the book's copy of a lesson's notebook to ``out``: alt text on its figures and, for a lesson with a GPU
+    reference, its traces (copied under ``static/traces/NN/``)."""
+    from asynclab import reference
+
+    nb = json.loads(notebook.read_text())
+    gpu = item.reference_gpu if item.gpus else "this machine"
+    with_alt_text(nb, gpu)
+    names = reference.trace_names(item.number) if item.gpus else []
+    if names:
+        folder = static / "traces" / item.number
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            shutil.copy(reference.trace_path(item.number, name), folder / f"{name}.json.gz")
+        nb["cells"].append(traces_cell(item.number, names, gpu))
+    out.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+
+
+def static_files(static: Path) -> list[str]:
+    """Copy the book's script and style into ``static``; their names, for Sphinx's ``html_js_files`` and
+    ``html_css_files``."""
+    static.mkdir(parents=True, exist_ok=True)
+    here = Path(__file__).resolve().parent / "book_static"
+    for path in here.iterdir():
+        shutil.copy(path, static / path.name)
+    return sorted(p.name for p in here.iterdir())
