@@ -20,7 +20,7 @@ def alt_text(source: str, heading: str, gpu: str) -> str:
 
     Example:
         >>> alt_text('al.draw_timeline(t, title=f"one stream ({run.reference_gpu})")', "1 · One stream", "NVIDIA H100")
-        'Timeline of a profiler trace, lanes per GPU stream and host thread: one stream (NVIDIA H100)'
+        'Timeline of a profiler trace, lanes per GPU stream and host thread: one stream (NVIDIA H100) (section 1 · One stream)'
         >>> alt_text("plt.bar(x, y)", "2 · Bandwidth", "NVIDIA H100")
         'Chart for section 2 · Bandwidth'
     """
@@ -32,7 +32,8 @@ def alt_text(source: str, heading: str, gpu: str) -> str:
             titles.append(text)
     kind = "Timeline of a profiler trace, lanes per GPU stream and host thread" if "draw_timeline" in source \
         else "Chart"
-    return f"{kind}: {'; '.join(titles)}" if titles else f"{kind} for section {heading}"
+    where = f" (section {heading})" if heading else ""
+    return f"{kind}: {'; '.join(titles)}{where}" if titles else f"{kind} for section {heading}"
 
 
 def _has_image(cell: dict) -> bool:
