@@ -175,7 +175,17 @@ def _data_ptr(t: DeviceTensor) -> int:
 
 
 #: Tensor methods that never reach the dispatcher as an operator, and what a GPU tensor does for them.
+def _as_subclass(t: DeviceTensor, cls: Any) -> Any:
+    """``t.as_subclass(torch.Tensor)``: on a GPU a plain tensor of the same memory; here the GPU tensor itself (its
+    memory is the simulation's)."""
+    if cls is torch.Tensor:
+        return t
+    with torch._C.DisableTorchFunctionSubclass():
+        return torch.Tensor.as_subclass(t, cls)
+
+
 TENSOR_METHODS: dict[str, Callable] = {
+    "as_subclass": _as_subclass,
     "record_stream": _record_stream, "numpy": _numpy, "__array__": _numpy, "tolist": _host_read("tolist"),
     "data_ptr": _data_ptr, "untyped_storage": lambda t: t.elem.untyped_storage(),
     # Python bindings that put the tensor's GPU in force first (a device guard), which needs a real driver: their
