@@ -1,4 +1,4 @@
-"""Command line entry point: `asynclab hardware`, `asynclab timeline`, `asynclab summary`, ..."""
+"""Command line entry point: `asynclab hardware`, `asynclab timeline`, `asynclab summary`, `asynclab diagnose`, ..."""
 from __future__ import annotations
 
 import argparse
@@ -105,6 +105,41 @@ def _cmd_summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fail_on(text: str) -> tuple[str, float]:
+    """``KIND[:SHARE]`` of --fail-on: a finding kind and the share of the step it may not exceed."""
+    from asynclab.diagnose import FOLD_SHARE
+    from asynclab.findings import KINDS
+
+    kind, _, share = text.partition(":")
+    if kind not in KINDS:
+        raise UsageError(f"--fail-on {text}: no finding kind {kind!r} (kinds: {', '.join(KINDS)})")
+    try:
+        limit = float(share.rstrip("%")) / (100 if share.endswith("%") else 1) if share else FOLD_SHARE
+    except ValueError:
+        raise UsageError(f"--fail-on {text}: the share must be a number such as 0.05 or 5%") from None
+    if not 0 <= limit < 1:
+        raise UsageError(f"--fail-on {text}: the share must be at least 0 and under 1 (or 100%)")
+    return kind, limit
+
+
+def _cmd_diagnose(args: argparse.Namespace) -> int:
+    from asynclab.diagnose import diagnose
+    from asynclab.trace import TraceError
+
+    limits = [_fail_on(t) for t in args.fail_on or []]
+    trace = _load(args.trace)
+    try:
+        d = diagnose(trace, step=args.step)
+    except TraceError as err:
+        raise UsageError(str(err)) from None
+    print(d.to_json() if args.json else d.text())
+    failed = [(k, lim, d.share(k)) for k, lim in limits if d.share(k) > lim]
+    for kind, limit, share in failed:
+        print(f"asynclab: {kind} loses {100 * share:.1f}% of the step, over the {100 * limit:g}% that "
+              f"--fail-on allows", file=sys.stderr)
+    return 1 if failed else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser with every subcommand registered.
 
@@ -146,6 +181,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("trace", nargs="+", help="trace file (.json or .json.gz), several rank files, or their folder")
     p.add_argument("--top", type=int, default=10, help="how many kernels to list (default 10)")
     p.set_defaults(func=_cmd_summary)
+
+    p = sub.add_parser("diagnose", help="name the asynchrony mistakes in a training trace: what each costs a "
+                                        "step, where, why, the fix and the lesson",
+                       description="Diagnose a torch.profiler trace (.json or .json.gz), or the rank files of one "
+                                   "run: every stretch in which a GPU computes nothing is given a cause (host_sync, "
+                                   "launch_bound, pageable_copy, exposed_copy, small_copies, dataloader_stall, "
+                                   "exposed_comm, pipeline_bubble, alloc_churn, stream_wait) or counted as "
+                                   "unexplained; underfilled_gpu is time a lone kernel left most SMs empty.")
+    p.add_argument("trace", nargs="+", help="trace file (.json or .json.gz), several rank files, or their folder")
+    p.add_argument("--json", action="store_true", help="print one JSON object with every finding")
+    p.add_argument("--step", type=int, default=None, help="diagnose only step N (its ProfilerStep#N)")
+    p.add_argument("--fail-on", action="append", metavar="KIND[:SHARE]",
+                   help="exit with status 1 when KIND loses more than SHARE of the step (default 0.02; "
+                        "0.05 or 5%%); repeat for several kinds. A guard for CI")
+    p.set_defaults(func=_cmd_diagnose)
 
     from asynclab import course
 

@@ -320,7 +320,8 @@ def draw_timeline(trace: Any, ax: Any = None, *, start_us: float | None = None, 
                   annotation: str | None = None, occurrence: int | None = None, arrows: bool = False,
                   host: bool = True, annotations: bool = True, host_syncs: bool = False,
                   title: str | None = None, figsize: tuple[float, float] | None = None,
-                  max_arrows: int = 300, width_px: int | None = None, labels: bool = False) -> Timeline:
+                  max_arrows: int = 300, width_px: int | None = None, labels: bool = False,
+                  diagnosis: Any = None) -> Timeline:
     """Draw a trace: one lane per (GPU, stream) and per host thread that launched work, coloured by
     kind, overlapping events in sub-lanes, with optional launch → kernel arrows.
 
@@ -336,7 +337,9 @@ def draw_timeline(trace: Any, ax: Any = None, *, start_us: float | None = None, 
     ``cuda_sync_events``), which the host lane's synchronize calls already show. GPU lanes with nothing
     to draw in the window are left out, and the legend lists only the kinds drawn. ``labels=True`` writes
     each GPU event's name inside its bar where it fits (at most ``_MAX_LABELS``): for few, named events, such
-    as a simulated pipeline schedule's "F0", "B0". Drawing is vectorised
+    as a simulated pipeline schedule's "F0", "B0". ``diagnosis=`` (from :func:`asynclab.diagnose.diagnose` of
+    the same trace) shades, behind each GPU's lanes, the stretches each finding explains, one colour per
+    kind, with its share of the step in the legend. Drawing is vectorised
     (one collection per kind); events closer than a pixel are merged and every bar is at least one pixel
     wide, so short kernels stay visible.
 
@@ -362,7 +365,8 @@ def draw_timeline(trace: Any, ax: Any = None, *, start_us: float | None = None, 
     n_arrows = _draw_arrows(ax, fr, sel, lay, max_arrows, collections) if arrows else 0
     _draw_brackets(ax, fr, lay, px, collections)
     _style_axes(ax, fr, lanes, is_gpu_lane, lay)
-    _legend(ax, collections)
+    shaded = _draw_findings(ax, fr, lanes, is_gpu_lane, lay, diagnosis) if diagnosis is not None else []
+    _legend(ax, collections, shaded)
     if not len(sel.rows):
         ax.text(0.5, 0.5, "no GPU or launch activity in this range", transform=ax.transAxes,
                 ha="center", va="center", color="#777777")
@@ -611,8 +615,51 @@ def _style_axes(ax: Any, fr: _Frame, lanes: list[str], is_gpu_lane: np.ndarray, 
         ax.spines[side].set_visible(False)
 
 
-def _legend(ax: Any, collections: dict) -> None:
-    """One entry per kind drawn (D2D and P2P share one), plus the arrows when there are any."""
+#: Shading of the findings of a diagnosis, one colour per kind.
+FINDING_COLORS = {"host_sync": "#d62728", "launch_bound": "#ff7f0e", "pageable_copy": "#8c564b",
+                  "exposed_copy": "#e377c2", "small_copies": "#bcbd22", "dataloader_stall": "#9467bd",
+                  "exposed_comm": "#17becf", "pipeline_bubble": "#1f77b4", "alloc_churn": "#7f7f7f",
+                  "underfilled_gpu": "#2ca02c", "stream_wait": "#aec7e8"}
+
+
+_FINDING_MIN_SHARE = 0.02  # as the diagnosis' text view: smaller findings are not shaded
+
+
+def _draw_findings(ax: Any, fr: _Frame, lanes: list[str], is_gpu_lane: np.ndarray, lay: _Layout,
+                   diagnosis: Any) -> list:
+    """Translucent spans over each GPU's lanes where a finding of the diagnosis explains the time."""
+    from matplotlib.collections import PolyCollection
+    from matplotlib.patches import Patch
+
+    p = diagnosis.pieces
+    p = p[p["kind"].isin(list(FINDING_COLORS)) & (p["start"] + p["dur"] > fr.w0) & (p["start"] < fr.w1)]
+    ev = fr.trace.events
+    handles = []
+    for f in diagnosis.findings:
+        mine = p[p["kind"] == f.kind] if f.share >= _FINDING_MIN_SHARE else p.iloc[:0]
+        if mine.empty:
+            continue
+        verts = []
+        for (rank, dev), g in mine.groupby(["rank", "device"], dropna=False):
+            on = ev["device"] == dev if pd.isna(rank) else (ev["device"] == dev) & (ev["rank"] == rank)
+            idx = [i for i, lane in enumerate(lanes) if is_gpu_lane[i] and lane in set(ev.loc[on.fillna(False), "lane"])]
+            if not idx:
+                continue
+            top = float(lay.y0[idx].min()) - 0.1
+            bottom = float((lay.y0[idx] + lay.nsub[idx] + lay.strip[idx]).max()) + 0.1
+            x0 = (np.maximum(g["start"].to_numpy(np.float64), fr.w0) - fr.w0) / fr.scale
+            x1 = (np.minimum((g["start"] + g["dur"]).to_numpy(np.float64), fr.w1) - fr.w0) / fr.scale
+            verts += [[(a, top), (a, bottom), (b, bottom), (b, top)] for a, b in zip(x0, x1)]
+        if verts:
+            ax.add_collection(PolyCollection(verts, facecolors=FINDING_COLORS[f.kind], alpha=0.3, linewidths=0,
+                                             zorder=1.5))
+            handles.append(Patch(facecolor=FINDING_COLORS[f.kind], alpha=0.3,
+                                 label=f"{f.kind} {100 * f.share:.0f}%"))
+    return handles
+
+
+def _legend(ax: Any, collections: dict, extra: list | None = None) -> None:
+    """One entry per kind drawn (D2D and P2P share one), plus the arrows when there are any, plus ``extra``."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
@@ -623,6 +670,7 @@ def _legend(ax: Any, collections: dict) -> None:
             handles.append(Patch(facecolor=KIND_COLORS[k], label=KIND_LABELS[k]))
     if "arrows" in collections:
         handles.append(Line2D([], [], color="#444444", lw=0.8, label="launch → GPU start"))
+    handles += extra or []
     if handles:  # a row under the axes, right-aligned: never over the lanes, and no width taken from them
         from matplotlib.transforms import offset_copy
 

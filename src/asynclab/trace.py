@@ -71,6 +71,8 @@ class Trace:
                                <NA> when there is none in the trace (or the window)
     rank            Int64      the process's rank (``distributedInfo``, or the file's place among
                                the rank files loaded together); <NA> for a trace of no rank
+    blocks          Int64      thread blocks of a kernel (the product of its ``grid`` arg); <NA>
+                               where the trace does not say
     ==============  =========  ===============================================================
 
     ``meta`` holds the top-level trace fields (``baseTimeNanoseconds``, ``deviceProperties``,

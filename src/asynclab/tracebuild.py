@@ -19,7 +19,7 @@ __all__ = ["build_table", "COLUMNS"]
 #: The event table's columns, in order.
 COLUMNS = (
     "kind", "name", "device", "stream", "lane", "pid", "tid", "start_us", "end_us", "dur_us",
-    "correlation", "bytes", "src_device", "dst_device", "launch", "rank",
+    "correlation", "bytes", "src_device", "dst_device", "launch", "rank", "blocks",
 )
 
 
@@ -161,7 +161,7 @@ def _gpu_columns(raw: RawEvents, kind: np.ndarray, names: np.ndarray, pid: np.nd
         mem_cols.append(col)
     from_dev, to_dev, in_dev, nbytes, nbytes_alt = mem_cols
     nbytes = np.where(np.isfinite(nbytes), nbytes, nbytes_alt)
-    dev_arg, corr = raw.args_of(idx, "device", "correlation")
+    dev_arg, corr, grid = raw.args_of(idx, "device", "correlation", "grid")
     device = _device_of(_num(dev_arg), _num_by_unique(pid[idx]), in_dev, from_dev, pid[idx])
     _copy_directions(kind, names, idx, mem_pos, from_dev, to_dev)
     kind_g = kind[idx]
@@ -169,7 +169,16 @@ def _gpu_columns(raw: RawEvents, kind: np.ndarray, names: np.ndarray, pid: np.nd
     src, dst = _copy_endpoints(kind_g, device, from_dev, to_dev)
     nbytes = np.where(_among(kind_g, COPY_KINDS + ("memset", "other")), nbytes, np.nan)
     return {"idx": idx, "device": device, "stream": stream, "src": src, "dst": dst, "bytes": nbytes,
-            "correlation": _num(corr)}
+            "correlation": _num(corr), "blocks": _blocks(grid)}
+
+
+def _blocks(grids: list) -> np.ndarray:
+    """Thread blocks of each kernel from its ``grid`` arg ([x, y, z]); NaN where the trace has none."""
+    out = np.full(len(grids), np.nan)
+    for i, g in enumerate(grids):
+        if type(g) is list and len(g) == 3 and all(type(v) is int for v in g):
+            out[i] = g[0] * g[1] * g[2]
+    return out
 
 
 def _device_of(dev_arg, pid_num, in_dev, from_dev, pids) -> np.ndarray:
@@ -251,7 +260,7 @@ def _launch_correlations(raw: RawEvents, kind) -> tuple[np.ndarray, np.ndarray]:
 def _full_columns(n: int, kind, gpu: dict[str, np.ndarray], launches) -> dict[str, np.ndarray]:
     idx = gpu["idx"]
     cols: dict[str, np.ndarray] = {}
-    for key in ("device", "correlation", "bytes", "src", "dst"):
+    for key in ("device", "correlation", "bytes", "src", "dst", "blocks"):
         col = np.full(n, np.nan)
         col[idx] = gpu[key]
         cols[key] = col
@@ -311,6 +320,7 @@ def _frame(cols: dict[str, np.ndarray], lane, launch, rank: float) -> pd.DataFra
         "dst_device": _int_array(cols["dst"]),
         "launch": _int_array(launch),
         "rank": _int_array(np.full(n, rank)),
+        "blocks": _int_array(cols["blocks"]),
     }, copy=False)
 
 

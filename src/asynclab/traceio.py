@@ -174,6 +174,7 @@ if _msgspec is not None:
         fromDevice: Any = None
         toDevice: Any = None
         inDevice: Any = None
+        grid: Any = None
         name: Any = None
         labels: Any = None
 

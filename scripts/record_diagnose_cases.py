@@ -1,0 +1,333 @@
+#!/usr/bin/env python3
+"""Record training steps with one planted asynchrony mistake each, and their fixes, on a GPU: the test set of `asynclab diagnose`.
+
+    python3 scripts/record_diagnose_cases.py --out DIR [--cases host_sync launch_bound ...]
+
+For every case it writes ``DIR/<case>-<variant>.json.gz`` (a torch.profiler trace of 3 steps after
+1 of warm-up, with Python stacks) and ``DIR/cases.json``: each variant's measured step time (the median
+of 3 timings of 20 steps, without the profiler), the GPU, the PyTorch version and the date. Variants are
+"bad" (the planted mistake), "fixed" (that mistake fixed, nothing else changed) and "clean" (a
+well-written step: AMP, data already on the GPU, nothing read back). Every case fits in 6 GiB.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import gzip
+import shutil
+import statistics
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+
+DEV = "cuda"
+WIDTH, IN_DIM, BATCH = 8192, 256, 4096
+COPY_DIM = 4096  # the copy cases feed 64 MiB batches from the host
+HOST_WORK_S = 0.002  # the host's own work per step (a data pipeline, a logger): 2 ms of CPU time
+
+
+def host_work() -> None:
+    """Stands for the host's own per-step work: 2 ms of CPU time."""
+    end = time.perf_counter() + HOST_WORK_S
+    while time.perf_counter() < end:
+        pass
+
+
+def mlp(in_dim: int = IN_DIM, width: int = WIDTH, depth: int = 3) -> nn.Module:
+    layers = [nn.Linear(in_dim, width), nn.ReLU()]
+    for _ in range(depth - 1):
+        layers += [nn.Linear(width, width), nn.ReLU()]
+    return nn.Sequential(*layers, nn.Linear(width, 10)).to(DEV)
+
+
+class Trainer:
+    """One AMP (bf16) training step of an MLP with SGD; ``step(x, y)`` returns the loss on the GPU."""
+
+    def __init__(self, in_dim: int = IN_DIM, width: int = WIDTH, depth: int = 3):
+        self.model = mlp(in_dim, width, depth)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=1e-3)
+        self.loss_fn = nn.CrossEntropyLoss()
+
+    def step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = self.loss_fn(self.model(x), y)
+        loss.backward()
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        return loss.detach()
+
+
+def gpu_batches(n: int = 4, in_dim: int = IN_DIM):
+    return [(torch.randn(BATCH, in_dim, device=DEV), torch.randint(0, 10, (BATCH,), device=DEV)) for _ in range(n)]
+
+
+# --------------------------------------------------------------------------------------------
+# The cases: each returns a step function (called with the step number)
+# --------------------------------------------------------------------------------------------
+def case_clean(variant: str):
+    tr, data = Trainer(), gpu_batches()
+    total = torch.zeros((), device=DEV)
+
+    def step(i):
+        nonlocal total
+        x, y = data[i % len(data)]
+        total = total + tr.step(x, y)
+    return step
+
+
+def case_host_sync(variant: str):
+    tr, data, losses = Trainer(), gpu_batches(), []
+    total = torch.zeros((), device=DEV)
+
+    def step(i):
+        nonlocal total
+        host_work()
+        x, y = data[i % len(data)]
+        loss = tr.step(x, y)
+        if variant == "bad":
+            losses.append(loss.item())  # the planted mistake: the host waits for the step every step
+        else:
+            total = total + loss  # read once, after the loop
+    return step
+
+
+class SyntheticBatches(torch.utils.data.Dataset):
+    """Whole batches made on the CPU, as a decoding/augmenting dataset does (about 5 ms each)."""
+
+    def __len__(self):
+        return 10_000
+
+    def __getitem__(self, i):
+        g = torch.Generator().manual_seed(i)
+        x = torch.randn(BATCH, IN_DIM, generator=g)
+        for _ in range(3):
+            x = torch.tanh(x * 1.01)
+        return x, torch.randint(0, 10, (BATCH,), generator=g)
+
+
+def case_dataloader_stall(variant: str):
+    tr = Trainer()
+    workers = 0 if variant == "bad" else 4  # the planted mistake: loading on the training process
+    loader = torch.utils.data.DataLoader(SyntheticBatches(), batch_size=None, shuffle=False, num_workers=workers,
+                                         pin_memory=True, persistent_workers=workers > 0,
+                                         prefetch_factor=4 if workers else None)
+    it = iter(loader)
+    total = torch.zeros((), device=DEV)
+
+    def step(i):
+        nonlocal total
+        x, y = next(it)
+        total = total + tr.step(x.to(DEV, non_blocking=True), y.to(DEV, non_blocking=True))
+    return step
+
+
+def case_pageable_copy(variant: str):
+    tr = Trainer(in_dim=COPY_DIM)
+    xs = [torch.randn(BATCH, COPY_DIM) for _ in range(2)]
+    if variant != "bad":
+        xs = [x.pin_memory() for x in xs]  # the fix: pinned memory, copied without blocking
+    y = torch.randint(0, 10, (BATCH,), device=DEV)
+    total = torch.zeros((), device=DEV)
+
+    def step(i):
+        nonlocal total
+        x = xs[i % 2].to(DEV, non_blocking=variant != "bad")
+        total = total + tr.step(x, y)
+    return step
+
+
+def _prefetching(tr: Trainer, xs: list, y: torch.Tensor, ahead: bool, guard: bool = False):
+    """Copies on a side stream, one step ahead or just before use; ``guard`` makes the copy stream first wait
+    for the compute stream, as a defensive ``side.wait_stream(current)`` copied from a recipe does."""
+    side = torch.cuda.Stream()
+    total = torch.zeros((), device=DEV)
+    state = {}
+
+    def load(i):
+        if guard:
+            side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            state["next"] = xs[i % 2].to(DEV, non_blocking=True)
+
+    def step(i):
+        nonlocal total
+        if not ahead or "next" not in state:
+            load(i)
+        torch.cuda.current_stream().wait_stream(side)
+        x = state.pop("next")
+        x.record_stream(torch.cuda.current_stream())
+        if ahead:
+            load(i + 1)
+        total = total + tr.step(x, y)
+    return step
+
+
+def case_exposed_copy(variant: str):
+    tr = Trainer(in_dim=COPY_DIM)
+    xs = [torch.randn(BATCH, COPY_DIM).pin_memory() for _ in range(2)]
+    y = torch.randint(0, 10, (BATCH,), device=DEV)
+    if variant != "bad":
+        return _prefetching(tr, xs, y, ahead=True)
+    total = torch.zeros((), device=DEV)
+
+    def step(i):
+        nonlocal total
+        x = xs[i % 2].to(DEV, non_blocking=True)  # the planted mistake: the copy runs on the compute stream
+        total = total + tr.step(x, y)
+    return step
+
+
+def case_stream_wait(variant: str):
+    tr = Trainer(in_dim=COPY_DIM)
+    xs = [torch.randn(BATCH, COPY_DIM).pin_memory() for _ in range(2)]
+    y = torch.randint(0, 10, (BATCH,), device=DEV)
+    return _prefetching(tr, xs, y, ahead=False, guard=variant == "bad")  # the planted mistake: the guard
+
+
+def case_small_copies(variant: str):
+    tr, data = Trainer(), gpu_batches()
+    weights = [0.5 + (k % 7) / 10 for k in range(256)]
+    total = torch.zeros((), device=DEV)
+
+    def step(i):
+        nonlocal total
+        x, y = data[i % len(data)]
+        if variant == "bad":  # the planted mistake: one tiny copy per value
+            w = torch.stack([torch.tensor(v, device=DEV) for v in weights])
+        else:
+            w = torch.tensor(weights, device=DEV)
+        total = total + tr.step(x * w.mean(), y)
+    return step
+
+
+def case_alloc_churn(variant: str):
+    tr, data = Trainer(), gpu_batches()
+    total = torch.zeros((), device=DEV)
+
+    def step(i):
+        nonlocal total
+        x, y = data[i % len(data)]
+        total = total + tr.step(x, y)
+        if variant == "bad":
+            torch.cuda.empty_cache()  # the planted mistake
+    return step
+
+
+def case_launch_bound(variant: str):
+    tr = Trainer(in_dim=128, width=128, depth=16)
+    x, y = torch.randn(64, 128, device=DEV), torch.randint(0, 10, (64,), device=DEV)
+    if variant == "bad":
+        return lambda i: tr.step(x, y)
+    side = torch.cuda.Stream()  # the fix: the whole step as one CUDA graph (PyTorch's "whole network capture")
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            tr.step(x, y)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        with torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False):
+            loss = tr.loss_fn(tr.model(x), y)
+        loss.backward()
+        tr.opt.step()
+    return lambda i: graph.replay()
+
+
+def case_underfilled_gpu(variant: str):
+    """Eight independent branches, each a softmax over 8 long rows: 8 blocks a kernel on a GPU of many SMs
+    (the forum thread "How can l run two blocks in parallel?", lesson 03). The fix runs them on 8 streams,
+    captured as one CUDA graph so that they start together."""
+    xs = [torch.randn(8, 2 ** 20, device=DEV) for _ in range(8)]
+    if variant == "bad":
+        return lambda i: [torch.softmax(x, dim=-1) for x in xs]
+    streams = [torch.cuda.Stream() for _ in xs]
+
+    def branches():
+        here, outs = torch.cuda.current_stream(), []
+        for x, s in zip(xs, streams):
+            s.wait_stream(here)
+            with torch.cuda.stream(s):
+                outs.append(torch.softmax(x, dim=-1))
+        for s in streams:
+            here.wait_stream(s)
+        return outs
+
+    branches()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        branches()
+    return lambda i: graph.replay()
+
+
+CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
+VARIANTS = {"clean": ("clean",)}
+
+
+def variants(case: str) -> tuple[str, ...]:
+    return VARIANTS.get(case, ("bad", "fixed"))
+
+
+# --------------------------------------------------------------------------------------------
+# Timing and recording
+# --------------------------------------------------------------------------------------------
+def measure_ms(step, steps: int = 20, repeats: int = 3) -> float:
+    for i in range(5):
+        step(i)
+    torch.cuda.synchronize()
+    times = []
+    for r in range(repeats):
+        t0 = time.perf_counter()
+        for i in range(steps):
+            step(i)
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - t0) * 1e3 / steps)
+    return statistics.median(times)
+
+
+def record(step, path: Path) -> None:
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    def export(prof):
+        torch.cuda.synchronize()
+        prof.export_chrome_trace(str(path))
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], with_stack=True,
+                 schedule=schedule(wait=0, warmup=1, active=3, repeat=1), on_trace_ready=export) as prof:
+        for i in range(4):
+            step(i)
+            prof.step()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--cases", nargs="+", default=sorted(CASES), choices=sorted(CASES))
+    args = p.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    index = args.out / "cases.json"
+    doc = json.loads(index.read_text()) if index.exists() else {"cases": {}}
+    doc.update(gpu=torch.cuda.get_device_name(0), torch=torch.__version__, date=dt.date.today().isoformat())
+    for case in args.cases:
+        for variant in variants(case):
+            torch.manual_seed(0)
+            step = CASES[case](variant)
+            ms = measure_ms(step)
+            name = f"{case}-{variant}.json"
+            record(step, args.out / name)
+            with open(args.out / name, "rb") as src, gzip.open(args.out / f"{name}.gz", "wb", 9) as dst:
+                shutil.copyfileobj(src, dst)
+            (args.out / name).unlink()
+            doc["cases"].setdefault(case, {})[variant] = {"step_ms": round(ms, 4), "trace": f"{name}.gz"}
+            print(f"{case:18s} {variant:6s} {ms:8.3f} ms/step  {(args.out / f'{name}.gz').stat().st_size // 1024} KiB",
+                  flush=True)
+            del step
+            torch.cuda.empty_cache()
+        index.write_text(json.dumps(doc, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
