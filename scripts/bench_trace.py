@@ -5,6 +5,8 @@ Usage: python scripts/bench_trace.py [--events 430000] [--repeat 3] [--png out.p
 Reports json.load, asynclab.load_trace (and the ratio; target <= 0.6x json.load: the typed decoder reads
 only the fields the event model needs), HTA's TraceAnalysis when the `hta` package is importable (or
 runs under --hta-python), with its version, and the time to render a full timeline PNG (target <= 3 s).
+Then whole processes, imports included, as a user runs them: `python -c json.load`, a `load_trace`
+process (target <= 0.5x) and `asynclab diagnose --json` (target <= 1.5x).
 """
 from __future__ import annotations
 
@@ -26,6 +28,13 @@ from tracegen import big_trace_events  # noqa: E402
 
 LOAD_TARGET = 0.6
 RENDER_TARGET_S = 3.0
+LOAD_PROCESS_TARGET = 0.5
+DIAGNOSE_PROCESS_TARGET = 1.5
+_PROCESSES = {
+    "json.load": "import json, sys; json.load(open(sys.argv[1]))",
+    "load_trace": "import sys; from asynclab.trace import load_trace; load_trace(sys.argv[1])",
+    "diagnose --json": "import sys; from asynclab.cli import main; sys.exit(main(['diagnose', sys.argv[1], '--json']))",
+}
 
 _HTA_SNIPPET = r"""
 import sys, time, logging
@@ -66,6 +75,17 @@ def hta_time(trace_dir: str, hta_python: str | None) -> tuple[float | None, str]
         return None, f"failed: {last[:100]}"
     ver, secs = proc.stdout.strip().splitlines()[-2:]
     return float(secs), f"HTA {ver} via {Path(python).name}"
+
+
+def process_times(path: str, repeat: int) -> dict[str, float]:
+    """Median wall time of a whole Python process per entry of _PROCESSES (stdout discarded)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    out = {}
+    for name, code in _PROCESSES.items():
+        def run(code=code):
+            subprocess.run([sys.executable, "-c", code, path], check=True, stdout=subprocess.DEVNULL, env=env)
+        out[name], _ = timed(run, repeat)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,6 +167,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"trace: {len(trace):,} complete events, {len(trace.lanes())} lanes; "
           f"timeline: {tl.n_events:,} events drawn as {sum(len(c.get_paths()) for c in tl.collections.values()):,} "
           f"bars/arrows -> {png}")
+    procs = process_times(path, args.repeat)
+    base = procs["json.load"]
+    print()
+    print(f"{'whole process':<40}{'time (s)':>10}{'vs json.load':>15}  note")
+    print("-" * 100)
+    for name, target in (("json.load", None), ("load_trace", LOAD_PROCESS_TARGET),
+                         ("diagnose --json", DIAGNOSE_PROCESS_TARGET)):
+        note = f"target <= {target}x: {ok(procs[name] <= target * base)}" if target else ""
+        print(f"{name:<40}{procs[name]:>10.2f}{procs[name] / base:>14.2f}x  {note}")
     print(f"(median of {args.repeat} runs; python {sys.version.split()[0]}, {os.cpu_count()} cores)")
     if not args.keep:
         os.remove(path)

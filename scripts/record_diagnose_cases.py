@@ -67,7 +67,8 @@ def gpu_batches(n: int = 4, in_dim: int = IN_DIM):
 # --------------------------------------------------------------------------------------------
 # The cases: each returns a step function (called with the step number)
 # --------------------------------------------------------------------------------------------
-def case_clean(variant: str):
+def _data_on_gpu(after=None):
+    """The clean step: AMP, data already on the GPU, the loss summed on the GPU; ``after`` runs after each step."""
     tr, data = Trainer(), gpu_batches()
     total = torch.zeros((), device=DEV)
 
@@ -75,7 +76,13 @@ def case_clean(variant: str):
         nonlocal total
         x, y = data[i % len(data)]
         total = total + tr.step(x, y)
+        if after is not None:
+            after()
     return step
+
+
+def case_clean(variant: str):
+    return _data_on_gpu()
 
 
 def case_host_sync(variant: str):
@@ -124,12 +131,15 @@ def case_dataloader_stall(variant: str):
     return step
 
 
-def case_pageable_copy(variant: str):
-    tr = Trainer(in_dim=COPY_DIM)
+def _copy_case(pinned: bool):
+    """A trainer fed 64 MiB batches from host memory (two, alternating), pinned or pageable."""
     xs = [torch.randn(BATCH, COPY_DIM) for _ in range(2)]
-    if variant != "bad":
-        xs = [x.pin_memory() for x in xs]  # the fix: pinned memory, copied without blocking
-    y = torch.randint(0, 10, (BATCH,), device=DEV)
+    xs = [x.pin_memory() for x in xs] if pinned else xs
+    return Trainer(in_dim=COPY_DIM), xs, torch.randint(0, 10, (BATCH,), device=DEV)
+
+
+def case_pageable_copy(variant: str):
+    tr, xs, y = _copy_case(pinned=variant != "bad")  # the fix: pinned memory, copied without blocking
     total = torch.zeros((), device=DEV)
 
     def step(i):
@@ -166,9 +176,7 @@ def _prefetching(tr: Trainer, xs: list, y: torch.Tensor, ahead: bool, guard: boo
 
 
 def case_exposed_copy(variant: str):
-    tr = Trainer(in_dim=COPY_DIM)
-    xs = [torch.randn(BATCH, COPY_DIM).pin_memory() for _ in range(2)]
-    y = torch.randint(0, 10, (BATCH,), device=DEV)
+    tr, xs, y = _copy_case(pinned=True)
     if variant != "bad":
         return _prefetching(tr, xs, y, ahead=True)
     total = torch.zeros((), device=DEV)
@@ -181,9 +189,7 @@ def case_exposed_copy(variant: str):
 
 
 def case_stream_wait(variant: str):
-    tr = Trainer(in_dim=COPY_DIM)
-    xs = [torch.randn(BATCH, COPY_DIM).pin_memory() for _ in range(2)]
-    y = torch.randint(0, 10, (BATCH,), device=DEV)
+    tr, xs, y = _copy_case(pinned=True)
     return _prefetching(tr, xs, y, ahead=False, guard=variant == "bad")  # the planted mistake: the guard
 
 
@@ -204,16 +210,7 @@ def case_small_copies(variant: str):
 
 
 def case_alloc_churn(variant: str):
-    tr, data = Trainer(), gpu_batches()
-    total = torch.zeros((), device=DEV)
-
-    def step(i):
-        nonlocal total
-        x, y = data[i % len(data)]
-        total = total + tr.step(x, y)
-        if variant == "bad":
-            torch.cuda.empty_cache()  # the planted mistake
-    return step
+    return _data_on_gpu(after=torch.cuda.empty_cache if variant == "bad" else None)  # the planted mistake
 
 
 def case_launch_bound(variant: str):

@@ -236,7 +236,9 @@ import asynclab as al
 t = al.load_trace(sys.argv[1])
 al.draw_timeline(t, arrows=True)
 al.summary(t); al.comm_overlap(t); al.step_breakdown(t)
+al.draw_timeline(t, diagnosis=al.diagnose(t))
 assert main(["summary", sys.argv[1]]) == 0
+assert main(["diagnose", sys.argv[1], "--json"]) == 0
 assert main(["timeline", sys.argv[1], "-o", sys.argv[2]]) == 0
 assert main(["hardware", "--no-torch"]) == 0
 print("torch imported:", "torch" in sys.modules)

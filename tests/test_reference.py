@@ -184,7 +184,7 @@ def test_script_refuses_a_lesson_whose_reference_needs_more_gpus(monkeypatch, ca
     import torch
 
     script = load_script()
-    assert [script.record_gpus(item) for item in lessons.LESSONS[1:]] == [1, 1, 1, 2, 1, 2, 2]
+    assert [script.record_gpus(item) for item in lessons.LESSONS[1:]] == [1, 1, 1, 2, 1, 2, 2, 1]
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     with pytest.raises(SystemExit) as info:

@@ -42,8 +42,8 @@ def test_columns_and_dtypes():
     t = load_quiet(simple_trace().to_dict())
     ev = t.events
     assert list(ev.columns) == ["kind", "name", "device", "stream", "lane", "pid", "tid", "start_us", "end_us",
-                                "dur_us", "correlation", "bytes", "src_device", "dst_device", "launch", "rank"]
-    for col in ("device", "correlation", "bytes", "src_device", "dst_device", "launch", "rank"):
+                                "dur_us", "correlation", "bytes", "src_device", "dst_device", "launch", "rank", "blocks"]
+    for col in ("device", "correlation", "bytes", "src_device", "dst_device", "launch", "rank", "blocks"):
         assert str(ev[col].dtype) == "Int64", col
     for col in ("start_us", "end_us", "dur_us"):
         assert ev[col].dtype == np.float64

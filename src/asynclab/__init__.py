@@ -7,11 +7,12 @@ from typing import Any
 __version__ = "0.1.0"
 
 # Names are imported on first use, so that reading and drawing a trace never imports torch.
-_SUBMODULES = ("checks", "course", "events", "experiments", "hardware", "launch", "lessons", "metrics", "parallel", "ranks",
-               "record", "reference", "schedules", "timeline", "timing", "trace")
+_SUBMODULES = ("checks", "course", "diagnose", "events", "experiments", "findings", "hardware", "launch", "lessons", "metrics",
+               "parallel", "ranks", "record", "reference", "schedules", "timeline", "timing", "trace")
 _NAMES = {
     "checks": ("check", "claim"),
     "course": ("save_figure",),
+    "diagnose": ("Diagnosis", "diagnose"),
     "hardware": ("inventory", "report"),
     "lessons": ("lesson_map", "start"),
     "parallel": ("Parallel",),

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +21,8 @@ __all__ = ["diagnose", "Diagnosis", "FOLD_SHARE"]
 #: The text view folds findings under this share of the step into one line.
 FOLD_SHARE = 0.02
 _FRAME = re.compile(r"^(?P<file>.+?\.py)\((?P<line>\d+)\): (?P<func>.+)$")
-_LIBRARY = re.compile(r"(^|/)(torch|asynclab|site-packages|dist-packages|threading\.py|<frozen)|/lib/python3")
+_LIBRARY = re.compile(r"(^|/)(torch/|asynclab/(?!lessons/)|site-packages/|dist-packages/|threading\.py|multiprocessing/|"
+                      r"<frozen)|/lib/python3")
 
 
 @dataclass
@@ -68,7 +70,7 @@ class Diagnosis:
 
     def text(self, fold: float = FOLD_SHARE) -> str:
         """The findings in words, largest first; those under ``fold`` of the step are counted in one line."""
-        head = (f"{self.trace}: {len(self.steps)} step{'s' if len(self.steps) != 1 else ''}, "
+        head = (f"{os.path.basename(self.trace) or self.trace}: {len(self.steps)} step{'s' if len(self.steps) != 1 else ''}, "
                 f"{self.step_ms:.3f} ms each, GPU idle {self.idle_ms_per_step:.3f} ms a step "
                 f"({_pct(self.idle_ms_per_step / self.step_ms if self.step_ms else 0)})")
         lines = [head]
@@ -150,7 +152,9 @@ class _Context:
 
     def __init__(self, host: pd.DataFrame):
         self.by_tid: dict[Any, tuple] = {}
-        ctx = host[host["kind"].isin(("cpu_op", "python"))]
+        loader = (host["kind"] == "annotation") & host["name"].astype(str).str.contains("DataLoader")
+        ctx = host[host["kind"].isin(("cpu_op", "python")) | loader]
+        ctx = ctx.assign(kind=ctx["kind"].where(ctx["kind"] == "python", "cpu_op"))  # a DataLoader's range is an op
         for tid, g in ctx.groupby("tid", sort=False):
             self.by_tid[tid] = (g["kind"].to_numpy(dtype=object), g["name"].to_numpy(dtype=object),
                                 g["start_us"].to_numpy(np.float64), g["end_us"].to_numpy(np.float64))
@@ -200,6 +204,8 @@ def _where(pieces: pd.DataFrame, ev: pd.DataFrame, ctx: _Context) -> dict[str, A
     for key, votes in (("op", ops), ("line", lines), ("kernel", kernels)):
         if votes:
             where[key] = _short(max(votes, key=votes.get))
+    if "_SingleProcessDataLoaderIter" in str(where.get("op", "")):
+        where["loader"] = "num_workers=0: the batches are made in the training process"
     steps = sorted({int(s) for s in pieces.loc[pieces["dur"] > 0, "step"]})
     where.update(steps=steps, count=int(len(pieces)))
     return where

@@ -207,7 +207,9 @@ def _blocked_by(view: GpuView, s: np.ndarray) -> np.ndarray:
 
 
 def _empty_pieces(view: GpuView, s: np.ndarray, e: np.ndarray, small_copies_per_step: float) -> Pieces:
-    """Stretches in which the GPU did nothing at all."""
+    """Stretches in which the GPU did nothing at all: held work waited for a dependency; otherwise the GPU waited
+    for the host, whose time in a DataLoader, the allocator or the profiler is claimed first, the rest going to
+    the host call that waited for the GPU before it (host_sync and its kin) or to the launches."""
     nxt = _next_work(view, e)
     lend, tid, lname = _launch_end(view, nxt)
     work_labels = view.work.index.to_numpy(np.int64)
@@ -217,20 +219,18 @@ def _empty_pieces(view: GpuView, s: np.ndarray, e: np.ndarray, small_copies_per_
     held = np.isfinite(lend) & (lend < s - HELD_US)
     kind[held & (in_graph | (e - s < GPU_GAP_US))] = "unexplained"  # inside a graph, or the GPU's own gap
     kind[held & (kind == "")] = "pipeline_bubble" if len(view.others) else "stream_wait"
-    blocker = _blocked_by(view, s)
-    free = (kind == "") & (blocker >= 0)
-    kind[free] = _blocked_kind(view, blocker[free], s[free], small_copies_per_step)
-    at = np.where(free, 0.0, s)
-    btid = np.full(len(s), None, dtype=object)
-    if free.any():
-        at[free] = view.events.loc[blocker[free], "start_us"].to_numpy(np.float64)
-        btid[free] = view.events.loc[blocker[free], "tid"].to_numpy(dtype=object)
-    row = np.where(free, blocker, nxt_label)
-    tids = np.where(free, btid, tid)
-    done = Pieces(kind[kind != ""], s[kind != ""], (e - s)[kind != ""], row[kind != ""], at[kind != ""],
-                  tids[kind != ""])
-    rest = kind == ""
-    return Pieces.concat([done, _host_bound(view, s[rest], e[rest], nxt_label[rest], tid[rest])])
+    done = Pieces(kind[held], s[held], (e - s)[held], nxt_label[held], s[held], tid[held])
+    free = ~held
+    blocker = _blocked_by(view, s[free])
+    waited = blocker >= 0
+    bkind = np.full(len(blocker), "", dtype=object)
+    bkind[waited] = _blocked_kind(view, blocker[waited], s[free][waited], small_copies_per_step)
+    at, btid = s[free].copy(), tid[free].copy()
+    if waited.any():
+        at[waited] = view.events.loc[blocker[waited], "start_us"].to_numpy(np.float64)
+        btid[waited] = view.events.loc[blocker[waited], "tid"].to_numpy(dtype=object)
+    cause = (bkind, np.where(waited, blocker, nxt_label[free]), at, btid)
+    return Pieces.concat([done, _host_bound(view, s[free], e[free], cause)])
 
 
 def _blocked_kind(view: GpuView, blocker: np.ndarray, s: np.ndarray, small_copies_per_step: float) -> np.ndarray:
@@ -278,10 +278,13 @@ def _clip_to(s: np.ndarray, e: np.ndarray, rs: np.ndarray, re_: np.ndarray) -> t
     return t[:-1][m], t[1:][m], i[m]
 
 
-def _host_bound(view: GpuView, s: np.ndarray, e: np.ndarray, nxt: np.ndarray, tid: np.ndarray) -> Pieces:
-    """Stretches the GPU waited for the host's next launch: in the profiler's own code (``profiler``, counted
-    as unexplained), in a DataLoader, in the allocator, beside another GPU's stage, or launching
-    (launch_bound when the kernels are shorter than their launches)."""
+def _host_bound(view: GpuView, s: np.ndarray, e: np.ndarray, cause: tuple) -> Pieces:
+    """Stretches the GPU waited for the host: the host's time in the profiler's own code (``profiler``, counted as
+    unexplained), in a DataLoader, in the allocator or beside another GPU's stage is claimed first; the rest goes
+    to the call that waited for the GPU just before (``cause``: its kind, or "" where none did, then the row, the
+    moment and the thread that explain it), or to the launches (launch_bound when the kernels are shorter than
+    their launches, else unexplained)."""
+    kinds, rows, ats, tids = cause
     parts, left = [], (s.copy(), e.copy(), np.arange(len(s)))
     claims = [("profiler", _host_ranges(view, r"^torch/profiler/", ("python",))),
               ("dataloader_stall", _host_ranges(view, r"DataLoader.*__next__", ("annotation", "cpu_op", "python"))),
@@ -292,12 +295,13 @@ def _host_bound(view: GpuView, s: np.ndarray, e: np.ndarray, nxt: np.ndarray, ti
     for name, (rs, re_) in claims:
         ps, pe, pos = _clip_to(left[0], left[1], rs, re_)
         if len(ps):
-            parts.append(Pieces(np.full(len(ps), name, dtype=object), ps, pe - ps, nxt[left[2][pos]], ps,
-                                tid[left[2][pos]]))
+            i = left[2][pos]
+            parts.append(Pieces(np.full(len(ps), name, dtype=object), ps, pe - ps, rows[i], (ps + pe) / 2, tids[i]))
             left = _subtract(left, ps, pe)
-    rest = "launch_bound" if _kernels_shorter_than_launches(view) else "unexplained"
     ls, le, lp = left
-    parts.append(Pieces(np.full(len(ls), rest, dtype=object), ls, le - ls, nxt[lp], ls, tid[lp]))
+    rest = np.where(kinds[lp] != "", kinds[lp], "launch_bound" if _kernels_shorter_than_launches(view) else "unexplained")
+    parts.append(Pieces(rest.astype(object), ls, le - ls, rows[lp], np.where(kinds[lp] != "", ats[lp], (ls + le) / 2),
+                        tids[lp]))
     return Pieces.concat(parts)
 
 
@@ -318,15 +322,20 @@ def _subtract(left: tuple[np.ndarray, np.ndarray, np.ndarray], ps: np.ndarray,
 
 
 def _kernels_shorter_than_launches(view: GpuView) -> bool:
-    """Whether most of this GPU's kernels ran for less time than the host call that launched them (a CUDA
-    graph's kernels share one launch, so they are left out)."""
+    """Whether this GPU's kernels (the median one) ran for less time than the host took per launch: the median
+    time from one launch of a kernel to the next on the launching thread, op overhead and Python included. A CUDA
+    graph's kernels share one launch, so they are left out."""
     k = view.work[(view.work["kind"] == "compute") & view.work["launch"].notna()]
     launches = view.events.loc[k["launch"].astype(np.int64)]
     eager = ~launches["name"].astype(str).str.contains("Graph").to_numpy(dtype=bool)
-    if not eager.any():
+    if eager.sum() < 2:
         return False
-    k, launch_dur = k[eager], launches["dur_us"].to_numpy(np.float64)[eager]
-    return bool(np.median(k["dur_us"].to_numpy(np.float64)) < np.median(launch_dur))
+    launches = launches[eager].drop_duplicates()
+    per_launch = [np.diff(np.sort(g["start_us"].to_numpy(np.float64))) for _, g in launches.groupby("tid")]
+    per_launch = np.concatenate(per_launch) if per_launch else np.zeros(0)
+    if not len(per_launch):
+        return False
+    return bool(np.median(k["dur_us"].to_numpy(np.float64)[eager]) < np.median(per_launch))
 
 
 def underfilled_pieces(view: GpuView, sms: int | None) -> Pieces:

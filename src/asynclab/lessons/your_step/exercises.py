@@ -1,0 +1,138 @@
+"""Lesson 08 exercise checkers: the fix a diagnosis ranks first, and a logging line that does not make the host wait."""
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+import random
+from typing import Any, Callable
+
+from asynclab.backend import backend
+from asynclab.checks import Verdict, exercise, raised
+from asynclab.events import a_type
+from asynclab.findings import KINDS
+from asynclab.hostreads import on_late_losses
+
+#: How close the saving read off the diagnosis must be (a share of it): the diagnosis prints ms to three decimals.
+SAVING_TOLERANCE = 0.02
+
+
+@functools.lru_cache(maxsize=1)
+def baseline_diagnosis() -> dict[str, Any]:
+    """The diagnosis of the reference trace of the step with its four mistakes (what the exercise shows), made
+    here by :func:`asynclab.diagnose.diagnose`, as the learner's is.
+
+    Example:
+        >>> baseline_diagnosis()["findings"][0]["kind"]
+        'dataloader_stall'
+    """
+    from asynclab import reference
+    from asynclab.diagnose import diagnose
+
+    return diagnose(reference.trace(8, "stage0")).as_dict()
+
+
+def _saving_hint(ms: float, right: dict[str, Any], d: dict[str, Any]) -> str:
+    lost = right["lost_ms_per_step"]
+    if abs(ms - right["share"]) <= 0.01:
+        return "that is the share of the step; give the milliseconds per step"
+    if abs(ms * 1e3 - lost) <= SAVING_TOLERANCE * lost:
+        return "that looks like seconds; give milliseconds"
+    if abs(ms - d["step_ms"]) <= SAVING_TOLERANCE * d["step_ms"]:
+        return "that is the whole step; a fix saves only the time its finding loses"
+    if abs(ms - d["idle_ms_per_step"]) <= SAVING_TOLERANCE * d["idle_ms_per_step"]:
+        return "that is all the idle time; a fix saves only its own finding's part of it"
+    return f"read the finding's lost_ms_per_step: the diagnosis says {lost:.3f} ms"
+
+
+@exercise("08.first_fix")
+def first_fix(kind: Any, saving_ms: Any) -> Verdict:
+    """Which finding's fix saves the most per step in the reference diagnosis of lesson 08's step, and how many ms
+    per step does the diagnosis say it saves (within :data:`SAVING_TOLERANCE`)?
+
+    Example:
+        >>> first_fix("host_sync", 1.0).right
+        False
+    """
+    d = baseline_diagnosis()
+    findings = d["findings"]
+    right = max(findings, key=lambda f: f["lost_ms_per_step"])
+    if not isinstance(kind, str):
+        hint = " (a Finding's name is its .kind)" if hasattr(kind, "kind") else ""
+        return Verdict(False, f"give the finding's kind as a string, such as \"host_sync\", not {a_type(kind)}{hint}.")
+    if kind not in KINDS:
+        return Verdict(False, f"{kind!r} is not a finding kind; the kinds are {', '.join(KINDS)}.")
+    found = {f["kind"]: f for f in findings}
+    if kind not in found:
+        return Verdict(False, f"the diagnosis found no {kind}; it names {', '.join(found)}.")
+    if kind != right["kind"]:
+        return Verdict(False, f"fixing {kind} saves {found[kind]['lost_ms_per_step']:.3f} ms per step, by the "
+                              f"diagnosis; another finding loses more. The findings are sorted: look at the first.")
+    if isinstance(saving_ms, bool) or not isinstance(saving_ms, numbers.Real) or not math.isfinite(saving_ms):
+        return Verdict(False, f"give the saving as a number of milliseconds, not {a_type(saving_ms)}.")
+    lost = right["lost_ms_per_step"]
+    if abs(saving_ms - lost) > SAVING_TOLERANCE * lost:
+        return Verdict(False, f"{kind} is the one; {saving_ms:g} ms per step is not what the diagnosis says it "
+                              f"loses: {_saving_hint(float(saving_ms), right, d)}.")
+    return Verdict(True, f"{kind}: {lost:.1f} ms of a {d['step_ms']:.1f} ms step, {100 * right['share']:.0f}% of it. "
+                         "Section 3 measures what the fix really saves.")
+
+
+def _windows(values: list[float], every: int) -> list[float | None]:
+    """What a right logger returns at each step: the mean of the last ``every`` values at multiples of ``every``."""
+    return [sum(values[i + 1 - every:i + 1]) / every if (i + 1) % every == 0 else None for i in range(len(values))]
+
+
+def _logging(make_logger: Callable, every: int) -> Callable[[list], list]:
+    """A loop that makes a fresh logger and calls it after each step, as the training loop does."""
+    def loop(losses: list) -> list:
+        log = make_logger(every)
+        return [log(step, loss) for step, loss in enumerate(losses, start=1)]
+    return loop
+
+
+def _wrong_values(got: list, want: list[float | None], every: int) -> str | None:
+    for step, (g, w) in enumerate(zip(got, want), start=1):
+        if w is None and g is not None:
+            return f"step {step} returned {a_type(g)}; return None between logging steps (every {every} steps)"
+        if w is not None and (isinstance(g, bool) or not isinstance(g, numbers.Real)):
+            return f"step {step} returned {a_type(g)}; return the mean loss as a Python float at steps {every}, " \
+                   f"{2 * every}, ..."
+        if w is not None and not abs(g - w) <= 1e-4 * max(1.0, abs(w)):  # NaN (memory not yet written) is wrong
+            return f"step {step}: the mean of the last {every} losses is {w:.4f}, yours {g:.4f}"
+    return None
+
+
+@exercise("08.quiet_logger")
+def quiet_logger(make_logger: Callable) -> Verdict:
+    """Check ``make_logger(every)``: it returns ``log(step, loss)``, called after steps 1, 2, 3, ... with the step's
+    loss (a 0-d tensor on the GPU, written late); at every ``every``-th step it returns the mean of the last ``every``
+    losses as a Python float, and None at the others. The host may read or wait once per logging step, no more.
+
+    Example:
+        >>> quiet_logger(lambda every: lambda step, loss: loss.item()).right
+        False
+    """
+    import torch
+
+    if not callable(make_logger):
+        return Verdict(False, "pass your function make_logger itself (no parentheses).")
+    every = random.Random().randint(3, 6)
+    values = torch.rand(4 * every + 1)
+    want = _windows(values.tolist(), every)
+    try:
+        with backend() as b:
+            got, reads = on_late_losses(b, _logging(make_logger, every), values)
+    except Exception as err:  # noqa: BLE001 - the learner's code
+        return raised(err)
+    if not isinstance(got, list) or len(got) != len(want):
+        return Verdict(False, "log(step, loss) must return a value at every step (None between logging steps).")
+    prints = len(values) // every
+    if reads > prints:
+        return Verdict(False, f"every={every}: {reads} host reads or waits in {len(values)} steps, for {prints} "
+                              "logging lines: keep the sum on the GPU and read it only when you log.")
+    wrong = _wrong_values(got, want, every)
+    if wrong:
+        return Verdict(False, f"every={every}: {wrong}.")
+    return Verdict(True, f"every={every}: {prints} reads in {len(values)} steps, one per logging line; between them "
+                         "the host runs ahead of the GPU.")
