@@ -6,7 +6,7 @@ from typing import Iterator
 
 from asynclab.backend import Backend
 
-__all__ = ["HOST_READS", "LATE_MS", "host_waits", "on_late_losses"]
+__all__ = ["HOST_READS", "LATE_MS", "count_reads", "host_waits", "on_late_losses"]
 
 #: Operators that need a value (or a data-dependent size) on the host: each is a host read of a GPU tensor.
 HOST_READS = frozenset({"_local_scalar_dense", "nonzero", "masked_select", "unique", "_unique2", "_unique",
@@ -71,13 +71,13 @@ def on_late_losses(b: Backend, fast_loop, values) -> tuple[object, int]:
     losses = [on_gpu[i].clone() for i in range(len(values))]
     try:
         with host_waits() as waits:
-            result, reads = _reads(fast_loop, losses)
+            result, reads = count_reads(fast_loop, losses)
     finally:
         torch.cuda.synchronize()  # the copies in flight land before their memory goes
     return result, max(reads, waits[0])  # a synchronize then one read: the host waited once
 
 
-def _reads(fast_loop, losses: list) -> tuple[object, int]:
+def count_reads(fast_loop, losses: list) -> tuple[object, int]:
     """``fast_loop`` on GPU losses: the syncs ``torch.cuda.set_sync_debug_mode`` reports, or the reads of GPU tensors
     counted operator by operator, whichever is more."""
     import warnings

@@ -173,12 +173,20 @@ def _gpu_columns(raw: RawEvents, kind: np.ndarray, names: np.ndarray, pid: np.nd
 
 
 def _blocks(grids: list) -> np.ndarray:
-    """Thread blocks of each kernel from its ``grid`` arg ([x, y, z]); NaN where the trace has none."""
-    out = np.full(len(grids), np.nan)
-    for i, g in enumerate(grids):
-        if type(g) is list and len(g) == 3 and all(type(v) is int for v in g):
-            out[i] = g[0] * g[1] * g[2]
-    return out
+    """Thread blocks of each kernel from its ``grid`` arg ([x, y, z]); NaN where the trace has none.
+
+    Example:
+        >>> _blocks([[8, 2, 1], None, [1, 1]]).tolist()
+        [16.0, nan, nan]
+    """
+    try:  # the common case in one pass: every grid a list of three integers, or absent
+        out = np.fromiter((g[0] * g[1] * g[2] if type(g) is list and len(g) == 3 else -1 for g in grids),
+                          dtype=np.int64, count=len(grids)).astype(np.float64)
+        out[out < 0] = np.nan
+        return out
+    except (TypeError, ValueError, OverflowError):  # a grid of other values: judged one by one
+        return np.array([float(g[0] * g[1] * g[2]) if type(g) is list and len(g) == 3
+                         and all(type(v) is int and v >= 0 for v in g) else np.nan for g in grids])
 
 
 def _device_of(dev_arg, pid_num, in_dev, from_dev, pids) -> np.ndarray:

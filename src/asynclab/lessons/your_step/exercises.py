@@ -11,8 +11,10 @@ from asynclab.backend import backend
 from asynclab.checks import Verdict, exercise, raised
 from asynclab.events import a_type
 from asynclab.findings import KINDS
-from asynclab.hostreads import on_late_losses
+from asynclab.hostreads import count_reads, host_waits
 
+#: How late each step's loss is written on the GPU (a spin kernel runs ahead of it, every step).
+STEP_LATE_MS = 5.0
 #: How close the saving read off the diagnosis must be (a share of it): the diagnosis prints ms to three decimals.
 SAVING_TOLERANCE = 0.02
 
@@ -83,12 +85,33 @@ def _windows(values: list[float], every: int) -> list[float | None]:
     return [sum(values[i + 1 - every:i + 1]) / every if (i + 1) % every == 0 else None for i in range(len(values))]
 
 
-def _logging(make_logger: Callable, every: int) -> Callable[[list], list]:
-    """A loop that makes a fresh logger and calls it after each step, as the training loop does."""
-    def loop(losses: list) -> list:
-        log = make_logger(every)
-        return [log(step, loss) for step, loss in enumerate(losses, start=1)]
-    return loop
+def _logged(b: Any, make_logger: Callable, every: int, values: Any) -> tuple[list, int]:
+    """A training loop's logging: each step's loss is written on the GPU late (behind a spin kernel queued that
+    step), then a fresh logger gets it; returns ``(what the logger returned at each step, the host's reads and
+    waits)``. A first run, uncounted, warms up the kernels and the pinned-memory cache, as a notebook's loop has
+    after its first steps; a wait for memory the caching allocator hands out can then no longer hide a race."""
+    import torch
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    pinned = values.pin_memory()
+
+    def loop(_: Any = None) -> list:
+        log, out = make_logger(every), []
+        for step in range(1, len(values) + 1):
+            b.late(STEP_LATE_MS)
+            out.append(log(step, pinned[step - 1].to(dev, non_blocking=True)))
+        return out
+
+    with host_waits():  # the warm-up's waits are the check's own
+        torch.cuda.synchronize()
+        loop()
+        torch.cuda.synchronize()
+    try:
+        with host_waits() as waits:
+            result, reads = count_reads(loop, [])
+    finally:
+        torch.cuda.synchronize()
+    return result, max(reads, waits[0])
 
 
 def _wrong_values(got: list, want: list[float | None], every: int) -> str | None:
@@ -106,7 +129,7 @@ def _wrong_values(got: list, want: list[float | None], every: int) -> str | None
 @exercise("08.quiet_logger")
 def quiet_logger(make_logger: Callable) -> Verdict:
     """Check ``make_logger(every)``: it returns ``log(step, loss)``, called after steps 1, 2, 3, ... with the step's
-    loss (a 0-d tensor on the GPU, written late); at every ``every``-th step it returns the mean of the last ``every``
+    loss (a 0-d tensor on the GPU, written late: see :func:`_logged`); at every ``every``-th step it returns the mean of the last ``every``
     losses as a Python float, and None at the others. The host may read or wait once per logging step, no more.
 
     Example:
@@ -122,7 +145,7 @@ def quiet_logger(make_logger: Callable) -> Verdict:
     want = _windows(values.tolist(), every)
     try:
         with backend() as b:
-            got, reads = on_late_losses(b, _logging(make_logger, every), values)
+            got, reads = _logged(b, make_logger, every, values)
     except Exception as err:  # noqa: BLE001 - the learner's code
         return raised(err)
     if not isinstance(got, list) or len(got) != len(want):
