@@ -229,7 +229,7 @@ def test_gpu_only_experiments_explain_themselves_on_cpu():
 
 
 # -- run_all: the recording path, at CPU sizes -----------------------------------------------------
-@pytest.mark.parametrize("mod", ["01", "02", "03", "04", "05"])
+@pytest.mark.parametrize("mod", ["01", "02", "03", "04", "05", "08"])
 def test_run_all_on_cpu(mod, tmp_path):
     mod = experiments.for_lesson(mod)
     if mod is A:
@@ -245,7 +245,7 @@ def test_run_all_on_cpu(mod, tmp_path):
 
 
 def test_cpu_kwargs_name_real_functions():
-    for mod in (A, T, *(experiments.for_lesson(n) for n in (3, 4, 5))):
+    for mod in (A, T, *(experiments.for_lesson(n) for n in (3, 4, 5, 8))):
         for name, kwargs in mod.CPU_KWARGS.items():
             fn = getattr(mod, name)
             assert callable(fn) and fn.__doc__ and "Example" in fn.__doc__
