@@ -21,8 +21,8 @@ KINDS: dict[str, Kind] = {k.name: k for k in [
     Kind("host_sync", "the host waited for the GPU to finish, so the GPU then starved until the host launched "
          "the next work", "read results back once, after the loop (accumulate on the GPU; log every N steps)",
          "01 §5 Hidden sync points"),
-    Kind("launch_bound", "the GPU waited for the host's launches: its kernels are shorter than the launches "
-         "that issue them, so the host never gets ahead", "launch fewer, bigger kernels: capture the step as a "
+    Kind("launch_bound", "the GPU waited for the host's launches: its kernels are shorter than the host's time "
+         "to issue each one, so the host never gets ahead", "launch fewer, bigger kernels: capture the step as a "
          "CUDA graph (torch.cuda.graph, or torch.compile(mode='reduce-overhead')), or use a larger batch",
          "03 §8 CUDA graphs: when the launches are the bottleneck"),
     Kind("pageable_copy", "a host-to-device copy from pageable memory is staged through a bounce buffer and "

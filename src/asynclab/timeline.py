@@ -676,7 +676,7 @@ def _legend(ax: Any, collections: dict, extra: list | None = None) -> None:
 
         under = offset_copy(ax.transAxes, fig=ax.figure, y=-_LEGEND_DROP_PT, units="points")
         ax.legend(handles=handles, loc="upper right", bbox_to_anchor=(1.0, 0.0), bbox_transform=under,
-                  ncol=len(handles) if len(handles) <= 4 else -(-len(handles) // 2), fontsize=MIN_FONT_PT,
+                  ncol=len(handles) if len(handles) <= 4 else min(4, -(-len(handles) // 2)), fontsize=MIN_FONT_PT,
                   frameon=False, handlelength=1.2, columnspacing=1.0, borderaxespad=0.0)
 
 
