@@ -627,7 +627,8 @@ def outside() -> Iterator[None]:
 _NO_GPU = ("NVIDIA driver", "CUDA driver", "not compiled with CUDA", "No CUDA GPUs", "cudaGetDeviceCount",
            "invalid device ordinal", "Invalid device argument", "invalid argument to reset_peak_memory_stats",
            "does not match recording stream's device type",
-           "already associated to a python object of type DeviceTensor")  # PyTorch 2.3: as_subclass of a GPU tensor
+           "already associated to a python object of type DeviceTensor",  # PyTorch 2.3: as_subclass of a GPU tensor,
+           "already associated to a python object of type Tensor")  # and of pinned memory under a dispatch mode
 _OURS = (os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.abspath(contextlib.__file__)))
 
 

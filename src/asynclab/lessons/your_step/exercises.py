@@ -91,24 +91,32 @@ def _logged(b: Any, make_logger: Callable, every: int, values: Any) -> tuple[lis
     waits)``. A first run, uncounted, warms up the kernels and the pinned-memory cache, as a notebook's loop has
     after its first steps; a wait for memory the caching allocator hands out can then no longer hide a race."""
     import torch
+    from torch.utils._python_dispatch import _disable_current_modes
 
     dev = torch.device("cuda", torch.cuda.current_device())
-    pinned = values.pin_memory()
 
-    def loop(_: Any = None) -> list:
-        log, out = make_logger(every), []
-        for step in range(1, len(values) + 1):
+    def pinned() -> list:  # one pinned tensor per step and run, each made whole, before the run starts
+        return [torch.tensor([v]).pin_memory() for v in values.tolist()]
+
+    def late_loss(value: Any) -> Any:  # the check's own work, kept out of what counts the learner's reads
+        with _disable_current_modes():
             b.late(STEP_LATE_MS)
-            out.append(log(step, pinned[step - 1].to(dev, non_blocking=True)))
+            return value.to(dev, non_blocking=True)[0]
+
+    def loop(losses: list) -> list:
+        log, out = make_logger(every), []
+        for step, value in enumerate(losses, start=1):
+            out.append(log(step, late_loss(value)))
         return out
 
     with host_waits():  # the warm-up's waits are the check's own
         torch.cuda.synchronize()
-        loop()
+        loop(pinned())
         torch.cuda.synchronize()
+    counted = pinned()
     try:
         with host_waits() as waits:
-            result, reads = count_reads(loop, [])
+            result, reads = count_reads(loop, counted)
     finally:
         torch.cuda.synchronize()
     return result, max(reads, waits[0])
