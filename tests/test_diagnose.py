@@ -15,7 +15,9 @@ from asynclab.trace import TraceError, load_trace
 HERE = Path(__file__).parent
 CASES_DIR = HERE / "fixtures" / "diagnose"
 CASES = json.loads((CASES_DIR / "cases.json").read_text())["cases"]
-PLANTED = sorted(k for k in CASES if k != "clean")
+ONE_GPU = {k: v for k, v in CASES.items() if "gpus" not in next(iter(v.values()))}
+TWO_GPU = {k: v for k, v in CASES.items() if k not in ONE_GPU}
+PLANTED = sorted(k for k in ONE_GPU if k != "clean")
 LESSONS = HERE.parent / "src" / "asynclab" / "lessons"
 
 
@@ -24,7 +26,7 @@ def _trace(case: str, variant: str) -> Path:
 
 
 def test_every_kind_that_one_gpu_can_show_is_planted():
-    assert set(PLANTED) == set(KINDS) - {"exposed_comm", "pipeline_bubble"}
+    assert set(PLANTED) == set(KINDS) - {"exposed_comm", "pipeline_bubble", "rank_skew"}
 
 
 @pytest.mark.parametrize("case", PLANTED)
@@ -52,6 +54,7 @@ def test_a_clean_step_reports_nothing_at_ten_percent():
 
 def _all_traces():
     yield from sorted(CASES_DIR.glob("*.json.gz"))
+    yield from sorted(p for p in CASES_DIR.iterdir() if p.is_dir())
     yield from sorted(LESSONS.glob("*/reference/*.json.gz"))
     yield from sorted((HERE / "fixtures").glob("*.json"))
 
@@ -138,6 +141,50 @@ def test_lesson_05_dataloader_without_pinning_copies_from_pageable_memory():
 def test_lessons_01_and_02_syncs_and_launches():
     assert diagnose(_ref("timing", "sync_every_iteration")).findings[0].kind == "host_sync"
     assert diagnose(_ref("async_dispatch", "launch_overhead")).findings[0].kind == "launch_bound"
+
+
+# --------------------------------------------------------------------------------------------
+# two GPUs: recorded on two NVIDIA H100s (scripts/record_two_gpu_cases.py), each with its fix
+# --------------------------------------------------------------------------------------------
+def _saving(case: str) -> float:
+    bad, fixed = TWO_GPU[case]["bad"]["step_ms"], TWO_GPU[case]["fixed"]["step_ms"]
+    return (bad - fixed) / bad
+
+
+def test_every_two_gpu_kind_is_planted():
+    assert {"exposed_comm", "pipeline_bubble", "rank_skew"} <= set(TWO_GPU)
+
+
+def test_a_late_rank_is_named_and_its_wait_predicts_the_saving():
+    bad, fixed = diagnose(_trace("rank_skew", "bad")), diagnose(_trace("rank_skew", "fixed"))
+    f = bad.finding("rank_skew")
+    assert f is not None and f.share >= 0.1, bad.text()
+    assert f.where["late_rank"] == 1 and "waiting for rank 1" in bad.text()
+    assert "AllReduce" in f.where["kernel"] and bad.finding("pipeline_bubble") is None
+    assert fixed.share("rank_skew") <= bad.share("rank_skew") / 3, fixed.text()
+    assert _saving("rank_skew") / 1.5 <= f.share <= _saving("rank_skew") * 1.5, (f.share, _saving("rank_skew"))
+
+
+def test_a_pipeline_at_one_micro_batch_is_a_bubble_and_more_micro_batches_shrink_it():
+    bad, fixed = diagnose(_trace("pipeline_bubble", "bad")), diagnose(_trace("pipeline_bubble", "fixed"))
+    assert bad.findings[0].kind == "pipeline_bubble" and bad.share("pipeline_bubble") >= 0.3, bad.text()
+    # m=8 keeps a bubble of its own ((p-1)/(m+p-1) = 11% with equal stages): the saving is the difference
+    predicted = bad.share("pipeline_bubble") - fixed.share("pipeline_bubble")
+    assert _saving("pipeline_bubble") / 1.5 <= predicted <= _saving("pipeline_bubble") * 1.5, (predicted, _saving("pipeline_bubble"))
+
+
+@pytest.mark.parametrize("case", ["all_to_all", "exposed_comm"])
+def test_collectives_are_communication_never_a_pipeline_bubble(case):
+    for variant in ("bad", "fixed"):
+        d = diagnose(_trace(case, variant))
+        assert d.finding("pipeline_bubble") is None, d.text()
+    d = diagnose(_trace(case, "bad"))
+    assert d.finding("exposed_comm") is not None, d.text()
+
+
+def test_exposed_comm_names_the_all_reduce_of_one_bucket():
+    f = diagnose(_trace("exposed_comm", "bad")).finding("exposed_comm")
+    assert f.share >= 0.05 and "AllReduce" in f.where["kernel"]
 
 
 def test_ranks_folder_names_its_exposed_collectives():

@@ -187,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Diagnose a torch.profiler trace (.json or .json.gz), or the rank files of one "
                                    "run: every stretch in which a GPU computes nothing is given a cause (host_sync, "
                                    "launch_bound, pageable_copy, exposed_copy, small_copies, dataloader_stall, "
-                                   "exposed_comm, pipeline_bubble, alloc_churn, stream_wait) or counted as "
+                                   "exposed_comm, rank_skew, pipeline_bubble, alloc_churn, stream_wait) or counted as "
                                    "unexplained; underfilled_gpu is time a lone kernel left most SMs empty.")
     p.add_argument("trace", nargs="+", help="trace file (.json or .json.gz), several rank files, or their folder")
     p.add_argument("--json", action="store_true", help="print one JSON object with every finding")

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from asynclab.collectives import late_rank
 from asynclab.events import WORK_KINDS, TraceError
 from asynclab.findings import HOST_BOUND_KINDS, Finding
 from asynclab.idle import SMALL_COPY_BYTES, GpuView, Pieces, idle_pieces, underfilled_pieces
@@ -103,6 +104,8 @@ def _pct(x: float) -> str:
 
 def _where_text(where: dict[str, Any]) -> str:
     parts = [str(where[k]) for k in ("op", "line", "kernel") if where.get(k)]
+    if where.get("late_rank") is not None:
+        parts.insert(0, f"waiting for rank {where['late_rank']}")
     return " · ".join(parts)
 
 
@@ -278,7 +281,11 @@ def _summarise(tr: Trace, pieces: pd.DataFrame, spans: list[float], counts: list
         if kind in ("unexplained", "profiler"):
             continue
         lost = float(g["dur"].sum()) * scale
-        findings.append(Finding(kind, lost, lost / step_ms if step_ms else 0.0, _where(g, tr.events, ctx)))
+        where = _where(g, tr.events, ctx)
+        if kind == "rank_skew" and "rank" in tr.events:
+            ranks = sorted(int(r) for r in tr.events["rank"].dropna().unique())
+            where["late_rank"] = late_rank(g.groupby("rank")["dur"].sum(), ranks)
+        findings.append(Finding(kind, lost, lost / step_ms if step_ms else 0.0, where))
     findings.sort(key=lambda f: -f.lost_ms_per_step)
     steps = sorted({int(s) for _, ss in hosts for s in ss})
     unexplained = float(idle.loc[idle["kind"].isin(("unexplained", "profiler")), "dur"].sum()) * scale

@@ -40,6 +40,10 @@ KINDS: dict[str, Kind] = {k.name: k for k in [
     Kind("exposed_comm", "communication ran with no compute beside it", "overlap it with compute: bucketed "
          "all-reduce during backward (DDP), or communication on its own stream", "06 §5 What to do in your "
          "own code"),
+    Kind("rank_skew", "a collective waited for a late rank: it cannot finish until every rank has joined, so "
+         "the ranks that came early sat in it", "find what the late rank does that the others don't (logging, "
+         "checkpoints, evaluation, uneven data) and even it out or move it off the step", "06 §5 What to do in "
+         "your own code"),
     Kind("pipeline_bubble", "a stage on one GPU waited for a stage on another: with p stages and m "
          "micro-batches a pipeline idles (p-1)/(m+p-1) of the step", "split the batch into micro-batches "
          "(GPipe, 1F1B: torch.distributed.pipelining)", "07 §4 GPipe: how many micro-batches?"),

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from asynclab.collectives import is_point_to_point, latest_peer_start
 from asynclab.metrics import _union
 
 __all__ = ["GpuView", "Pieces", "idle_pieces", "underfilled_pieces", "SMALL_COPY_BYTES", "MANY_SMALL_COPIES"]
@@ -123,17 +124,30 @@ def idle_pieces(view: GpuView, small_copies_per_step: float) -> Pieces:
     s, e, code = _stretches(view)
     parts = []
     m = code == COMM
-    rows = _covering(view, s[m], ("comm",))
-    names = view.events.loc[rows, "name"].to_numpy(dtype=object) if len(rows) else rows
-    # a stage's send/receive that waits for its peer is a pipeline bubble; collectives are communication
-    kind = np.array(["pipeline_bubble" if ("SendRecv" in str(n) or "Recv" in str(n)) else "exposed_comm"
-                     for n in names], dtype=object)
-    parts.append(Pieces(kind, s[m], e[m] - s[m], rows, s[m], np.full(int(m.sum()), None, dtype=object)))
+    parts.append(_comm_pieces(view, s[m], e[m]))
     m = code == COPY
     parts.append(_copy_pieces(view, s[m], e[m], small_copies_per_step))
     m = code == EMPTY
     parts.append(_empty_pieces(view, s[m], e[m], small_copies_per_step))
     return Pieces.concat(parts)
+
+
+def _comm_pieces(view: GpuView, s: np.ndarray, e: np.ndarray) -> Pieces:
+    """Stretches of communication alone: until the last rank joined the collective, the wait for a late rank
+    (rank_skew); then a stage's send/receive waiting for its peer (pipeline_bubble), or a collective's own
+    time (exposed_comm)."""
+    rows = _covering(view, s, ("comm",))
+    p2p = is_point_to_point(view.events, view.host, rows)
+    kind = np.where(p2p, "pipeline_bubble", "exposed_comm").astype(object)
+    joined = np.clip(np.nan_to_num(latest_peer_start(view.events, rows), nan=-np.inf), s, e)
+    skew = ~p2p & (joined > s)
+    none = np.full(len(s), None, dtype=object)
+    late = Pieces(np.full(int(skew.sum()), "rank_skew", dtype=object), s[skew], (joined - s)[skew],
+                  rows[skew], s[skew], none[skew])
+    start = np.where(skew, joined, s)
+    keep = e > start
+    return Pieces.concat([late, Pieces(kind[keep], start[keep], (e - start)[keep], rows[keep], start[keep],
+                                       none[keep])])
 
 
 def _covering(view: GpuView, at: np.ndarray, kinds: tuple[str, ...]) -> np.ndarray:

@@ -476,11 +476,13 @@ def torch_pipelining(device: Any = None, schedules: tuple[str, ...] = ("gpipe", 
             str(Path(__file__).resolve().parents[3]), os.environ.get("PYTHONPATH", "")]))}
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}",
                "-m", "asynclab.lessons.pipeline_bubbles.stages", str(folder), sched, str(m)]
+        t0 = time.perf_counter()
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
         if proc.returncode != 0:
             last = (proc.stderr.strip().splitlines() or ["?"])[-1]
             raise RuntimeError(f"torchrun ({sched}) failed: {last[:300]}")
         result = json.loads((folder / "result.json").read_text())
+        result["torchrun_s"] = time.perf_counter() - t0
         ranks = sorted(folder.glob("rank*.json.gz"))
         trace = load_ranks(ranks)
         result["bubble_measured"] = pipelining_bubble(trace, gpus)
