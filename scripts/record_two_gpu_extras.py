@@ -6,14 +6,12 @@ stores it in lesson 02's results.json as ``synchronize_scope_2gpu``, with where 
 
     python3 scripts/record_two_gpu_extras.py
 """
-import datetime
 import json
 import sys
-from pathlib import Path
 
 import torch
 
-from asynclab import hardware, reference
+from record_extras import store
 from asynclab.lessons.timing import experiments as timing_pitfalls
 
 
@@ -22,13 +20,7 @@ def main() -> int:
         print("record_two_gpu_extras: needs two or more CUDA GPUs", file=sys.stderr)
         return 2
     result = timing_pitfalls.synchronize_scope("cuda:0")
-    hw = hardware.inventory()
-    result["recorded_on"] = (f"2x {hw.gpus[0].name}, torch {hw.torch_version}, CUDA {hw.cuda_version}, "
-                             f"driver {hw.driver}, {datetime.date.today().isoformat()}")
-    path = reference.lesson_dir(2) / "results.json"
-    results = json.loads(path.read_text())
-    results["synchronize_scope_2gpu"] = result
-    path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    store(2, "synchronize_scope_2gpu", result)
     print(json.dumps(result, indent=1))
     return 0
 

@@ -24,6 +24,8 @@ CPU_KWARGS: dict[str, dict[str, Any]] = {
     "launch_overhead_trace": {"ops": 20},
     "overhead_bound": {"sizes": (2**10, 2**12, 2**14, 2**16, 2**18), "repeats": 5, "inner": 5},
     "hidden_syncs": {},
+    "sync_debug_blind_spots": {},
+    "async_error": {},
     "cpu_is_synchronous": {"n": 384, "reps": 5, "repeats": 15},
 }
 
@@ -457,35 +459,136 @@ def hidden_syncs(device: Any = None, spin_ms: float = 20.0, size: int = 4096) ->
         torch.cuda.synchronize(dev)
         old_mode = torch.cuda.get_sync_debug_mode()
         for name, fn, note in SYNC_OPS:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            torch.cuda._sleep(cycles)
-            end.record()
-            result = None
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                torch.cuda.set_sync_debug_mode("warn")
-                try:
-                    t0 = time.perf_counter()
-                    result = fn(t)
-                    waited = wall_ms(t0)
-                finally:
-                    torch.cuda.set_sync_debug_mode(old_mode)
-            torch.cuda.synchronize(dev)
-            sync_msgs = [_first_line(str(w.message)) for w in caught
-                         if "synchroniz" in str(w.message) and "prototype" not in str(w.message)]
+            row, result = _under_debug_mode(dev, cycles, lambda: fn(t), old_mode)
             if name.startswith("t.to(") and isinstance(result, torch.Tensor):
                 note = f"{note} (result pinned: {result.is_pinned()})"
-            rows.append({
-                "op": name,
-                "syncs": bool(sync_msgs),
-                "message": sync_msgs[0] if sync_msgs else "",
-                "waited_ms": waited,
-                "spin_ms": start.elapsed_time(end),
-                "note": note,
-            })
+            rows.append({"op": name, **row, "note": note})
             del result
     return {"ops": rows, "device": str(dev), "spin_ms": float(statistics.median(r["spin_ms"] for r in rows))}
+
+
+def _under_debug_mode(dev: torch.device, cycles: int, call: Callable[[], Any], old_mode: Any) -> tuple[dict, Any]:
+    """Run ``call`` behind a spin kernel with the sync debug mode set to "warn": whether it warned, and how long
+    the host was inside it (``{"syncs", "message", "waited_ms", "spin_ms"}``), and what it returned."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(cycles)
+    end.record()
+    result = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            t0 = time.perf_counter()
+            result = call()
+            waited = wall_ms(t0)
+        finally:
+            torch.cuda.set_sync_debug_mode(old_mode)
+    torch.cuda.synchronize(dev)
+    msgs = [_first_line(str(w.message)) for w in caught
+            if "synchroniz" in str(w.message) and "prototype" not in str(w.message)]
+    return {"syncs": bool(msgs), "message": msgs[0] if msgs else "", "waited_ms": waited,
+            "spin_ms": start.elapsed_time(end)}, result
+
+
+#: Calls that wait for the GPU that the sync debug mode does not report (PyTorch's docs: it "does not yet detect
+#: all" synchronizing operations): (label, call given a GPU tensor and a pageable host tensor of its size, why).
+BLIND_SPOTS: tuple[tuple[str, Callable[..., Any], str], ...] = (
+    ("event.synchronize()", lambda t, host: _recorded_event().synchronize(), "the host waits for the event"),
+    ("stream.synchronize()", lambda t, host: torch.cuda.current_stream().synchronize(), "the host waits for the stream"),
+    ("host.copy_(t, non_blocking=True)", lambda t, host: host.copy_(t, non_blocking=True),
+     "into pageable memory: the copy is staged, and the host waits for it, flag or not"),
+    (".cpu()", lambda t, host: t.cpu(), "control: a blocking copy the mode reports"),
+)
+
+
+def _recorded_event() -> "torch.cuda.Event":
+    ev = torch.cuda.Event()
+    ev.record()
+    return ev
+
+
+def sync_debug_blind_spots(device: Any = None, spin_ms: float = 20.0, size: int = 4096) -> dict[str, Any]:
+    """Calls that make the host wait although ``set_sync_debug_mode("warn")`` stays silent, beside one it reports.
+
+    Each call in :data:`BLIND_SPOTS` runs behind a spin of ``spin_ms`` with the mode set to "warn", as in
+    :func:`hidden_syncs`: whether it warned (``syncs``) and how long the host was inside it (``waited_ms``).
+    The measured wait is the evidence; the warning is a helper with blind spots.
+
+    Returns ``{"ops": [{"op", "syncs", "message", "waited_ms", "spin_ms", "note"}, ...], "device"}``.
+
+    Example:
+        >>> sync_debug_blind_spots("cpu")["ops"][0]["syncs"] is None
+        True
+    """
+    dev = resolve_device(device)
+    if dev.type != "cuda":
+        return {"ops": [{"op": name, "syncs": None, "message": "", "waited_ms": None, "spin_ms": None, "note": note}
+                        for name, _, note in BLIND_SPOTS], "device": str(dev)}
+    rows = []
+    with torch.cuda.device(dev):
+        t, host = torch.randn(size, device=dev), torch.empty(size)
+        for _, fn, _ in BLIND_SPOTS:  # warm-up, untimed
+            fn(t, host)
+        cycles = spin_cycles(dev, spin_ms)
+        torch.cuda.synchronize(dev)
+        old_mode = torch.cuda.get_sync_debug_mode()
+        for name, fn, note in BLIND_SPOTS:
+            row, _ = _under_debug_mode(dev, cycles, lambda: fn(t, host), old_mode)
+            rows.append({"op": name, **row, "note": note})
+    return {"ops": rows, "device": str(dev)}
+
+
+#: A script that queues an out-of-bounds gather on the GPU, then unrelated work, then reads a value: it prints,
+#: as JSON, the step at which the error surfaced.
+_ASYNC_ERROR_SCRIPT = r"""
+import json, torch
+steps = ["1 · y = x[index]: the faulty kernel is queued", "2 · z = a @ a: unrelated work",
+         "3 · z.sum().item(): the first read on the host"]
+x, a = torch.zeros(16, device="cuda"), torch.randn(512, 512, device="cuda")
+torch.cuda.synchronize()
+done = 0
+try:
+    y = x[torch.tensor([1 << 20], device="cuda")]
+    done = 1
+    z = a @ a
+    done = 2
+    z.sum().item()
+    done = 3
+    print(json.dumps({"raised_at": None, "error": None}))
+except Exception as e:
+    print(json.dumps({"raised_at": steps[done], "error": str(e).strip().splitlines()[0][:120]}))
+"""
+
+
+def async_error(device: Any = None, timeout_s: float = 120.0) -> dict[str, Any]:
+    """Where a GPU error surfaces: a device-side assert in an indexing kernel, reported at a later, unrelated line;
+    with ``CUDA_LAUNCH_BLOCKING=1`` at the line that queued it. Each run is a fresh Python process (a device-side
+    assert leaves the CUDA context unusable).
+
+    Returns ``{"default": {"raised_at", "error"}, "launch_blocking": {...}, "faulty_step", "device"}``.
+
+    Example:
+        >>> async_error("cpu")["default"] is None
+        True
+    """
+    import json
+    import os
+    import subprocess
+    import sys
+
+    dev = resolve_device(device)
+    faulty = "1 · y = x[index]: the faulty kernel is queued"
+    if dev.type != "cuda":
+        return {"default": None, "launch_blocking": None, "faulty_step": faulty, "device": str(dev)}
+    out: dict[str, Any] = {"faulty_step": faulty, "device": str(dev)}
+    for key, extra in (("default", {}), ("launch_blocking", {"CUDA_LAUNCH_BLOCKING": "1"})):
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(dev.index or 0), **extra}
+        proc = subprocess.run([sys.executable, "-c", _ASYNC_ERROR_SCRIPT], env=env, capture_output=True, text=True,
+                              timeout=timeout_s)
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        out[key] = json.loads(lines[-1]) if lines else {"raised_at": None, "error": f"no result ({proc.returncode})"}
+    return out
 
 
 def cpu_is_synchronous(n: int = 512, reps: int = 10, repeats: int = 5) -> dict[str, Any]:
@@ -555,5 +658,7 @@ def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bo
         launch_overhead_trace(dev, traces["launch_overhead"], **kw.get("launch_overhead_trace", {}))
     results["overhead_bound"] = overhead_bound(dev, **kw.get("overhead_bound", {}))
     results["hidden_syncs"] = hidden_syncs(dev, **kw.get("hidden_syncs", {}))
+    results["sync_debug_blind_spots"] = sync_debug_blind_spots(dev, **kw.get("sync_debug_blind_spots", {}))
+    results["async_error"] = async_error(dev, **kw.get("async_error", {}))
     results["cpu_is_synchronous"] = cpu_is_synchronous(**kw.get("cpu_is_synchronous", {}))
     return results, traces

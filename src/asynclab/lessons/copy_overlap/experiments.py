@@ -18,7 +18,7 @@ LESSON = "05"
 
 #: Every experiment of this lesson needs a GPU (on the CPU each returns a note saying so): nothing to size down.
 CPU_KWARGS: dict[str, dict[str, Any]] = {name: {} for name in (
-    "bandwidth", "bidirectional", "non_blocking", "pin_cost", "pipeline", "copy_streams", "early_read",
+    "bandwidth", "bidirectional", "non_blocking", "pageable_sizes", "pin_cost", "pipeline", "copy_streams", "early_read",
     "source_mutation", "dataloader")}
 
 #: What each GPU-only experiment returns on a machine without a GPU.
@@ -212,6 +212,48 @@ def non_blocking(device: Any = None, nbytes: int = 256 * MiB, spin_ms: float = 1
         if path is not None:
             _record_trace(path, lambda: [once(m, f) for m, f in setups])
     return {"setups": out, "spin_ms": spin, "nbytes": nbytes, "device": str(dev)}
+
+
+#: Sizes of pageable host->GPU copies whose non_blocking behaviour lesson 05 measures: 4 KiB to 64 MiB.
+PAGEABLE_SIZES = (4 * 1024, 256 * 1024, 4 * MiB, 64 * MiB)
+
+
+def pageable_sizes(device: Any = None, sizes: tuple[int, ...] = PAGEABLE_SIZES, spin_ms: float = 10.0,
+                   repeats: int = 3) -> dict[str, Any]:
+    """The host's time in ``gpu.copy_(pageable, non_blocking=flag)`` behind a spin kernel, for each size and flag.
+
+    A pageable copy is staged by the driver through pinned buffers of its own; a small one fits, and the call
+    can return once the data is staged, before the copy has run. The blocking path adds a stream synchronize
+    after the copy. Each figure is the median of ``repeats`` calls, from the call's start to its return, while
+    a spin of ``spin_ms`` holds the stream.
+
+    Returns ``{"sizes": [...], "non_blocking": [ms per size], "blocking": [ms per size], "spin_ms", "device"}``.
+
+    Example:
+        >>> pageable_sizes("cpu")["non_blocking"] is None
+        True
+    """
+    dev = resolve_device(device)
+    if dev.type != "cuda":
+        return _no_gpu(dev, sizes=list(sizes), non_blocking=None, blocking=None, spin_ms=spin_ms)
+    out: dict[str, Any] = {"sizes": list(sizes), "non_blocking": [], "blocking": []}
+    with torch.cuda.device(dev):
+        cycles = spin_cycles(dev, spin_ms)
+        for nbytes in sizes:
+            gpu, host = torch.empty(nbytes // 4, device=dev), _host(nbytes, "pageable")
+            for key, flag in (("non_blocking", True), ("blocking", False)):
+                times = []
+                for _ in range(repeats + 1):  # the first call sets up the staging buffers
+                    torch.cuda.synchronize()
+                    torch.cuda._sleep(cycles)
+                    t0 = time.perf_counter()
+                    gpu.copy_(host, non_blocking=flag)
+                    times.append(wall_ms(t0))
+                    torch.cuda.synchronize()
+                out[key].append(statistics.median(times[1:]))
+        out["spin_ms"] = _event_ms(lambda: torch.cuda._sleep(cycles), 3)
+    out["device"] = str(dev)
+    return out
 
 
 # -- 3: the cost of pinning ---------------------------------------------------------------------------------------
@@ -742,6 +784,7 @@ def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bo
         "bandwidth": bandwidth(dev),
         "bidirectional": bidirectional(dev, path=trace("bidirectional")),
         "non_blocking": non_blocking(dev, path=trace("non_blocking")),
+        "pageable_sizes": pageable_sizes(dev),
         "pin_cost": pin_cost(dev),
         # the same work from pageable memory: the pinned run's balance, so only the memory differs
         "pipeline": {"pinned": pinned,
