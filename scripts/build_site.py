@@ -29,7 +29,7 @@ from asynclab import lessons as registry  # noqa: E402
 PAGES = ("docs/instructors.md", "CONTRIBUTING.md")
 #: The modules the API page documents, in the order a reader meets them.
 API_MODULES = ("trace", "timeline", "metrics", "timing", "record", "ranks", "parallel", "schedules", "hardware",
-               "lessons", "checks", "reference", "launch", "classroom")
+               "lessons", "lessonrun", "checks", "reference", "launch", "classroom")
 _LINK = re.compile(r"(!?\[[^\]]*\]\()([^)\s#]+)(#[^)\s]*)?\)")
 
 

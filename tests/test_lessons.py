@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from asynclab import lessons
+from asynclab import lessonrun, lessons
 from asynclab.hardware import GPU, Hardware
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,7 +35,7 @@ def test_lesson_map_has_a_row_per_lesson():
 
 
 def test_start_prints_report_and_plan(capsys):
-    run = lessons.start(0)
+    run = lessonrun.start(0)
     out = capsys.readouterr().out
     assert out.startswith("asynclab hardware report") and "lesson 00: runs here" in out
     assert run.live is False
@@ -84,11 +84,11 @@ def test_two_gpus_without_peer_access_run_live_and_say_what_changes():
     no_peer = Hardware(gpus=(t4, t4), p2p=((True, False), (False, True)))
     peer = Hardware(gpus=(t4, t4), p2p=((True, True), (True, True)))
     for number in (6, 7):
-        run = lessons.LessonRun(lessons.lesson(number), no_peer)
+        run = lessonrun.LessonRun(lessons.lesson(number), no_peer)
         assert run.live and run.device == "cuda" and not run.peer_access
-        assert lessons.NO_PEER_ACCESS in str(run) and "through host memory" in str(run)
-        assert lessons.NO_PEER_ACCESS not in str(lessons.LessonRun(lessons.lesson(number), peer))
-    assert lessons.NO_PEER_ACCESS not in str(lessons.LessonRun(lessons.lesson(5), no_peer))  # one GPU is enough
+        assert lessonrun.NO_PEER_ACCESS in str(run) and "through host memory" in str(run)
+        assert lessonrun.NO_PEER_ACCESS not in str(lessonrun.LessonRun(lessons.lesson(number), peer))
+    assert lessonrun.NO_PEER_ACCESS not in str(lessonrun.LessonRun(lessons.lesson(5), no_peer))  # one GPU is enough
     machine = {"p2p": [list(row) for row in no_peer.p2p], "links_0_1": 0, "nvlink_peak_gbps": None}
     assert "through host memory" in ex.link_line(machine) and "reference's" in ex.link_line(machine)
     assert "PCIe" in ex.link_line({**machine, "p2p": [[True, True], [True, True]]})

@@ -7,14 +7,15 @@ from typing import Any
 __version__ = "0.1.0"
 
 # Names are imported on first use, so that reading and drawing a trace never imports torch.
-_SUBMODULES = ("checks", "course", "diagnose", "events", "experiments", "findings", "hardware", "launch", "lessons", "metrics",
+_SUBMODULES = ("checks", "course", "diagnose", "events", "experiments", "findings", "hardware", "launch", "lessonrun", "lessons", "metrics",
                "parallel", "ranks", "record", "reference", "schedules", "timeline", "timing", "trace")
 _NAMES = {
     "checks": ("check", "claim"),
     "course": ("save_figure",),
     "diagnose": ("Diagnosis", "diagnose"),
     "hardware": ("inventory", "report"),
-    "lessons": ("lesson_map", "start"),
+    "lessons": ("lesson_map",),
+    "lessonrun": ("start",),
     "parallel": ("Parallel",),
     "metrics": ("bubble_fraction", "busy_time", "busy_together", "comm_overlap", "concurrency", "concurrent_time", "hidden_fraction",
                 "host_lead", "idle_gaps", "launch_latency", "launchers", "overlap", "step_breakdown", "stream_waits", "summary",

@@ -150,7 +150,7 @@ def backend(gpus: int = 1, peer_access: bool = True) -> Backend:
         >>> b.simulated == (not torch.cuda.is_available())
         True
     """
-    from asynclab.simcuda import _gpus_here
+    from asynclab.simcuda import gpus_here
 
-    have = _gpus_here()
+    have = gpus_here()
     return Backend() if have >= gpus else Simulated(gpus, have, peer_access)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 
 class ClaimFailed(AssertionError):
@@ -66,6 +66,24 @@ class Verdict:
 
     def _repr_pretty_(self, p, cycle) -> None:  # Jupyter shows the sentence, not the dataclass
         p.text(str(self))
+
+
+def finite_number(value: Any) -> float | None:
+    """``value`` as a float when it is a finite real number (not a bool, a tensor, NaN or inf), else None.
+
+    A value check compares what this returns, so that NaN, which compares false with everything, never passes.
+
+    Example:
+        >>> finite_number(2), finite_number(float("nan")), finite_number(True), finite_number("3")
+        (2.0, None, None, None)
+    """
+    import math
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
 
 
 def raised(err: BaseException) -> Verdict:
@@ -140,6 +158,33 @@ def set_answer(answer, right: set, choices: set, *, noun: str, example: str, why
 _EXERCISES: dict[str, Callable[..., Verdict]] = {}
 
 
+def exercises() -> dict[str, Callable[..., Verdict]]:
+    """Every registered exercise checker by name (a copy: changing it changes no checker).
+
+    Only the checkers of lessons already imported are there; :func:`load_all` imports every lesson's.
+
+    Example:
+        >>> "00.replayed_lessons" in load_all()
+        True
+    """
+    return dict(_EXERCISES)
+
+
+def load_all() -> dict[str, Callable[..., Verdict]]:
+    """Import every lesson's exercises, so that all checkers are registered; returns them (see :func:`exercises`).
+
+    Example:
+        >>> len(load_all()) > 10
+        True
+    """
+    from asynclab import lessons
+
+    for item in lessons.LESSONS:  # importing a lesson's exercises module registers its checkers
+        if item.has("exercises"):
+            item.module("exercises")
+    return exercises()
+
+
 def exercise(name: str):
     """Register an exercise checker under ``name`` (``"<lesson number>.<exercise>"``).
 
@@ -165,12 +210,7 @@ def check(name: str, *answer, **kwargs) -> Verdict:
         >>> print(check("00.replayed_lessons", -1))  # doctest: +ELLIPSIS
         Not yet: ...
     """
-    from asynclab import lessons
-
-    for item in lessons.LESSONS:  # importing a lesson's exercises module registers its checkers
-        if item.has("exercises"):
-            item.module("exercises")
-
+    load_all()
     if name not in _EXERCISES:
         raise KeyError(f"no exercise {name!r}; known: {', '.join(sorted(_EXERCISES))}")
     import inspect

@@ -122,6 +122,15 @@ def _fail_on(text: str) -> tuple[str, float]:
     return kind, limit
 
 
+def _cmd_course(args) -> int:
+    from asynclab import course
+
+    try:
+        return course.command(args)
+    except course.CourseError as err:
+        raise UsageError(str(err)) from None
+
+
 def _cmd_diagnose(args: argparse.Namespace) -> int:
     from asynclab.diagnose import diagnose
     from asynclab.trace import TraceError
@@ -202,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("course", help="execute the course notebooks headless and write their figures",
                        description=course.command.__doc__)
     course.add_arguments(p)
-    p.set_defaults(func=course.command)
+    p.set_defaults(func=_cmd_course)
 
     p = sub.add_parser("classroom", help="an nbgrader course from the notebooks, and its grading on examples",
                        description="source DIR: write an nbgrader course folder (DIR/source/NN_name/, "

@@ -109,17 +109,13 @@ def add_arguments(parser) -> None:
 
 
 def command(args) -> int:
-    """``asynclab course``: execute every notebook headless; figures go to --figures. Returns the exit status."""
-    from asynclab.cli import UsageError
-
+    """``asynclab course``: execute every notebook headless; figures go to --figures. Returns the exit status;
+    a missing notebook or a failing cell is a :class:`CourseError` (one line)."""
     notebooks = args.notebooks or sorted(Path("notebooks").glob("[0-9][0-9]_*.ipynb"))
     missing = [str(p) for p in notebooks if not Path(p).is_file()]
     if not notebooks or missing:
-        raise UsageError(f"no notebook at {', '.join(missing) or 'notebooks/'} (run it from the course's root)")
-    try:
-        done = run_notebooks(notebooks, None if args.in_place else args.out, args.figures, args.timeout)
-    except CourseError as err:
-        raise UsageError(str(err)) from None
+        raise CourseError(f"no notebook at {', '.join(missing) or 'notebooks/'} (run it from the course's root)")
+    done = run_notebooks(notebooks, None if args.in_place else args.out, args.figures, args.timeout)
     for item in done:
         print(f"ran {item.notebook} -> {item.output} (took {item.seconds:.1f} s)", flush=True)
     figures = sorted(args.figures.glob("*.png")) if args.figures.is_dir() else []

@@ -14,7 +14,7 @@ from asynclab.collectives import late_rank
 from asynclab.events import WORK_KINDS, TraceError
 from asynclab.findings import HOST_BOUND_KINDS, Finding
 from asynclab.idle import SMALL_COPY_BYTES, GpuView, Pieces, idle_pieces, underfilled_pieces
-from asynclab.metrics import _gpus, _on_gpu, _profiler_steps, _trace
+from asynclab.metrics import gpus_with_work, rows_on_gpu, profiler_steps, as_trace
 from asynclab.trace import Trace
 
 __all__ = ["diagnose", "Diagnosis", "FOLD_SHARE"]
@@ -116,7 +116,7 @@ def _steps(tr: Trace, rank: Any, work: pd.DataFrame) -> pd.DataFrame:
     """Columns step, start_us, end_us: the ProfilerStep#N ranges of a rank, cut where the next begins (the
     last ends with its host range or its GPU work, whichever is later); one step 0 for the whole trace
     when it has none."""
-    steps = _profiler_steps(tr)
+    steps = profiler_steps(tr)
     mine = steps[steps["rank"].isna()] if pd.isna(rank) else steps[(steps["rank"] == rank).fillna(False)]
     if mine.empty:
         return pd.DataFrame({"step": [0], "start_us": [float(work["start_us"].min())],
@@ -130,7 +130,7 @@ def _steps(tr: Trace, rank: Any, work: pd.DataFrame) -> pd.DataFrame:
 
 def _view(tr: Trace, rank: Any, dev: int, lo: float, hi: float, n_steps: int) -> GpuView:
     ev = tr.events
-    work = _on_gpu(tr, rank, dev, WORK_KINDS)
+    work = rows_on_gpu(tr, rank, dev, WORK_KINDS)
     work = work[(work["end_us"] > lo) & (work["start_us"] < hi)].sort_values("start_us", kind="stable")
     same_rank = ev["rank"].isna() if pd.isna(rank) else (ev["rank"] == rank).fillna(False)
     host = ev[same_rank.to_numpy(dtype=bool) & ev["device"].isna().to_numpy(dtype=bool)]
@@ -223,7 +223,7 @@ def _short(s: str, n: int = 90) -> str:
 # --------------------------------------------------------------------------------------------
 def _gpu_pieces(tr: Trace, rank: Any, dev: int, step: int | None) -> tuple[pd.DataFrame, float, int, Any]:
     """The pieces of one GPU (a DataFrame), its analysed span (µs), its number of steps and its host."""
-    all_work = _on_gpu(tr, rank, dev, WORK_KINDS)
+    all_work = rows_on_gpu(tr, rank, dev, WORK_KINDS)
     steps = _steps(tr, rank, all_work)
     if step is not None:
         if step not in set(steps["step"]):
@@ -254,8 +254,8 @@ def diagnose(trace: Any, step: int | None = None) -> Diagnosis:
         >>> d.findings[0].kind, d.findings[0].where["op"]
         ('host_sync', 'aten::item')
     """
-    tr = _trace(trace)
-    gpus = _gpus(tr)
+    tr = as_trace(trace)
+    gpus = gpus_with_work(tr)
     if not gpus:
         raise TraceError(f"{tr.source}: the trace has no GPU activity to diagnose (record it with "
                          f"ProfilerActivity.CUDA on a machine with a GPU)")
@@ -300,7 +300,7 @@ def _summarise(tr: Trace, pieces: pd.DataFrame, spans: list[float], counts: list
 
 def _notes(tr: Trace, findings: list[Finding], steps: list[int], ctx: _Context) -> list[str]:
     notes = []
-    if steps == [0] and _profiler_steps(tr).empty:
+    if steps == [0] and profiler_steps(tr).empty:
         notes.append("the trace has no ProfilerStep#N ranges, so it is diagnosed as one step (record with "
                      "torch.profiler's schedule and call prof.step() each step)")
     if any(f.kind in HOST_BOUND_KINDS and f.share >= FOLD_SHARE for f in findings):

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from asynclab.timing import _device
+from asynclab.timing import timing_device
 
 def for_lesson(lesson: str | int) -> ModuleType:
     """The experiments module of a lesson (``asynclab/lessons/<name>/experiments.py``), from the lesson registry.
@@ -52,7 +52,7 @@ def resolve_device(device: Any = None) -> torch.device:
         >>> resolve_device("cpu")
         device(type='cpu')
     """
-    return _device(device)
+    return timing_device(device)
 
 
 def sync(device: torch.device) -> None:

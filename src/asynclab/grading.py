@@ -108,10 +108,9 @@ def _grade_here(job: dict) -> dict[str, Any]:
     """In the grading process: set up, bind the checker, run the answer, check it (see check_in_fresh_process)."""
     namespace: dict[str, Any] = {"__name__": "__main__"}
     exec(compile(job["setup"], "<set-up>", "exec"), namespace)  # noqa: S102 - the instructor's own set-up
-    from asynclab.checks import _EXERCISES, Verdict, check
+    from asynclab.checks import Verdict, load_all
 
-    check("00.replayed_lessons", 0)  # registers every checker, before the answer can touch the registry
-    checkers = dict(_EXERCISES)
+    checkers = load_all()  # registers every checker, before the answer can touch the registry
     try:  # importing it later would wrap some of torch's functions (torch.manual_seed) as torch does, not as tampering
         import torch._dynamo  # noqa: F401
     except ImportError:

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from asynclab.collectives import is_point_to_point, latest_peer_start
-from asynclab.metrics import _union
+from asynclab.intervals import union
 
 __all__ = ["GpuView", "Pieces", "idle_pieces", "underfilled_pieces", "SMALL_COPY_BYTES", "MANY_SMALL_COPIES"]
 
@@ -80,7 +80,7 @@ def _stretches(view: GpuView) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     mid = (t[:-1] + t[1:]) / 2
     code = np.full(len(mid), EMPTY)
     for c in (COPY, COMM, COMPUTE):  # later assignments win: compute over comm over copies
-        us, ue = _union(s[groups[c]], e[groups[c]])
+        us, ue = union(s[groups[c]], e[groups[c]])
         if len(us):
             j = np.searchsorted(us, mid, side="right") - 1
             hit = (j >= 0) & (mid < ue[np.maximum(j, 0)])
@@ -274,7 +274,7 @@ def _last_work_before(view: GpuView, at: np.ndarray) -> np.ndarray:
 def _host_ranges(view: GpuView, pattern: str, kinds: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
     h = view.host
     rows = h[h["kind"].isin(kinds) & h["name"].astype(str).str.contains(pattern, regex=True)]
-    return _union(rows["start_us"].to_numpy(np.float64), rows["end_us"].to_numpy(np.float64))
+    return union(rows["start_us"].to_numpy(np.float64), rows["end_us"].to_numpy(np.float64))
 
 
 def _clip_to(s: np.ndarray, e: np.ndarray, rs: np.ndarray, re_: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -304,7 +304,7 @@ def _host_bound(view: GpuView, s: np.ndarray, e: np.ndarray, cause: tuple) -> Pi
               ("dataloader_stall", _host_ranges(view, r"DataLoader.*__next__", ("annotation", "cpu_op", "python"))),
               ("alloc_churn", _host_ranges(view, r"^(?:cudaMalloc|cudaFree|hipMalloc|hipFree)", ("launch",)))]
     if len(view.others):
-        claims.append(("pipeline_bubble", _union(view.others["start_us"].to_numpy(np.float64),
+        claims.append(("pipeline_bubble", union(view.others["start_us"].to_numpy(np.float64),
                                                   view.others["end_us"].to_numpy(np.float64))))
     for name, (rs, re_) in claims:
         ps, pe, pos = _clip_to(left[0], left[1], rs, re_)

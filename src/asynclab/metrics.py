@@ -7,6 +7,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+from asynclab.intervals import coverage, intersection_length, spans, union, union_length  # noqa: F401 - union_length is public here too
 from asynclab.trace import COPY_KINDS, WORK_KINDS, Trace, load_trace
 
 __all__ = [
@@ -21,68 +22,16 @@ HOST_BUSY_KINDS = ("cpu_op", "launch", "python")
 
 
 # --------------------------------------------------------------------------------------------
-# interval arithmetic (numpy, no Python loops over events)
-# --------------------------------------------------------------------------------------------
-def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Merge intervals into sorted, disjoint ones (touching intervals are merged)."""
-    starts = np.asarray(starts, dtype=np.float64)
-    ends = np.asarray(ends, dtype=np.float64)
-    if not len(starts):
-        return starts, ends
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
-    reach = np.maximum.accumulate(e)
-    new = np.empty(len(s), dtype=bool)
-    new[0] = True
-    new[1:] = s[1:] > reach[:-1]
-    idx = np.flatnonzero(new)
-    return s[idx], np.maximum.reduceat(e, idx)
-
-
-def union_length(starts: Iterable[float], ends: Iterable[float]) -> float:
-    """Total length covered by a set of intervals (overlaps counted once).
-
-    Example:
-        >>> union_length([0, 5, 20], [10, 12, 25])
-        17.0
-    """
-    s, e = _union(np.asarray(list(starts), float), np.asarray(list(ends), float))
-    return float((e - s).sum())
-
-
-def _coverage(groups: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """Sweep over the unions of several groups: (segment boundaries, number of groups active in each
-    segment [t_i, t_{i+1}))."""
-    starts = [u[0] for u in groups]
-    ends = [u[1] for u in groups]
-    t = np.concatenate(starts + ends) if groups else np.zeros(0)
-    if not len(t):
-        return t, np.zeros(0, dtype=np.int64)
-    d = np.concatenate([np.ones(sum(len(s) for s in starts), dtype=np.int64),
-                        -np.ones(sum(len(e) for e in ends), dtype=np.int64)])
-    order = np.argsort(t, kind="stable")
-    t, d = t[order], d[order]
-    return t, np.cumsum(d)[:-1]
-
-
-def _intersection_length(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
-    """Length of the intersection of two disjoint, sorted interval sets."""
-    if not len(a[0]) or not len(b[0]):
-        return 0.0
-    t = np.concatenate([a[0], a[1], b[0], b[1]])
-    da = np.concatenate([np.ones(len(a[0])), -np.ones(len(a[1])), np.zeros(len(b[0]) + len(b[1]))])
-    db = np.concatenate([np.zeros(len(a[0]) + len(a[1])), np.ones(len(b[0])), -np.ones(len(b[1]))])
-    order = np.argsort(t, kind="stable")
-    t, da, db = t[order], da[order], db[order]
-    ca, cb = np.cumsum(da)[:-1], np.cumsum(db)[:-1]
-    seg = np.diff(t)
-    return float(seg[(ca > 0) & (cb > 0)].sum())
-
-
-# --------------------------------------------------------------------------------------------
 # selections
 # --------------------------------------------------------------------------------------------
-def _trace(trace: Any) -> Trace:
+def as_trace(trace: Any) -> Trace:
+    """A Trace as it is, anything else loaded with :func:`asynclab.trace.load_trace`.
+
+    Example:
+        >>> from asynclab.trace import EXAMPLE_TRACE
+        >>> as_trace(EXAMPLE_TRACE).devices
+        [0]
+    """
     return trace if isinstance(trace, Trace) else load_trace(trace)
 
 
@@ -105,10 +54,6 @@ def _work(tr: Trace, device: int | None = None) -> pd.DataFrame:
     return w[w["device"].notna()]
 
 
-def _u(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    return _union(df["start_us"].to_numpy(np.float64), df["end_us"].to_numpy(np.float64))
-
-
 # --------------------------------------------------------------------------------------------
 # metrics
 # --------------------------------------------------------------------------------------------
@@ -122,14 +67,14 @@ def busy_time(trace: Any, by: str = "lane") -> pd.Series:
     counted events cover (first start to last end), to turn busy time into a utilisation.
 
     Example:
-        >>> from asynclab.trace import _EXAMPLE
-        >>> busy_time(load_trace(_EXAMPLE), by="device").tolist()
+        >>> from asynclab.trace import EXAMPLE_TRACE
+        >>> busy_time(load_trace(EXAMPLE_TRACE), by="device").tolist()
         [5.0]
     """
-    tr = _trace(trace)
+    tr = as_trace(trace)
     if by == "device":
         w = _work(tr)
-        out = {int(d): float((lambda u: (u[1] - u[0]).sum())(_u(g))) for d, g in w.groupby("device", sort=True)}
+        out = {int(d): float((lambda u: (u[1] - u[0]).sum())(spans(g))) for d, g in w.groupby("device", sort=True)}
         s = pd.Series(out, name="busy_us", dtype=np.float64)
         s.index.name = "device"
         span_rows = w
@@ -139,7 +84,7 @@ def busy_time(trace: Any, by: str = "lane") -> pd.Series:
         h = _rows(tr, HOST_BUSY_KINDS)
         h = h[h["device"].isna() & h["lane"].isin(lanes)]
         rows = pd.concat([w, h]) if len(h) else w
-        out = {lane: float((lambda u: (u[1] - u[0]).sum())(_u(g))) for lane, g in rows.groupby("lane", sort=False)}
+        out = {lane: float((lambda u: (u[1] - u[0]).sum())(spans(g))) for lane, g in rows.groupby("lane", sort=False)}
         s = pd.Series({lane: out.get(lane, 0.0) for lane in lanes if lane in out}, name="busy_us", dtype=np.float64)
         s.index.name = "lane"
         span_rows = rows
@@ -155,18 +100,18 @@ def concurrency(trace: Any, device: int | None = None) -> pd.Series:
     ``device`` restricts to one GPU. The values add up to the span.
 
     Example:
-        >>> from asynclab.trace import _EXAMPLE
-        >>> concurrency(load_trace(_EXAMPLE)).to_dict()
+        >>> from asynclab.trace import EXAMPLE_TRACE
+        >>> concurrency(load_trace(EXAMPLE_TRACE)).to_dict()
         {0: 0.0, 1: 5.0}
     """
-    return _concurrency(_work(_trace(trace), device))
+    return _concurrency(_work(as_trace(trace), device))
 
 
 def _concurrency(w: pd.DataFrame) -> pd.Series:
     if not len(w):
         return pd.Series({0: 0.0}, name="time_us", dtype=np.float64).rename_axis("streams_busy")
-    groups = [_u(g) for _, g in w.groupby(["rank", "device", "stream"], sort=True, dropna=False)]
-    t, count = _coverage(groups)
+    groups = [spans(g) for _, g in w.groupby(["rank", "device", "stream"], sort=True, dropna=False)]
+    t, count = coverage(groups)
     seg = np.diff(t)
     kmax = len(groups)
     totals = np.bincount(count, weights=seg, minlength=kmax + 1)
@@ -181,17 +126,17 @@ def busy_together(trace: Any, devices: Iterable[int] | None = None) -> float:
     of a model split over GPUs really ran in parallel.
 
     Example:
-        >>> from asynclab.trace import _EXAMPLE
-        >>> busy_together(load_trace(_EXAMPLE))  # one GPU: its busy time
+        >>> from asynclab.trace import EXAMPLE_TRACE
+        >>> busy_together(load_trace(EXAMPLE_TRACE))  # one GPU: its busy time
         5.0
     """
-    tr = _trace(trace)
+    tr = as_trace(trace)
     devs = sorted(int(d) for d in (devices if devices is not None else tr.devices))
     if not devs:
         raise ValueError(f"{tr.source}: no GPU work in this trace")
     times, steps = [], []
     for d in devs:
-        s, e = _u(_work(tr, d))
+        s, e = spans(_work(tr, d))
         times += [s, e]
         steps += [np.ones(len(s)), -np.ones(len(e))]
     t, step = np.concatenate(times), np.concatenate(steps)
@@ -206,8 +151,8 @@ def concurrent_time(trace: Any, at_least: int = 2, device: int | None = None) ->
     """µs during which at least ``at_least`` GPU streams were busy at once (from :func:`concurrency`).
 
     Example:
-        >>> from asynclab.trace import _EXAMPLE
-        >>> concurrent_time(load_trace(_EXAMPLE)), concurrent_time(load_trace(_EXAMPLE), at_least=1)
+        >>> from asynclab.trace import EXAMPLE_TRACE
+        >>> concurrent_time(load_trace(EXAMPLE_TRACE)), concurrent_time(load_trace(EXAMPLE_TRACE), at_least=1)
         (0.0, 5.0)
     """
     c = concurrency(trace, device)
@@ -222,14 +167,14 @@ def overlap(trace: Any, a_kinds: str | Iterable[str], b_kinds: str | Iterable[st
     ``overlap(t, "launch", "compute")`` tells how long the CPU was launching while a GPU computed.
 
     Example:
-        >>> from asynclab.trace import _EXAMPLE
-        >>> overlap(load_trace(_EXAMPLE), "launch", "compute")
+        >>> from asynclab.trace import EXAMPLE_TRACE
+        >>> overlap(load_trace(EXAMPLE_TRACE), "launch", "compute")
         1.0
     """
-    tr = _trace(trace)
+    tr = as_trace(trace)
     a = _rows(tr, _kinds(a_kinds), device)
     b = _rows(tr, _kinds(b_kinds), device)
-    return _intersection_length(_u(a), _u(b))
+    return intersection_length(spans(a), spans(b))
 
 
 def hidden_fraction(trace: Any, copy_kinds: Iterable[str] = COPY_KINDS, compute_kinds: Iterable[str] = ("compute",),
@@ -239,19 +184,19 @@ def hidden_fraction(trace: Any, copy_kinds: Iterable[str] = COPY_KINDS, compute_
     added up. Returns NaN when the trace (or device) has no copies.
 
     Example:
-        >>> from asynclab.trace import _EXAMPLE
-        >>> hidden_fraction(load_trace(_EXAMPLE))  # one kernel, no copies
+        >>> from asynclab.trace import EXAMPLE_TRACE
+        >>> hidden_fraction(load_trace(EXAMPLE_TRACE))  # one kernel, no copies
         nan
     """
-    tr = _trace(trace)
+    tr = as_trace(trace)
     devices = [int(device)] if device is not None else tr.devices
     copy_total = 0.0
     hidden = 0.0
     for d in devices:
-        c = _u(_rows(tr, _kinds(copy_kinds), d))
-        k = _u(_rows(tr, _kinds(compute_kinds), d))
+        c = spans(_rows(tr, _kinds(copy_kinds), d))
+        k = spans(_rows(tr, _kinds(compute_kinds), d))
         copy_total += float((c[1] - c[0]).sum())
-        hidden += _intersection_length(c, k)
+        hidden += intersection_length(c, k)
     if copy_total <= 0.0:
         return float("nan")
     return hidden / copy_total
@@ -263,15 +208,15 @@ def idle_gaps(trace: Any, device: int | None = None, min_gap_us: float = 0.0) ->
     ``min_gap_us`` (and longer than 0).
 
     Example:
-        >>> from asynclab.trace import _EXAMPLE
-        >>> len(idle_gaps(load_trace(_EXAMPLE)))
+        >>> from asynclab.trace import EXAMPLE_TRACE
+        >>> len(idle_gaps(load_trace(EXAMPLE_TRACE)))
         0
     """
-    tr = _trace(trace)
+    tr = as_trace(trace)
     w = _work(tr, device)
     parts = []
     for d, g in w.groupby("device", sort=True):
-        s, e = _u(g)
+        s, e = spans(g)
         gs, ge = e[:-1], s[1:]
         dur = ge - gs
         keep = (dur > 0) & (dur >= min_gap_us)
@@ -309,7 +254,7 @@ def stream_waits(trace: Any, min_held_us: float = 50.0, tol_us: float = 30.0) ->
         >>> stream_waits(t)[["lane", "waited_for", "after"]].values.tolist()
         [['GPU 0 · stream 7 (default)', 'GPU 0 · stream 13', 'spin']]
     """
-    tr = _trace(trace)
+    tr = as_trace(trace)
     ev = tr.events
     work = ev[ev["kind"].isin(WORK_KINDS)].sort_values("start_us", kind="stable")
     launch_end = pd.Series(np.nan, index=work.index, dtype=np.float64)
@@ -340,11 +285,11 @@ def launch_latency(trace: Any) -> pd.DataFrame:
     The index is the GPU row's index in ``trace.events``.
 
     Example:
-        >>> from asynclab.trace import _EXAMPLE
-        >>> launch_latency(load_trace(_EXAMPLE))["latency_us"].tolist()
+        >>> from asynclab.trace import EXAMPLE_TRACE
+        >>> launch_latency(load_trace(EXAMPLE_TRACE))["latency_us"].tolist()
         [1.0]
     """
-    tr = _trace(trace)
+    tr = as_trace(trace)
     ev = tr.events
     g = ev[ev["device"].notna() & ev["launch"].notna() & ev["kind"].isin(list(WORK_KINDS) + ["sync"])]
     li = g["launch"].astype(np.int64).to_numpy()
@@ -365,8 +310,8 @@ def launchers(trace: Any) -> pd.DataFrame:
     GPU's backward from a thread of its own.
 
     Example:
-        >>> from asynclab.trace import _EXAMPLE
-        >>> launchers(load_trace(_EXAMPLE)).to_dict()
+        >>> from asynclab.trace import EXAMPLE_TRACE
+        >>> launchers(load_trace(EXAMPLE_TRACE)).to_dict()
         {'GPU 0': {'CPU · main thread': 1}}
     """
     lat = launch_latency(trace)
@@ -404,7 +349,7 @@ def host_lead(trace: Any, device: int | None = None) -> HostLead:
         >>> lead.lead_us > 0.9 * lead.gpu_busy_us
         True
     """
-    tr = _trace(trace)
+    tr = as_trace(trace)
     work = _work(tr, device)
     if work.empty:
         raise ValueError(f"{tr.source}: no GPU work in this trace, so the host has nothing to run ahead of")
@@ -412,7 +357,7 @@ def host_lead(trace: Any, device: int | None = None) -> HostLead:
     if launched.empty:
         raise ValueError(f"{tr.source}: no GPU work is linked to a host launch (no correlation ids)")
     launches = tr.events.loc[launched.unique()]
-    starts, ends = _u(work)
+    starts, ends = spans(work)
     return HostLead(float(launches["end_us"].max()), float(work["end_us"].max()), float((ends - starts).sum()))
 
 
@@ -449,11 +394,11 @@ def bubble_fraction(trace: Any, devices: Iterable[int] | None = None, start_us: 
     stage waiting for its input sits in a NCCL receive kernel, and that wait is the bubble.
 
     Example:
-        >>> from asynclab.trace import _EXAMPLE
-        >>> bubble_fraction(load_trace(_EXAMPLE)).mean
+        >>> from asynclab.trace import EXAMPLE_TRACE
+        >>> bubble_fraction(load_trace(EXAMPLE_TRACE)).mean
         0.0
     """
-    tr = _trace(trace)
+    tr = as_trace(trace)
     devs = sorted(int(d) for d in (devices if devices is not None else tr.devices))
     if not devs:
         raise ValueError(f"{tr.source}: no GPU work in this trace, so no bubble fraction")
@@ -467,7 +412,7 @@ def bubble_fraction(trace: Any, devices: Iterable[int] | None = None, start_us: 
         raise ValueError(f"{tr.source}: empty window [{lo:g}, {hi:g}] µs")
     busy = {}
     for d, w in work.items():
-        s, e = _u(w)
+        s, e = spans(w)
         s, e = np.clip(s, lo, hi), np.clip(e, lo, hi)
         busy[d] = float((e - s).sum())
     busy_s = pd.Series(busy, dtype=np.float64).rename_axis("device")
@@ -484,15 +429,28 @@ def bubble_fraction(trace: Any, devices: Iterable[int] | None = None, start_us: 
 BREAKDOWN = (("compute", ("compute",)), ("comm", ("comm",)), ("copy", COPY_KINDS), ("memset", ("memset",)))
 
 
-def _gpus(tr: Trace) -> list[tuple[Any, int]]:
-    """The (rank, device) pairs that have GPU work, rank <NA> in a trace of no rank."""
+def gpus_with_work(tr: Trace) -> list[tuple[Any, int]]:
+    """The (rank, device) pairs that have GPU work, rank <NA> in a trace of no rank.
+
+    Example:
+        >>> from asynclab.trace import EXAMPLE_TRACE
+        >>> [d for _, d in gpus_with_work(load_trace(EXAMPLE_TRACE))]
+        [0]
+    """
     w = tr.events[tr.events["kind"].isin(WORK_KINDS) & tr.events["device"].notna()]
     pairs = w[["rank", "device"]].drop_duplicates()
     return sorted(((r, int(d)) for r, d in zip(pairs["rank"], pairs["device"])),
                   key=lambda p: (-1 if pd.isna(p[0]) else int(p[0]), p[1]))
 
 
-def _on_gpu(tr: Trace, rank: Any, device: int, kinds: Iterable[str]) -> pd.DataFrame:
+def rows_on_gpu(tr: Trace, rank: Any, device: int, kinds: Iterable[str]) -> pd.DataFrame:
+    """The rows of ``kinds`` on one GPU of one rank (rank <NA>: a trace of no rank).
+
+    Example:
+        >>> from asynclab.trace import EXAMPLE_TRACE
+        >>> rows_on_gpu(load_trace(EXAMPLE_TRACE), pd.NA, 0, ["compute"])["name"].tolist()
+        ['k']
+    """
     ev = tr.events
     m = ev["kind"].isin(list(kinds)) & (ev["device"] == device).fillna(False)
     m &= ev["rank"].isna() if pd.isna(rank) else (ev["rank"] == rank).fillna(False)
@@ -524,13 +482,13 @@ def comm_overlap(trace: Any) -> pd.DataFrame:
         >>> comm_overlap(t)["overlap"].tolist()
         [0.4]
     """
-    tr = _trace(trace)
+    tr = as_trace(trace)
     rows = []
-    for rank, dev in _gpus(tr):
-        comm = _u(_on_gpu(tr, rank, dev, ("comm",)))
-        comp = _u(_on_gpu(tr, rank, dev, ("compute",)))
+    for rank, dev in gpus_with_work(tr):
+        comm = spans(rows_on_gpu(tr, rank, dev, ("comm",)))
+        comp = spans(rows_on_gpu(tr, rank, dev, ("compute",)))
         total = float((comm[1] - comm[0]).sum())
-        ov = _intersection_length(comm, comp)
+        ov = intersection_length(comm, comp)
         rows.append({"rank": rank, "device": dev, "comm_us": total, "overlapped_us": ov,
                      "overlap": ov / total if total > 0 else np.nan})
     if not rows:
@@ -543,11 +501,11 @@ def _partition(work: pd.DataFrame, lo: float, hi: float) -> dict[str, float]:
     out: dict[str, float] = {}
     claimed = (np.zeros(0), np.zeros(0))
     for name, kinds in BREAKDOWN:
-        s, e = _u(work[work["kind"].isin(kinds)])
+        s, e = spans(work[work["kind"].isin(kinds)])
         s, e = np.clip(s, lo, hi), np.clip(e, lo, hi)
-        mine = float((e - s).sum()) - _intersection_length((s, e), claimed)
+        mine = float((e - s).sum()) - intersection_length((s, e), claimed)
         out[f"{name}_us"] = mine
-        claimed = _union(np.concatenate([claimed[0], s]), np.concatenate([claimed[1], e]))
+        claimed = union(np.concatenate([claimed[0], s]), np.concatenate([claimed[1], e]))
     out["idle_us"] = (hi - lo) - float((claimed[1] - claimed[0]).sum())
     return out
 
@@ -561,14 +519,14 @@ def time_breakdown(trace: Any, start_us: float | None = None, end_us: float | No
     the same precedence for compute but lumps comm, copies and memsets into one "non-compute" time.
 
     Example:
-        >>> from asynclab.trace import _EXAMPLE
-        >>> time_breakdown(load_trace(_EXAMPLE), 0, 10)[["compute_us", "idle_us"]].values.tolist()
+        >>> from asynclab.trace import EXAMPLE_TRACE
+        >>> time_breakdown(load_trace(EXAMPLE_TRACE), 0, 10)[["compute_us", "idle_us"]].values.tolist()
         [[5.0, 5.0]]
     """
-    tr = _trace(trace)
+    tr = as_trace(trace)
     rows = []
-    for rank, dev in _gpus(tr):
-        work = _on_gpu(tr, rank, dev, WORK_KINDS)
+    for rank, dev in gpus_with_work(tr):
+        work = rows_on_gpu(tr, rank, dev, WORK_KINDS)
         lo = float(work["start_us"].min()) if start_us is None else float(start_us)
         hi = float(work["end_us"].max()) if end_us is None else float(end_us)
         rows.append({"rank": rank, "device": dev, "start_us": lo, "span_us": hi - lo, **_partition(work, lo, hi)})
@@ -577,7 +535,14 @@ def time_breakdown(trace: Any, start_us: float | None = None, end_us: float | No
     return _gpu_index(rows)
 
 
-def _profiler_steps(tr: Trace) -> pd.DataFrame:
+def profiler_steps(tr: Trace) -> pd.DataFrame:
+    """The ``ProfilerStep#N`` annotations of a trace, with their number in ``step``, by rank and start.
+
+    Example:
+        >>> from asynclab.trace import EXAMPLE_TRACE
+        >>> len(profiler_steps(load_trace(EXAMPLE_TRACE)))
+        0
+    """
     ev = tr.events
     steps = ev[(ev["kind"] == "annotation") & ev["name"].astype(str).str.startswith("ProfilerStep#")]
     steps = steps.assign(step=pd.to_numeric(steps["name"].str.slice(13), errors="coerce")).dropna(subset=["step"])
@@ -603,15 +568,15 @@ def step_breakdown(trace: Any) -> pd.DataFrame:
         >>> int(r["step"]), float(r["compute_us"]), float(r["idle_us"])
         (4, 30.0, 20.0)
     """
-    tr = _trace(trace)
-    steps = _profiler_steps(tr)
+    tr = as_trace(trace)
+    steps = profiler_steps(tr)
     if not len(steps):
         raise ValueError(f"{tr.source}: the trace has no ProfilerStep#N ranges (record it with "
                          f"torch.profiler's schedule and call prof.step() each step)")
     rows = []
-    for rank, dev in _gpus(tr):
+    for rank, dev in gpus_with_work(tr):
         mine = steps[steps["rank"].isna()] if pd.isna(rank) else steps[(steps["rank"] == rank).fillna(False)]
-        work = _on_gpu(tr, rank, dev, WORK_KINDS)
+        work = rows_on_gpu(tr, rank, dev, WORK_KINDS)
         starts = mine["start_us"].to_numpy(np.float64)
         for i, (step, s) in enumerate(zip(mine["step"].astype(int), starts)):
             if i + 1 < len(starts):
@@ -631,11 +596,11 @@ def top_kernels(trace: Any, n: int = 10, kinds: Iterable[str] = ("compute",)) ->
     (of the total time of those kinds).
 
     Example:
-        >>> from asynclab.trace import _EXAMPLE
-        >>> top_kernels(load_trace(_EXAMPLE))["total_us"].tolist()
+        >>> from asynclab.trace import EXAMPLE_TRACE
+        >>> top_kernels(load_trace(EXAMPLE_TRACE))["total_us"].tolist()
         [5.0]
     """
-    tr = _trace(trace)
+    tr = as_trace(trace)
     g = _rows(tr, _kinds(kinds))
     g = g[g["device"].notna()]
     if not len(g):
@@ -674,11 +639,11 @@ def summary(trace: Any, top: int = 10) -> str:
     the top kernels by total time. A trace of several ranks reports each rank's GPUs.
 
     Example:
-        >>> from asynclab.trace import _EXAMPLE
-        >>> print(summary(load_trace(_EXAMPLE)).splitlines()[0])  # doctest: +ELLIPSIS
+        >>> from asynclab.trace import EXAMPLE_TRACE
+        >>> print(summary(load_trace(EXAMPLE_TRACE)).splitlines()[0])  # doctest: +ELLIPSIS
         Trace <dict>: 2 events, span 6.0 µs...
     """
-    tr = _trace(trace)
+    tr = as_trace(trace)
     sections = [_summary_head(tr), _summary_lanes(tr)]
     if tr.devices:
         sections += [_summary_gpus(tr), _summary_copies(tr), _summary_comm(tr), _summary_steps(tr),
@@ -717,9 +682,9 @@ def _summary_lanes(tr: Trace) -> list[str]:
 
 def _summary_gpus(tr: Trace) -> list[str]:
     lines = []
-    for rank, dev in _gpus(tr):
-        work = _on_gpu(tr, rank, dev, WORK_KINDS)
-        s, e = _u(work)
+    for rank, dev in gpus_with_work(tr):
+        work = rows_on_gpu(tr, rank, dev, WORK_KINDS)
+        s, e = spans(work)
         span = float(e[-1] - s[0])
         busy = float((e - s).sum())
         gaps = s[1:] - e[:-1]
@@ -737,10 +702,10 @@ def _summary_gpus(tr: Trace) -> list[str]:
 
 def _summary_copies(tr: Trace) -> list[str]:
     copy_total = hidden = 0.0
-    for rank, dev in _gpus(tr):
-        c = _u(_on_gpu(tr, rank, dev, COPY_KINDS))
+    for rank, dev in gpus_with_work(tr):
+        c = spans(rows_on_gpu(tr, rank, dev, COPY_KINDS))
         copy_total += float((c[1] - c[0]).sum())
-        hidden += _intersection_length(c, _u(_on_gpu(tr, rank, dev, ("compute",))))
+        hidden += intersection_length(c, spans(rows_on_gpu(tr, rank, dev, ("compute",))))
     if copy_total <= 0:
         return ["Copies: none (hidden fraction n/a)"]
     by_kind = _rows(tr, COPY_KINDS).groupby("kind")["dur_us"].agg(["count", "sum"])
@@ -762,7 +727,7 @@ def _summary_comm(tr: Trace) -> list[str]:
 
 
 def _summary_steps(tr: Trace) -> list[str]:
-    if not len(_profiler_steps(tr)):
+    if not len(profiler_steps(tr)):
         return []
     table = pd.concat([step_breakdown(tr).assign(step=lambda d: d["step"].astype(str)),
                        time_breakdown(tr).reset_index().assign(step="all")], ignore_index=True)

@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 
 from asynclab.events import TraceError, TraceWarning
-from asynclab.trace import Trace, _gc_paused, _load
+from asynclab.tracefile import gc_paused, load_file
+from asynclab.tracemodel import Trace
 
 __all__ = ["load_ranks", "rank_files", "step_window"]
 
@@ -59,8 +60,8 @@ def load_ranks(sources: str | os.PathLike | Iterable[str | os.PathLike]) -> Trac
         [[0, 'rank 0 · GPU 0 · stream 20', 0.0], [1, 'rank 1 · GPU 1 · stream 20', 1.0]]
     """
     paths, label = _paths(sources)
-    with _gc_paused():
-        traces = [_load(p) for p in paths]
+    with gc_paused():
+        traces = [load_file(p) for p in paths]
     if len(traces) > 1:
         for t in traces:
             if "damage" in t.meta:  # one rank cut short would show a run that never happened

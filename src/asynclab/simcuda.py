@@ -29,6 +29,16 @@ class SimulationLimit(RuntimeError):
 
 
 _STACK: list["Simulation"] = []  # the running simulations: the session's (if any) first, a check's on top
+
+
+def running_simulations() -> tuple["Simulation", ...]:
+    """The simulations in place, innermost last (the session's, if any, first; a check's on top).
+
+    Example:
+        >>> isinstance(running_simulations(), tuple)
+        True
+    """
+    return tuple(_STACK)
 _SAVED: dict[str, Any] = {}  # torch.cuda's own functions while the stand-ins are in place
 _SESSION: list["Simulation"] = []  # the session's idle GPU, once stand_in_for_cuda() has run
 
@@ -365,7 +375,7 @@ def stand_in_for_cuda(gpus_needed: int = 1) -> bool:
     """
     if _SESSION:
         return True
-    if _gpus_here() >= gpus_needed:
+    if gpus_here() >= gpus_needed:
         return False
     _SESSION.append(Simulation())
     _STACK.insert(0, _SESSION[0])
@@ -373,8 +383,13 @@ def stand_in_for_cuda(gpus_needed: int = 1) -> bool:
     return True
 
 
-def _gpus_here() -> int:
-    """How many GPUs the machine has, whether or not the stand-ins are in place."""
+def gpus_here() -> int:
+    """How many GPUs the machine has, whether or not the stand-ins are in place.
+
+    Example:
+        >>> gpus_here() >= 0
+        True
+    """
     import torch
 
     available = _SAVED.get("is_available", torch.cuda.is_available)
@@ -662,7 +677,7 @@ def limit_message(err: BaseException) -> str | None:
     else:
         return None
     extra = f" {instead[:1].upper()}{instead[1:]}." if instead else ""
-    have = _gpus_here()
+    have = gpus_here()
     machine = "This machine has no GPU" if not have else f"This machine has {have} GPU{'s' if have > 1 else ''}, fewer than the check needs"
     return (f"the simulated GPU does not cover {call}. {machine}, so the check runs your code on a simulated GPU, "
             f"which runs PyTorch's operators and torch.cuda's streams and events in CUDA's order, but not this.{extra} "

@@ -86,7 +86,7 @@ class DeviceTensor(torch.Tensor):
         return t
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # printing a GPU tensor reads it on the host
-        text = repr(_gpu().to_host(self, non_blocking=False, pinned=False))
+        text = repr(gpu_of().to_host(self, non_blocking=False, pinned=False))
         return text[:-1] + f", device='cuda:{self.block.device}')"
 
     __str__ = __repr__
@@ -110,7 +110,7 @@ class DeviceTensor(torch.Tensor):
 
     @classmethod
     def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        return _gpu().dispatch(func, args, kwargs or {})
+        return gpu_of().dispatch(func, args, kwargs or {})
 
 
 class PinnedTensor(torch.Tensor):
@@ -127,7 +127,7 @@ class PinnedTensor(torch.Tensor):
 
     @classmethod
     def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        gpu = _gpu(required=False)
+        gpu = gpu_of(required=False)
         if gpu is not None:
             gpu.catch_up()
         name = getattr(func, "__name__", None)
@@ -163,10 +163,16 @@ def _asks_for_grad(func: Any, args: tuple, kwargs: dict) -> bool:
     return False
 
 
-def _gpu(required: bool = True) -> "SimGPU | None":
-    from asynclab.simcuda import _STACK
+def gpu_of(required: bool = True) -> "SimGPU | None":
+    """The simulated GPU of the check in progress (the innermost); without one, None or a SimulationLimit.
 
-    for sim in reversed(_STACK):
+    Example:
+        >>> gpu_of(required=False) is None
+        True
+    """
+    from asynclab.simcuda import running_simulations
+
+    for sim in reversed(running_simulations()):
         if isinstance(sim, SimGPU):
             return sim
     if required:
@@ -216,7 +222,7 @@ def _placed(run: Callable) -> Callable:
     """``Thread.run`` with the running simulated GPU's placement of new tensors in force in that thread (a torch
     function mode holds for one thread only)."""
     def placed_run(thread: threading.Thread) -> None:
-        gpu = _gpu(required=False)
+        gpu = gpu_of(required=False)
         if gpu is None:
             return run(thread)
         with _Placement(gpu):

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from asynclab.trace import Trace, _fmt_us, load_trace
+from asynclab.trace import Trace, fmt_us, load_trace
 
 __all__ = ["draw_timeline", "Timeline", "KIND_COLORS", "KIND_LABELS"]
 
@@ -70,8 +70,8 @@ class Timeline:
     unit of the x axis and its origin (``t0_us``, in the trace's µs), and the collections per kind.
 
     Example:
-        >>> from asynclab.trace import _EXAMPLE
-        >>> tl = draw_timeline(_EXAMPLE)
+        >>> from asynclab.trace import EXAMPLE_TRACE
+        >>> tl = draw_timeline(EXAMPLE_TRACE)
         >>> tl.lanes
         ['GPU 0 · stream 7 (default)', 'CPU · main thread']
     """
@@ -89,7 +89,7 @@ class Timeline:
         """Save as .png or .svg (chosen by the file name); returns the path.
 
         Example:
-            >>> draw_timeline(_EXAMPLE).savefig("/tmp/asynclab_doctest.svg")  # doctest: +SKIP
+            >>> draw_timeline(EXAMPLE_TRACE).savefig("/tmp/asynclab_doctest.svg")  # doctest: +SKIP
         """
         p = check_image_path(path)
         kwargs.setdefault("bbox_inches", "tight")
@@ -344,8 +344,8 @@ def draw_timeline(trace: Any, ax: Any = None, *, start_us: float | None = None, 
     wide, so short kernels stay visible.
 
     Example:
-        >>> from asynclab.trace import _EXAMPLE
-        >>> tl = draw_timeline(_EXAMPLE, arrows=True, title="one kernel")
+        >>> from asynclab.trace import EXAMPLE_TRACE
+        >>> tl = draw_timeline(EXAMPLE_TRACE, arrows=True, title="one kernel")
         >>> tl.unit, sorted(tl.collections)
         ('µs', ['arrows', 'compute', 'launch'])
     """
@@ -684,7 +684,7 @@ def _title(fr: _Frame, n_rows: int, n_arrows: int) -> str:
     base = os.path.basename(fr.trace.source) or fr.trace.source
     title = f"{base}: {n_rows:,} events"
     if "window" in fr.trace.meta:
-        title += f", window {_fmt_us(fr.w0)} – {_fmt_us(fr.w1)} of the trace"
+        title += f", window {fmt_us(fr.w0)} – {fmt_us(fr.w1)} of the trace"
     if n_arrows:
         title += f", {n_arrows} launch arrows"
     return title

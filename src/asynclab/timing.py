@@ -84,7 +84,14 @@ def fmt_ms(ms: float) -> str:
     return f"{ms / 1000:.2f} s"
 
 
-def _device(device) -> torch.device:
+def timing_device(device) -> torch.device:
+    """The device a timer runs on: the current CUDA device for None (the CPU without one); a GPU asked for on a
+    machine without one is an error.
+
+    Example:
+        >>> timing_device("cpu")
+        device(type='cpu')
+    """
     if device is None:
         return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
     device = torch.device(device)
@@ -146,7 +153,7 @@ def naive_timer(fn: Callable[[], object], *, repeats: int = 10, warmup: int = 1,
         ('naive', 3)
     """
     _check_args(fn, repeats, warmup, inner)
-    device = _device(device)
+    device = timing_device(device)
     first = _first_call(fn, device, warmup)
     what = ("wall clock, no synchronize: only the time to enqueue the work" if device.type == "cuda"
             else "wall clock on the CPU, which runs synchronously, so this is the work")
@@ -164,7 +171,7 @@ def sync_timer(fn: Callable[[], object], *, repeats: int = 10, warmup: int = 1, 
         'sync'
     """
     _check_args(fn, repeats, warmup, inner)
-    device = _device(device)
+    device = timing_device(device)
     first = _first_call(fn, device, warmup)
     what = (f"wall clock between synchronize({device}) calls: the work, plus launch and sync overhead"
             if device.type == "cuda" else "wall clock on the CPU (nothing to synchronize)")
@@ -183,7 +190,7 @@ def event_timer(fn: Callable[[], object], *, repeats: int = 10, warmup: int = 1,
         True
     """
     _check_args(fn, repeats, warmup, inner)
-    device = _device(device)
+    device = timing_device(device)
     first = _first_call(fn, device, warmup)
     if device.type != "cuda":
         return Timing("events", "no CUDA device, so no events: wall clock on the CPU",
@@ -220,7 +227,7 @@ def benchmark_timer(fn: Callable[[], object], *, min_run_time: float = 0.2, warm
         cpp_log.setLevel(level)
 
     _check_args(fn, 1, warmup, 1)
-    device = _device(device)
+    device = timing_device(device)
     first = _first_call(fn, device, warmup)
     timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
     m = timer.blocked_autorange(min_run_time=min_run_time)

@@ -698,3 +698,27 @@ def fast_loop(losses):
     return total.item()
 
 al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "the total should be": a NaN, read once (a NaN compares false with everything, so it must not pass)
+def fast_loop(losses):
+    total = torch.zeros((), device=losses[0].device)
+    for loss in losses:
+        total += loss
+    return (total * float("nan")).item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "the total should be": an overflow to inf, read once
+def fast_loop(losses):
+    total = torch.zeros((), device=losses[0].device)
+    for loss in losses:
+        total += loss * 1e39
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "the total should be": a bool, read once
+def fast_loop(losses):
+    return bool(torch.stack(losses).sum() > 0)
+
+al.check("01.no_sync_loop", fast_loop)

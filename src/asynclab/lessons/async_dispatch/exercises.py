@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from asynclab.backend import backend
-from asynclab.checks import Verdict, exercise, raised, set_answer
+from asynclab.checks import Verdict, exercise, finite_number, raised, set_answer
 from asynclab.events import a_type
 from asynclab.hostreads import on_late_losses
 
@@ -83,8 +83,8 @@ def no_sync_loop(fast_loop) -> Verdict:
             result, reads = on_late_losses(b, fast_loop, values)
     except Exception as err:  # noqa: BLE001 - the learner's code
         return raised(err)
-    if isinstance(result, torch.Tensor) or not isinstance(result, (int, float)) \
-            or abs(result - expected) > 1e-3 * max(1.0, abs(expected)):
+    number = finite_number(result) if isinstance(result, (int, float)) else None  # a Python number, as asked
+    if number is None or not abs(number - expected) <= 1e-3 * max(1.0, abs(expected)):
         got = a_type(result) if isinstance(result, torch.Tensor) else repr(result)
         return Verdict(False, f"the total should be {expected:.4f}, got {got}; return a Python number.")
     if reads > 1:

@@ -1,0 +1,171 @@
+"""A lesson in its notebook: what the set-up cell decided (the hardware, live or replayed), its references and live measurements."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from asynclab import hardware
+from asynclab.lessons import NO_PEER_ACCESS, Lesson, how_it_runs, lesson
+
+__all__ = ["LessonRun", "start", "NO_PEER_ACCESS"]
+
+
+@dataclass(frozen=True)
+class LessonRun:
+    """What a notebook's set-up cell decided: the hardware, and whether this lesson runs live."""
+
+    lesson: Lesson
+    hw: hardware.Hardware
+
+    @property
+    def live(self) -> bool:
+        return self.lesson.gpus > 0 and self.hw.live(self.lesson.gpus)
+
+    def __str__(self) -> str:
+        text = f"{hardware.report(self.hw)}\nlesson {self.lesson.number}: {how_it_runs(self.lesson, self.hw)}"
+        from asynclab.launch import runtime_hint
+
+        hint = runtime_hint(self.lesson.gpus, len(self.hw.gpus))
+        if hint:
+            text += f"\n{hint}"
+        if self.live and not self.peer_access:
+            text += f"\n{NO_PEER_ACCESS}"
+        if self.simulates_exercises and self.lesson.has("exercises"):
+            text += ("\nexercises: torch.cuda's streams, events and devices stand in for a GPU in this notebook, "
+                     "and each check runs your code on a simulated GPU")
+        return text
+
+    @property
+    def simulates_exercises(self) -> bool:
+        """True when learner code runs on stand-ins for torch.cuda: no GPU here, or fewer than a two-GPU lesson needs.
+
+        Example:
+            >>> one = hardware.Hardware(gpus=(hardware.GPU(0, "T4", 15.0, 40, "7.5"),))
+            >>> LessonRun(lesson(6), one).simulates_exercises, LessonRun(lesson(3), one).simulates_exercises
+            (True, False)
+        """
+        return not self.hw.gpus or (self.lesson.gpus > 1 and not self.live)
+
+    @property
+    def peer_access(self) -> bool:
+        """True when GPU 0 and GPU 1 reach each other's memory directly (or the lesson needs fewer than two).
+
+        Example:
+            >>> g = hardware.GPU(0, "T4", 15.0, 40, "7.5")
+            >>> LessonRun(lesson(6), hardware.Hardware(gpus=(g, g), p2p=((True, False), (False, True)))).peer_access
+            False
+        """
+        if self.lesson.gpus < 2 or len(self.hw.gpus) < 2:
+            return True
+        return bool(self.hw.p2p) and self.hw.p2p[0][1] and self.hw.p2p[1][0]
+
+    @property
+    def device(self) -> str:
+        """Where live experiments run: ``"cuda"`` when this lesson is live, else ``"cpu"``."""
+        return "cuda" if self.live else "cpu"
+
+    def _experiment(self, name: str) -> tuple[Callable[..., Any], dict[str, Any]]:
+        module = self.lesson.module("experiments")
+        if not hasattr(module, name):
+            raise ValueError(f"lesson {self.lesson.number} has no experiment {name!r}")
+        return getattr(module, name), dict(getattr(module, "CPU_KWARGS", {}).get(name, {}))
+
+    def measure(self, name: str, **kwargs: Any) -> Any:
+        """Run experiment ``name`` live on the GPU with the recorded sizes, or return None without one.
+
+        Example:
+            >>> LessonRun(lesson(1), hardware.Hardware()).measure("launch_overhead") is None
+            True
+        """
+        if not self.live:
+            return None
+        fn, _ = self._experiment(name)
+        return fn("cuda", **kwargs)
+
+    def measure_cpu(self, name: str, **kwargs: Any) -> Any:
+        """Run experiment ``name`` live on the CPU, at the small sizes that keep it to seconds.
+
+        Example:
+            >>> r = LessonRun(lesson(1), hardware.Hardware()).measure_cpu("cpu_is_synchronous", n=64, reps=2)
+            >>> r["device"]
+            'cpu'
+        """
+        import inspect
+
+        fn, small = self._experiment(name)
+        takes_device = next(iter(inspect.signature(fn).parameters), None) == "device"
+        return fn("cpu", **{**small, **kwargs}) if takes_device else fn(**{**small, **kwargs})
+
+    def reference(self, name: str) -> dict[str, Any]:
+        """The figures of experiment ``name`` recorded in this lesson's reference.
+
+        Example:
+            >>> LessonRun(lesson(2), hardware.Hardware()).reference("timers_side_by_side")["n"]
+            8192
+        """
+        from asynclab import reference
+
+        results = reference.results(self.lesson.number)
+        if name not in results:
+            raise KeyError(f"lesson {self.lesson.number}'s reference has no experiment {name!r}; "
+                           f"it has {', '.join(sorted(results))}")
+        return results[name]
+
+    def reference_trace(self, name: str):
+        """The profiler trace ``name`` recorded with this lesson's reference, loaded as a Trace."""
+        from asynclab import reference
+
+        return reference.trace(self.lesson.number, name)
+
+    @property
+    def reference_gpu(self) -> str:
+        """The GPU the reference was recorded on, e.g. ``"NVIDIA H100 80GB HBM3"``."""
+        from asynclab import reference
+
+        return reference.describe(self.lesson.number).removeprefix("reference recorded on ").split(",")[0]
+
+    def trace_path(self, name: str) -> Path:
+        """Where a live trace of this lesson goes: ``traces/<lesson>_<name>.json.gz`` beside the notebook."""
+        folder = Path("traces")
+        folder.mkdir(exist_ok=True)
+        return folder / f"{self.lesson.number}_{name}.json.gz"
+
+    def side_by_side(self, live: dict[str, Any] | None, ref: dict[str, Any],
+                     rows: dict[str, tuple[str, Callable[[float], str]]]) -> str:
+        """A table of figures: your GPU (when live) beside the reference.
+
+        ``rows`` maps a label to ``(key, formatter)``.
+
+        Example:
+            >>> run = LessonRun(lesson(1), hardware.Hardware())
+            >>> print(run.side_by_side(None, {"x_ms": 1.5}, {"x": ("x_ms", lambda v: f"{v} ms")}))
+            figure  reference (NVIDIA H100 80GB HBM3)
+            x       1.5 ms
+        """
+        head = ["figure"] + (["your GPU"] if live is not None else []) + [f"reference ({self.reference_gpu})"]
+        table = [head]
+        for label, (key, fmt) in rows.items():
+            cells = [label] + ([fmt(live[key])] if live is not None else []) + [fmt(ref[key])]
+            table.append(cells)
+        widths = [max(len(r[i]) for r in table) for i in range(len(head))]
+        return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table)
+
+
+def start(number: str | int) -> LessonRun:
+    """The first cell of every notebook: inspect the hardware and print the plan.
+
+    Example:
+        >>> run = start(0)  # doctest: +ELLIPSIS
+        asynclab hardware report
+        ...
+        >>> run.lesson.name
+        'welcome'
+    """
+    from asynclab.simcuda import stand_in_for_cuda
+
+    run = LessonRun(lesson(number), hardware.inventory())
+    if run.simulates_exercises:
+        stand_in_for_cuda(max(1, run.lesson.gpus))  # learner code may make streams and events in any cell
+    print(run)
+    return run
