@@ -223,3 +223,18 @@ def test_nbgraders_whole_flow_through_an_exchange(tmp_path):
     graded = run(asynclab, "classroom", "grade", str(course), lesson, cwd=course)
     assert f"{collected[0].parents[1].name}: 2 / 2" in graded, graded
     assert "allow_errors" not in graded and "without encryption" not in graded
+
+
+def test_a_regrade_gets_what_the_notebooks_earlier_cells_defined_for_the_answer():
+    """06.both_ways's solution reads ``bw``, which a lesson cell defined after al.start (from its reference)."""
+    from asynclab.grading import setup_code
+
+    cells = json.loads((NOTEBOOKS / "06_multi_gpu_p2p.ipynb").read_text())["cells"]
+    at = next(i for i, c in enumerate(cells) if 'al.check("06.both_ways"' in "".join(c["source"]))
+    answer = "one_way_ms = bw['one_way_ms']\npredicted_ms = 2 * one_way_ms"
+    setup = setup_code(cells, at, needs=answer)
+    assert 'bw = run.reference("bandwidth")' in setup
+    assert "al.check(" not in setup.split("al.start(")[1]  # no other exercise's cell comes along
+    namespace: dict = {}
+    exec(compile(setup + "\n" + answer, "<regrade>", "exec"), namespace)  # noqa: S102 - the course's own cells
+    assert namespace["predicted_ms"] > 0

@@ -287,3 +287,16 @@ def test_a_daemon_thread_keeps_the_real_clock_during_a_check():
         assert gpu.host < 1.0
         time.sleep(0.5)
         assert gpu.host >= 500.0
+
+
+def test_a_wrong_argument_fails_as_it_does_on_a_gpu():
+    from asynclab.backend import backend
+
+    with backend(1):
+        side = torch.cuda.Stream()
+        with pytest.raises(AttributeError, match="'function' object has no attribute 'record_event'"):
+            side.wait_stream(torch.cuda.current_stream)  # the call's parentheses forgotten
+        with pytest.raises(AttributeError, match="'NoneType' object has no attribute 'wait'"):
+            side.wait_event(None)
+        with pytest.raises(TypeError, match="incompatible function arguments"):
+            torch.cuda.Event().record(5)

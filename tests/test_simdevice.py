@@ -574,3 +574,13 @@ def test_an_async_op_does_not_make_the_host_wait(op):
 @pytest.mark.parametrize("op", _params(SYNC_OPS, {}))
 def test_a_read_makes_the_host_wait_for_the_stream(op):
     assert _host_wait(op) > 40.0  # it waited for the spin
+
+
+def test_a_copy_into_one_element_of_a_host_tensor_is_a_copy_from_the_gpu():
+    with SimGPU():
+        loss = torch.arange(4.0, device="cuda") * 2
+        out, host = torch.zeros(4), torch.zeros(4)
+        for i in range(4):
+            out[i].copy_(loss[i])  # a 0-d host destination
+            host[i] = loss[i]
+        assert out.tolist() == host.tolist() == [0.0, 2.0, 4.0, 6.0]

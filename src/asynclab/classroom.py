@@ -303,7 +303,8 @@ def regrade(root: str | Path, assignment: str, student: str, timeout_s: float = 
         check_id, answer_id, _, call, at = item
         if answer_id not in answers:
             return Grade(False, "the answer cell is missing from the submission")
-        return check_in_fresh_process(setup_code(source["cells"], at), answers[answer_id], call, timeout_s)
+        answer = answers[answer_id]
+        return check_in_fresh_process(setup_code(source["cells"], at, needs=f"{answer}\n{call}"), answer, call, timeout_s)
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         grades = dict(zip([g[0] for g in graded], pool.map(one, graded)))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import builtins
 import json
 import os
 import re
@@ -27,24 +28,63 @@ class Grade:
     message: str
 
 
-def setup_code(cells: list[dict], before: int | None = None) -> str:
+def setup_code(cells: list[dict], before: int | None = None, needs: str = "") -> str:
     """The set-up a learner's kernel has at cell ``before`` of a notebook: its code cells up to the one that calls
-    ``al.start``, and every import line of the code cells after it (where a checker's types come from).
+    ``al.start``, every import line of the code cells after it (where a checker's types come from), and the earlier
+    lesson cells that define what the code ``needs`` uses (an answer that reads a figure the lesson printed), with
+    what those cells use in turn. Cells that call ``al.check`` are never among them.
 
     Example:
         >>> cells = [{"cell_type": "code", "source": "import asynclab as al\\nal.start(3)"},
-        ...          {"cell_type": "code", "source": "import torch\\nx = 1"}]
-        >>> print(setup_code(cells))
+        ...          {"cell_type": "code", "source": "import torch\\nx = 1"},
+        ...          {"cell_type": "code", "source": "y = 2"}]
+        >>> print(setup_code(cells, needs="answer = x + 1"))
         import asynclab as al
         al.start(3)
         import torch
+        import torch
+        x = 1
     """
     code = ["".join(c["source"]) for c in cells[:before] if c["cell_type"] == "code"]
     start = next((i for i, cell in enumerate(code) if "al.start(" in cell), None)
     if start is None:
         raise ValueError("the notebook has no cell that calls al.start(...)")
     imports = [line for cell in code[start + 1:] for line in cell.splitlines() if _IMPORT.match(line)]
-    return "\n".join([*code[:start + 1], *dict.fromkeys(imports)])
+    return "\n".join([*code[:start + 1], *dict.fromkeys(imports), *_defining_cells(code[start + 1:], needs)])
+
+
+def _names(code: str) -> tuple[set[str], set[str]]:
+    """(names a piece of code defines, names it reads before or without defining them); empty if it does not parse."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return set(), set()
+    defined: set[str] = set()
+    read: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (defined if isinstance(node.ctx, (ast.Store, ast.Del)) else read).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            defined.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.arg):
+            defined.add(node.arg)
+    return defined, read - defined - set(dir(builtins))
+
+
+def _defining_cells(code: list[str], needs: str) -> list[str]:
+    """The cells of ``code`` (in order) that define a name ``needs`` reads, and those their own reads need."""
+    _, wanted = _names(needs)
+    chosen: list[int] = []
+    for i in range(len(code) - 1, -1, -1):  # the last definition before the answer is the one it sees
+        if "al.check(" in code[i]:
+            continue
+        defined, read = _names(code[i])
+        if defined & wanted:
+            chosen.append(i)
+            wanted = (wanted - defined) | read
+    return [code[i] for i in sorted(chosen)]
 
 
 def check_in_fresh_process(setup: str, answer: str, check: str, timeout_s: float = TIMEOUT_S) -> Grade:

@@ -136,16 +136,16 @@ class Stream:
 
     def wait_stream(self, stream: "Stream") -> None:
         sim = active()
-        sim.set_ready(self, max(sim.ready(self), sim.ready(_stream(stream))))
+        sim.set_ready(self, max(sim.ready(self), sim.ready(_stream(stream, "record_event"))))
 
     def wait_event(self, event: "Event") -> None:
-        sim, at = active(), active().recorded(_event(event))
+        sim, at = active(), active().recorded(_event(event, "wait"))
         if at is not None:
             sim.set_ready(self, max(sim.ready(self), at))
 
     def record_event(self, event: "Event | None" = None) -> "Event":
         event = event if event is not None else Event()
-        _event(event).record(self)
+        _event(event, "record").record(self)
         return event
 
     def synchronize(self) -> None:
@@ -188,17 +188,32 @@ def default_stream_of(index: int) -> Stream:
     return _DEFAULTS[index]
 
 
-def _stream(stream: Any) -> Stream:
-    if not isinstance(stream, Stream):
+def _stream(stream: Any, needs: str | None = None) -> Stream:
+    """``stream`` as a simulated stream. A stream of another kind is the simulation's limit; anything else fails as
+    it does on a GPU: where PyTorch reads attribute ``needs`` of it, an AttributeError, else the binding's TypeError
+    (``side.wait_stream(torch.cuda.current_stream)``, without the call, is the learner's mistake on a GPU too)."""
+    if isinstance(stream, Stream):
+        return stream
+    if "Stream" in type(stream).__name__:
         raise SimulationLimit(f"a stream of type {type(stream).__name__}", "pass a stream made by torch.cuda.Stream(), "
                                                                          "current_stream() or default_stream()")
-    return stream
+    raise _not_a(stream, "a torch.cuda.Stream", needs)
 
 
-def _event(event: Any) -> "Event":
-    if not isinstance(event, Event):
+def _event(event: Any, needs: str | None = None) -> "Event":
+    """``event`` as a simulated event; other kinds of events are the simulation's limit, anything else fails as on
+    a GPU (see :func:`_stream`)."""
+    if isinstance(event, Event):
+        return event
+    if "Event" in type(event).__name__:
         raise SimulationLimit(f"an event of type {type(event).__name__}", "pass an event made by torch.cuda.Event()")
-    return event
+    raise _not_a(event, "a torch.cuda.Event", needs)
+
+
+def _not_a(value: Any, what: str, needs: str | None) -> Exception:
+    if needs is not None:
+        return AttributeError(f"'{type(value).__name__}' object has no attribute '{needs}'")
+    return TypeError(f"incompatible function arguments: expected {what}, got {type(value).__name__}")
 
 
 class Event:
@@ -261,7 +276,7 @@ class StreamContext:
     on its GPU, and its GPU the current device, inside the block."""
 
     def __init__(self, stream: Stream | None) -> None:
-        self.stream = None if stream is None else _stream(stream)
+        self.stream = None if stream is None else _stream(stream, "device")
 
     def __enter__(self) -> None:  # returns nothing, as torch.cuda.StreamContext does: `as s` binds None
         if self.stream is not None:
@@ -297,7 +312,7 @@ def _fakes() -> dict[str, Any]:
 
     def set_stream(stream: Stream | None) -> None:
         if stream is not None:
-            active().set_current(_stream(stream))
+            active().set_current(_stream(stream, "stream_id"))
 
     def set_device(index: Any) -> None:
         sim = active()

@@ -28,6 +28,12 @@ def _host_tensors(args: Any) -> list[torch.Tensor]:
             if isinstance(t, torch.Tensor) and not isinstance(t, DeviceTensor) and t.dim() > 0]
 
 
+def _any_host(tensors: Any) -> bool:
+    """Whether a host tensor of any shape is among these: a copy to or from one is a host-GPU copy, a 0-d one
+    (``out[i].copy_(loss)``, ``host[i] = t``) too."""
+    return any(isinstance(t, torch.Tensor) and not isinstance(t, DeviceTensor) for t in tree_flatten(tensors)[0])
+
+
 def _meta(x: Any) -> Any:
     if isinstance(x, DeviceTensor):
         return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
@@ -107,7 +113,7 @@ def run_operator(gpu: SimGPU, func: Any, args: tuple, kwargs: dict) -> Any:
         moved = _to_device(gpu, args[0], kwargs)
         if moved is not None:
             return moved
-    if func is aten.copy_.default and (_host_tensors(args) or len(_devices(args)) > 1):
+    if func is aten.copy_.default and (_any_host(args[:2]) or len(_devices(args)) > 1):
         gpu.copy(args[0], args[1], bool(args[2]) if len(args) > 2 else bool(kwargs.get("non_blocking")))
         return args[0]
     devices = _devices((args, kwargs))

@@ -1242,3 +1242,15 @@ def on_side_stream(work, x):
     return y
 
 al.check("03.wait_stream_fix", on_side_stream)
+
+# %% raises "object has no attribute 'record_event'": current_stream without its parentheses (a typo a GPU reports too)
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    side.wait_stream(torch.cuda.current_stream)
+    with torch.cuda.stream(side):
+        y = work(x)
+    torch.cuda.current_stream().wait_stream(side)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
