@@ -77,6 +77,7 @@ def no_sync_loop(fast_loop) -> Verdict:
     if not callable(fast_loop):
         return Verdict(False, "pass your function fast_loop itself (no parentheses).")
     values = torch.rand(50)
+    values[0] += 0.5 - float(values.sum()) % 1  # a total halfway between integers: int() or round() is never right
     expected = float(values.sum())
     try:
         with backend() as b:
