@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make test-oldest: the unit tests and strict nbval, run as `make test` runs them, with the oldest PyTorch the course
+# make test-oldest: the unit tests that can break on it, the doctests and strict nbval, run as `make test` runs them, with the oldest PyTorch the course
 # supports (pyproject.toml's "torch>=X", the one place it is written) and the torchvision made for it, on the CPU.
 # They go from PyPI (its Linux wheels are CUDA builds, which run on a CPU) into a venv of its own, build/venv-oldest
 # (OLDEST_VENV=... for another), made again from nothing when the install recipe, pyproject.toml, constraints.txt
@@ -12,9 +12,19 @@ PYTHON=${PYTHON:-python3}
 VENV=${OLDEST_VENV:-build/venv-oldest}
 STAMP=$VENV/.asynclab-oldest
 PY=$VENV/bin/python
-# As the Makefile's PYTEST and NBVAL.
+# As the Makefile's PYTEST, PARALLEL and NBVAL.
 PYTEST=("$PY" -m pytest -p no:cacheprovider)
+PARALLEL=(-n 2 --dist loadfile)
 NBVAL=(--nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg --nbval-cell-timeout=300 -p tests.conftest)
+# The tests that can break on an older PyTorch: every test file that imports torch (the simulated GPU, the
+# checkers and their answer corpus, the experiments, timing, the hardware report), the profiler's live traces
+# (record) and the trace loader, and the lessons' set-up. The rest cannot differ: they read traces and write
+# pictures without torch, or check the book, the workflows and the classroom's nbgrader flow, whose notebooks and
+# fresh-process grades run here anyway (nbval below, and the corpus). tests/test_oldest.py checks the list.
+OLDEST_TESTS=(tests/test_answers.py tests/test_backend.py tests/test_exercises.py tests/test_experiments.py
+              tests/test_hardware.py tests/test_launch.py tests/test_lessons.py tests/test_oldest.py
+              tests/test_parallel.py tests/test_record.py tests/test_reference.py tests/test_simcuda.py
+              tests/test_simdevice.py tests/test_timing.py tests/test_trace.py)
 
 # The oldest supported torch: the X of "torch>=X" in pyproject.toml's [project] dependencies.
 oldest_torch() {
@@ -56,7 +66,7 @@ if ! "$PY" -c 'import sys; from packaging.version import Version as V; sys.exit(
     exit 1
 fi
 echo "test-oldest: testing with torch $have_torch, torchvision $have_vision (CPU)"
-"${PYTEST[@]}" tests
+"${PYTEST[@]}" "${PARALLEL[@]}" "${OLDEST_TESTS[@]}"
 "${PYTEST[@]}" --doctest-modules src/asynclab
 "${PYTEST[@]}" "${NBVAL[@]}" notebooks
 echo "test-oldest: passed with torch $have_torch, torchvision $have_vision in $(( $(date +%s) - start )) s"

@@ -40,13 +40,31 @@ def test_the_script_installs_pyprojects_oldest_torch():
 def test_the_script_runs_the_tests_as_make_test_does():
     makefile = (ROOT / "Makefile").read_text()
     nbval = re.search(r"^NBVAL\s*:=\s*(.+)$", makefile, re.M).group(1).split()
+    parallel = re.search(r"^PARALLEL\s*:=\s*(.+)$", makefile, re.M).group(1).split()
     text = SCRIPT.read_text()
-    assert f"NBVAL=({' '.join(nbval)})" in text
+    assert f"NBVAL=({' '.join(nbval)})" in text and f"PARALLEL=({' '.join(parallel)})" in text
+    assert re.search(r"^\s+\$\(PYTEST\) \$\(PARALLEL\) tests$", makefile, re.M)
     assert re.search(r"^PYTEST=\(\"\$PY\" -m pytest -p no:cacheprovider\)$", text, re.M)
-    for run in ('"${PYTEST[@]}" tests', '"${PYTEST[@]}" --doctest-modules src/asynclab',
+    for run in ('"${PYTEST[@]}" "${PARALLEL[@]}" "${OLDEST_TESTS[@]}"', '"${PYTEST[@]}" --doctest-modules src/asynclab',
                 '"${PYTEST[@]}" "${NBVAL[@]}" notebooks'):
         assert re.search(rf"^{re.escape(run)}$", text, re.M), run
     assert re.search(r"^test-oldest:.*\n\tbash scripts/test_oldest\.sh$", makefile, re.M)
+
+
+def _oldest_tests() -> set[str]:
+    body = re.search(r"^OLDEST_TESTS=\((.*?)\)$", SCRIPT.read_text(), re.M | re.S).group(1)
+    return set(body.split())
+
+
+def test_the_oldest_torch_runs_every_test_that_imports_torch():
+    """A test file that imports torch can break on an older PyTorch: the oldest run keeps it. The files it leaves out
+    run no torch of their own (they read traces, draw, or check the book, the workflows and nbgrader's flow)."""
+    chosen = _oldest_tests()
+    assert all((ROOT / f).is_file() for f in chosen), sorted(f for f in chosen if not (ROOT / f).is_file())
+    uses_torch = {f"tests/{p.name}" for p in (ROOT / "tests").glob("test_*.py")
+                  if re.search(r"^\s*(import torch|from torch)\b", p.read_text(), re.M)}
+    assert uses_torch <= chosen, sorted(uses_torch - chosen)
+    assert {"tests/test_record.py", "tests/test_trace.py", "tests/test_answers.py"} <= chosen
 
 
 def test_colab_and_kaggle_torch_is_inside_the_range():
