@@ -271,16 +271,19 @@ def variants(case: str) -> tuple[str, ...]:
 # --------------------------------------------------------------------------------------------
 # Timing and recording
 # --------------------------------------------------------------------------------------------
-def measure_ms(step, steps: int = 20, repeats: int = 3) -> float:
+def measure_ms(step, steps: int = 20, repeats: int = 3, sync=None) -> float:
+    """The median of ``repeats`` timings of ``steps`` steps, in ms per step; ``sync`` waits for the GPUs
+    (default: ``torch.cuda.synchronize``, the current GPU)."""
+    sync = sync or torch.cuda.synchronize
     for i in range(5):
         step(i)
-    torch.cuda.synchronize()
+    sync()
     times = []
     for r in range(repeats):
         t0 = time.perf_counter()
         for i in range(steps):
             step(i)
-        torch.cuda.synchronize()
+        sync()
         times.append((time.perf_counter() - t0) * 1e3 / steps)
     return statistics.median(times)
 

@@ -151,12 +151,9 @@ RANKED = {"exposed_comm", "rank_skew", "all_to_all"}
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 
-_SYNC = torch.cuda.synchronize
-
-
 def _sync_all() -> None:
     for d in range(torch.cuda.device_count()):
-        _SYNC(d)
+        torch.cuda.synchronize(d)
 
 
 def _gz(path: Path) -> Path:
@@ -170,15 +167,9 @@ def run_case(case: str, variant: str, out: Path) -> float:
     """Time and profile one variant here (in this process: one rank, or the single process of two GPUs)."""
     torch.manual_seed(0)
     step = CASES[case](variant)
-    orig = torch.cuda.synchronize
-    if not dist.is_initialized():  # one process of two GPUs: the timing waits for both
-        torch.cuda.synchronize = lambda *a, **k: _sync_all()
-    try:
-        if dist.is_initialized():
-            dist.barrier()
-        ms = one.measure_ms(step)
-    finally:
-        torch.cuda.synchronize = orig
+    if dist.is_initialized():
+        dist.barrier()
+    ms = one.measure_ms(step, sync=None if dist.is_initialized() else _sync_all)  # one process: wait for both GPUs
     name = f"{case}-{variant}"
     if case in RANKED:
         folder = out / name

@@ -47,13 +47,7 @@ def record(fn: Callable[..., Any], *args: Any, path: str | os.PathLike | None = 
         raise TypeError(f"record() needs a callable, not {type(fn).__name__}")
     if int(warmup) < 0 or int(steps) < 1:
         raise ValueError(f"need warmup >= 0 and steps >= 1 (got warmup={warmup}, steps={steps})")
-    out: Path | None = None
-    if path is not None:
-        out = Path(path)
-        name = out.name.lower()
-        if not (name.endswith(".json.gz") or name.endswith(".json")):
-            raise ValueError(f"{out}: the trace file must end in .json.gz (or .json)")
-        out.parent.mkdir(parents=True, exist_ok=True)
+    out = _output_path(path)
 
     cuda = bool(torch.cuda.is_available())
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
@@ -62,14 +56,7 @@ def record(fn: Callable[..., Any], *args: Any, path: str | os.PathLike | None = 
     if cuda:
         torch.cuda.synchronize()
 
-    extra: dict[str, Any] = {}
-    if cuda_sync_events and cuda:
-        try:
-            from torch._C._profiler import _ExperimentalConfig
-
-            extra["experimental_config"] = _ExperimentalConfig(enable_cuda_sync_events=True)
-        except (ImportError, TypeError):  # pragma: no cover - older PyTorch
-            warnings.warn("this PyTorch cannot record cuda_sync events; recording without them", stacklevel=2)
+    extra = _sync_events_config() if cuda_sync_events and cuda else {}
     fd, tmp = tempfile.mkstemp(prefix="asynclab_record_", suffix=".json")
     os.close(fd)
     # One profiled warm-up step first, then discarded: the profiler's own start-up (CUPTI buffers,
@@ -89,27 +76,50 @@ def record(fn: Callable[..., Any], *args: Any, path: str | os.PathLike | None = 
                     prof.step()
         trace = load_trace(tmp)
         if out is not None:
-            if out.name.lower().endswith(".gz"):
-                with open(tmp, "rb") as src, gzip.open(out, "wb", compresslevel=6) as dst:
-                    shutil.copyfileobj(src, dst)
-            else:
-                shutil.copyfile(tmp, out)
+            _save(tmp, out)
     finally:
         try:
             os.remove(tmp)
         except OSError:
             pass
-    src_name = str(out) if out is not None else "<record>"
-    trace.source = src_name
-    trace.meta["source"] = src_name
-    trace.meta["torch_version"] = torch.__version__
-    trace.meta["cuda"] = cuda
+    trace.source = trace.meta["source"] = str(out) if out is not None else "<record>"
+    trace.meta.update(torch_version=torch.__version__, cuda=cuda, warmup=int(warmup), steps=int(steps),
+                      function=getattr(fn, "__qualname__", repr(fn)))
     if cuda:
         try:
             trace.meta["gpu_name"] = torch.cuda.get_device_name()
         except Exception:  # pragma: no cover - depends on the driver
             pass
-    trace.meta["warmup"] = int(warmup)
-    trace.meta["steps"] = int(steps)
-    trace.meta["function"] = getattr(fn, "__qualname__", repr(fn))
     return trace
+
+
+def _output_path(path: str | os.PathLike | None) -> Path | None:
+    """Where the trace is saved (its folders made), or None; a name not ending in .json(.gz) is refused."""
+    if path is None:
+        return None
+    out = Path(path)
+    name = out.name.lower()
+    if not (name.endswith(".json.gz") or name.endswith(".json")):
+        raise ValueError(f"{out}: the trace file must end in .json.gz (or .json)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _sync_events_config() -> dict[str, Any]:
+    """The profiler's keyword that records cuda_sync rows, where this PyTorch has it (else a warning)."""
+    try:
+        from torch._C._profiler import _ExperimentalConfig
+
+        return {"experimental_config": _ExperimentalConfig(enable_cuda_sync_events=True)}
+    except (ImportError, TypeError):  # pragma: no cover - older PyTorch
+        warnings.warn("this PyTorch cannot record cuda_sync events; recording without them", stacklevel=3)
+        return {}
+
+
+def _save(tmp: str, out: Path) -> None:
+    """Copy the exported trace to ``out``, gzipped when its name ends in .gz."""
+    if out.name.lower().endswith(".gz"):
+        with open(tmp, "rb") as src, gzip.open(out, "wb", compresslevel=6) as dst:
+            shutil.copyfileobj(src, dst)
+    else:
+        shutil.copyfile(tmp, out)

@@ -126,6 +126,21 @@ def _interleaved_op(k: int, p: int, v: int, forward: bool) -> tuple[int, int]:
     return micro, chunk if forward else v - 1 - chunk
 
 
+def _device_orders(schedule: str, p: int, m: int, v: int, times: tuple[float, float, float],
+                   one_loop: bool) -> list[list]:
+    """Each device's order of F and B ops for :func:`simulate`, its arguments checked (one line each when wrong)."""
+    _check(schedule, p, m, v)
+    for name, value in zip(("t_f", "t_b", "t_w"), times):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+            raise ValueError(f"{name} must be a time of 0 or more, not {value!r}")
+    if schedule == "zb-h1" and not times[2] > 0:
+        raise ValueError("ZB-H1 splits the backward into B and W: give t_w > 0")
+    orders = schedule_ops("1f1b", p, m) if schedule == "zb-h1" else schedule_ops(schedule, p, m, v)
+    if not isinstance(one_loop, bool):
+        raise ValueError(f"one_loop must be True or False, not {one_loop!r}")
+    return [orders[0]] * p if one_loop else orders
+
+
 def simulate(schedule: str, p: int, m: int, t_f: float = 1.0, t_b: float = 2.0, t_w: float = 0.0,
              v: int = 1, one_loop: bool = False) -> list[Op]:
     """Run a pipeline schedule op by op and return every op with its start and end.
@@ -153,20 +168,7 @@ def simulate(schedule: str, p: int, m: int, t_f: float = 1.0, t_b: float = 2.0, 
         >>> max(op.end for op in simulate("1f1b", p=2, m=3, one_loop=True))  # 1F1B: 12.0; one stage at a time: 18.0
         15.0
     """
-    _check(schedule, p, m, v)
-    for name, value in (("t_f", t_f), ("t_b", t_b), ("t_w", t_w)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-            raise ValueError(f"{name} must be a time of 0 or more, not {value!r}")
-    if schedule == "zb-h1":
-        if not t_w > 0:
-            raise ValueError("ZB-H1 splits the backward into B and W: give t_w > 0")
-        orders = schedule_ops("1f1b", p, m)
-    else:
-        orders = schedule_ops(schedule, p, m, v)
-    if not isinstance(one_loop, bool):
-        raise ValueError(f"one_loop must be True or False, not {one_loop!r}")
-    if one_loop:
-        orders = [orders[0]] * p
+    orders = _device_orders(schedule, p, m, v, (t_f, t_b, t_w), one_loop)
     stages = p * v
     cost = {"F": t_f / v, "B": t_b / v, "W": t_w}
     done: dict[tuple[str, int, int], float] = {}  # (kind, micro, stage) -> end

@@ -81,6 +81,14 @@ def d2l_benchmark(device: Any = None, n: int = 1000, reps: int = 10, rounds: int
     sync(dev)
     times: dict[str, list[float]] = {"numpy": [], "torch": [], "torch, synchronized": [],
                                      f"torch {big_n}": [], f"torch {big_n}, synchronized": []}
+    def timed(label: str, size: int, synchronized: bool) -> None:
+        """One d2l.Benchmark block of the torch loop; synchronized as d2l does, before leaving the block."""
+        with d2l.Benchmark(label) as bench:
+            torch_loop(size)
+            if synchronized and dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+        times[label].append(float(bench.timer.times[-1]))
+
     printer = contextlib.nullcontext() if verbose else contextlib.redirect_stdout(io.StringIO())
     with printer:
         for _ in range(rounds):
@@ -91,38 +99,16 @@ def d2l_benchmark(device: Any = None, n: int = 1000, reps: int = 10, rounds: int
             times["numpy"].append(float(bench.timer.times[-1]))
             torch_loop()  # untimed: both torch blocks start from the same warm state, not from numpy's
             sync(dev)
-            with d2l.Benchmark("torch") as bench:
-                torch_loop()
-            times["torch"].append(float(bench.timer.times[-1]))
+            timed("torch", n, False)
             sync(dev)  # untimed: let the previous block's queued work finish
-            with d2l.Benchmark("torch, synchronized") as bench:
-                torch_loop()
-                if dev.type == "cuda":
-                    torch.cuda.synchronize(dev)
-            times["torch, synchronized"].append(float(bench.timer.times[-1]))
-            with d2l.Benchmark(f"torch {big_n}") as bench:
-                torch_loop(big_n)
-            times[f"torch {big_n}"].append(float(bench.timer.times[-1]))
+            timed("torch, synchronized", n, True)
+            timed(f"torch {big_n}", big_n, False)
             sync(dev)
-            with d2l.Benchmark(f"torch {big_n}, synchronized") as bench:
-                torch_loop(big_n)
-                if dev.type == "cuda":
-                    torch.cuda.synchronize(dev)
-            times[f"torch {big_n}, synchronized"].append(float(bench.timer.times[-1]))
-    return {
-        "numpy_s": statistics.median(times["numpy"]),
-        "torch_unsynced_s": statistics.median(times["torch"]),
-        "torch_synced_s": statistics.median(times["torch, synchronized"]),
-        "big_unsynced_s": statistics.median(times[f"torch {big_n}"]),
-        "big_synced_s": statistics.median(times[f"torch {big_n}, synchronized"]),
-        "rounds_s": times,
-        "n": int(n),
-        "big_n": int(big_n),
-        "reps": int(reps),
-        "rounds": int(rounds),
-        "device": str(dev),
-        "timer": "d2l.Benchmark (time.time() around the with block), median of the rounds",
-    }
+            timed(f"torch {big_n}, synchronized", big_n, True)
+    keys = ("numpy_s", "torch_unsynced_s", "torch_synced_s", "big_unsynced_s", "big_synced_s")
+    return {**{key: statistics.median(t) for key, t in zip(keys, times.values())}, "rounds_s": times,
+            "n": int(n), "big_n": int(big_n), "reps": int(reps), "rounds": int(rounds), "device": str(dev),
+            "timer": "d2l.Benchmark (time.time() around the with block), median of the rounds"}
 
 
 def host_runs_ahead(device: Any = None, n: int = 8192, reps: int = 20, dtype: torch.dtype | None = None,
