@@ -54,6 +54,19 @@ def test_no_sync_loop():
     assert "raised ZeroDivisionError" in al.check("01.no_sync_loop", lambda losses: 1 / 0).message
 
 
+def test_no_sync_loop_losses_stay_positive():
+    """The checker's losses are all positive on every draw: an answer that keeps zero losses out sums them all."""
+    def positives(losses):
+        total = torch.zeros((), device=losses[0].device)
+        for loss in losses:
+            total += torch.where(loss > 0, loss, torch.zeros_like(loss))
+        return total.item()
+
+    for seed in range(30):
+        torch.manual_seed(seed)
+        assert al.check("01.no_sync_loop", positives).right, seed
+
+
 def test_tail_share():
     times = reference.results(2)["spread"]["times_ms"]
     med = statistics.median(times)

@@ -77,7 +77,8 @@ def no_sync_loop(fast_loop) -> Verdict:
     if not callable(fast_loop):
         return Verdict(False, "pass your function fast_loop itself (no parentheses).")
     values = torch.rand(50)
-    values[0] += 0.5 - float(values.sum()) % 1  # a total halfway between integers: int() or round() is never right
+    values[0] += (0.5 - float(values.sum())) % 1  # a total halfway between integers (int() or round() is never
+    # right), every loss still positive: an answer that keeps out zero losses sums them all
     expected = float(values.sum())
     try:
         with backend() as b:
