@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from asynclab.timeline import draw_timeline
+    from asynclab.trace.timeline import draw_timeline
     from asynclab.trace import load_trace
 
     tmp = tempfile.mkdtemp(prefix="asynclab_bench_")

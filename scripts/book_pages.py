@@ -72,7 +72,7 @@ def traces_cell(number: str, names: list[str], gpu: str) -> dict:
 def lesson_page(item: Any, notebook: Path, out: Path, static: Path) -> None:
     """Write the book's copy of a lesson's notebook to ``out``: alt text on its figures and, for a lesson with a GPU
     reference, its traces (copied under ``static/traces/NN/``)."""
-    from asynclab import reference
+    from asynclab.course import reference
 
     nb = json.loads(notebook.read_text())
     gpu = item.reference_gpu if item.gpus else "this machine"

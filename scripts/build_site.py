@@ -22,8 +22,8 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import book_pages  # noqa: E402
-from asynclab import launch  # noqa: E402
-from asynclab import lessons as registry  # noqa: E402
+from asynclab.course import launch  # noqa: E402
+from asynclab.course import registry  # noqa: E402
 
 #: Files copied into the book as they are in the repository; links from them to anything else go to the repository.
 PAGES = ("docs/instructors.md", "CONTRIBUTING.md")

@@ -14,8 +14,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 
-from asynclab import launch  # noqa: E402
-from asynclab import lessons  # noqa: E402
+from asynclab.course import launch  # noqa: E402
+from asynclab.course import registry as lessons  # noqa: E402
 
 MARK = "[![Open in Colab]"
 #: Jupyter Book's tag for a cell it leaves out of the page (input and output).

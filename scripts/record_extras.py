@@ -23,7 +23,7 @@ if str(REPO / "src") not in sys.path:
 
 def recorded_on() -> str:
     """Where this run is: ``2x NVIDIA H100 80GB HBM3, torch ..., CUDA ..., driver ..., date``."""
-    from asynclab import hardware
+    from asynclab.gpu import hardware
 
     hw = hardware.inventory()
     count = f"{len(hw.gpus)}x " if len(hw.gpus) > 1 else ""
@@ -33,7 +33,7 @@ def recorded_on() -> str:
 
 def store(lesson: int, key: str, result: dict) -> None:
     """Write ``result`` (with ``recorded_on``) under ``key`` in the lesson's reference results.json."""
-    from asynclab import reference
+    from asynclab.course import reference
 
     result["recorded_on"] = recorded_on()
     path = reference.lesson_dir(lesson) / "results.json"
@@ -45,7 +45,7 @@ def store(lesson: int, key: str, result: dict) -> None:
 def main(argv: list[str]) -> int:
     import torch
 
-    from asynclab.lessons import LESSONS
+    from asynclab.course.registry import LESSONS
 
     if len(argv) < 2:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)

@@ -31,7 +31,7 @@ def _fail(msg: str, code: int = 2) -> None:
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    from asynclab.experiments import with_experiments
+    from asynclab.course.experiments import with_experiments
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -48,8 +48,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _normalise(lessons_: list[str]) -> list[str]:
-    from asynclab import lessons
-    from asynclab.experiments import with_experiments
+    from asynclab.course import registry as lessons
+    from asynclab.course.experiments import with_experiments
 
     out = []
     for item in lessons_:
@@ -85,7 +85,7 @@ def _preflight(lessons_: list[str], device: str) -> None:
     count = torch.cuda.device_count()
     if dev.index is not None and dev.index >= count:
         _fail(f"--device {device}: this machine has {count} GPU(s)")
-    from asynclab import lessons
+    from asynclab.course import registry as lessons
 
     for key in lessons_:
         need = record_gpus(lessons.lesson(key))
@@ -102,7 +102,9 @@ def _record_one(lesson: str, out: Path, device: str) -> None:
     """Run one lesson's experiments here and write its reference."""
     import torch
 
-    from asynclab import experiments, reference
+    from asynclab.course import experiments
+
+    from asynclab.course import reference
 
     mod = experiments.for_lesson(lesson)
     name = reference.folder_name(lesson)
@@ -137,7 +139,11 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from asynclab import hardware, lessons, reference
+    from asynclab.gpu import hardware
+
+    from asynclab.course import registry as lessons
+
+    from asynclab.course import reference
 
     hw = hardware.inventory()
     print(hardware.report(hw), flush=True)

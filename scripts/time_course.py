@@ -40,7 +40,7 @@ def cell_seconds(nb) -> list[dict]:
 def main(argv: list[str] | None = None) -> int:
     import nbformat
 
-    from asynclab.course import run_notebooks
+    from asynclab.course.notebooks import run_notebooks
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("notebooks", nargs="*", type=Path)

@@ -28,7 +28,7 @@ def test_answer_gets_its_verdict(answer, outcomes):
 
 
 def test_every_exercise_with_a_function_answer_has_a_corpus():
-    from asynclab.checks import load_all
+    from asynclab.grading.checks import load_all
 
     registered = load_all()
     takes_function = {"01.no_sync_loop", "02.event_timer", "03.wait_stream_fix", "04.event_wait_fix",

@@ -5,12 +5,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from asynclab.backend import Backend, Simulated, backend
+from asynclab.grading.backend import Backend, Simulated, backend
 
 LESSONS = Path(__file__).resolve().parent.parent / "src" / "asynclab" / "lessons"
 
 #: The simulators' modules: a checker writes its scenario against the backend, never against them.
-SIMULATORS = {"asynclab.simdevice", "asynclab.simops", "asynclab.simmethods", "asynclab.simtrace", "asynclab.simcuda"}
+SIMULATORS = {"asynclab.sim.device", "asynclab.sim.ops", "asynclab.sim.methods", "asynclab.sim.trace", "asynclab.sim.cuda"}
 
 
 def _imports(path: Path) -> set[str]:
@@ -23,13 +23,13 @@ def _imports(path: Path) -> set[str]:
 def test_a_checker_imports_no_simulator(lesson):
     used = {name for name in _imports(LESSONS / lesson / "exercises.py")
             if name in SIMULATORS}
-    assert not used, f"{lesson}/exercises.py imports {used}: use asynclab.backend"
+    assert not used, f"{lesson}/exercises.py imports {used}: use asynclab.grading.backend"
 
 
 def test_the_import_check_sees_a_simulator_import(tmp_path):
     bad = tmp_path / "exercises.py"
-    bad.write_text("from asynclab.simdevice import SimGPU\nimport asynclab.simops\n")
-    assert _imports(bad) & SIMULATORS == {"asynclab.simdevice", "asynclab.simops"}
+    bad.write_text("from asynclab.sim.device import SimGPU\nimport asynclab.sim.ops\n")
+    assert _imports(bad) & SIMULATORS == {"asynclab.sim.device", "asynclab.sim.ops"}
 
 
 def test_without_a_gpu_the_backend_is_simulated_and_says_so():

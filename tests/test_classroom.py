@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from asynclab import classroom
-from asynclab.lessons import LESSONS
+from asynclab.grading import classroom
+from asynclab.course.registry import LESSONS
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -118,14 +118,14 @@ _NO_STREAMS = "def on_side_stream(work, x):\n    return work(x)\n"
 #: Submissions that try to score without a right answer, each as the answer cell of 03.wait_stream_fix (03.which_gain
 #: left unanswered, as shipped): each must score 0.
 HOSTILE = {
-    "rebinds_al_check": _NO_STREAMS + "import asynclab.checks\n"
-                        "al.check = lambda *a, **k: asynclab.checks.Verdict(True, 'fine')\n",
-    "replaces_checks_check": _NO_STREAMS + "import asynclab.checks as c\nc.check = lambda *a, **k: c.Verdict(True, 'fine')\n",
-    "rewrites_the_registry": _NO_STREAMS + "import asynclab.checks as c\nc.check('00.replayed_lessons', 0)\n"
+    "rebinds_al_check": _NO_STREAMS + "import asynclab.grading.checks\n"
+                        "al.check = lambda *a, **k: asynclab.grading.checks.Verdict(True, 'fine')\n",
+    "replaces_checks_check": _NO_STREAMS + "import asynclab.grading.checks as c\nc.check = lambda *a, **k: c.Verdict(True, 'fine')\n",
+    "rewrites_the_registry": _NO_STREAMS + "import asynclab.grading.checks as c\nc.check('00.replayed_lessons', 0)\n"
                              "for k in list(c._EXERCISES):\n    c._EXERCISES[k] = lambda *a, **kw: c.Verdict(True, 'fine')\n",
     "marks_its_result_right": "def on_side_stream(work, x):\n    y = work(x)\n    y.right, y.ready_at = True, 0.0\n"
                               "    return y\n",
-    "patches_the_simulator": _NO_STREAMS + "import asynclab.simcuda as s\ns.Stream.query = lambda self: True\n"
+    "patches_the_simulator": _NO_STREAMS + "import asynclab.sim.cuda as s\ns.Stream.query = lambda self: True\n"
                              "s.Simulation.reached = lambda self, t: True\n",
     "prints_right": _NO_STREAMS + "print('Right: both races are closed')\n",
     "swallows_errors": "def on_side_stream(work, x):\n    try:\n        return work(x)\n    except Exception:\n"
@@ -136,13 +136,33 @@ HOSTILE = {
 
 @pytest.mark.parametrize("student", sorted(HOSTILE))
 def test_a_tampering_answer_is_graded_not_right(student):
-    from asynclab.grading import check_in_fresh_process, setup_code
+    from asynclab.grading.fresh import check_in_fresh_process, setup_code
 
     source = classroom.source_notebook(json.loads((NOTEBOOKS / "03_streams.ipynb").read_text()))
     at = next(i for i, c in enumerate(source["cells"]) if c.get("id") == "03_wait_stream_fix_answer")
     for call in ('al.check("03.wait_stream_fix", on_side_stream)', 'al.check("03.which_gain", {"two big matmuls"})'):
         grade = check_in_fresh_process(setup_code(source["cells"], at), HOSTILE[student], call, timeout_s=120)
         assert not grade.right, (student, call, grade)
+
+
+#: 03.wait_stream_fix's published solution: right, as long as nothing else in the cell tampers.
+_SOLVED = ("side = torch.cuda.Stream()\n\ndef on_side_stream(work, x):\n    caller = torch.cuda.current_stream()\n"
+           "    side.wait_stream(caller)\n    with torch.cuda.stream(side):\n        y = work(x)\n"
+           "    caller.wait_stream(side)\n    y.record_stream(caller)\n    return y\n")
+
+
+@pytest.mark.parametrize("patch", ["import time\ntime.perf_counter = lambda: 0.0\n",
+                                   "import threading\nthreading.Thread.run = lambda self: None\n"])
+def test_changing_what_the_simulation_patches_is_tampering(patch):
+    """The tamper check watches every name of the table of patches (asynclab.sim.patches), not only torch's."""
+    from asynclab.grading.fresh import check_in_fresh_process, setup_code
+
+    source = classroom.source_notebook(json.loads((NOTEBOOKS / "03_streams.ipynb").read_text()))
+    at = next(i for i, c in enumerate(source["cells"]) if c.get("id") == "03_wait_stream_fix_answer")
+    call = 'al.check("03.wait_stream_fix", on_side_stream)'
+    assert check_in_fresh_process(setup_code(source["cells"], at), _SOLVED, call, timeout_s=120).right
+    grade = check_in_fresh_process(setup_code(source["cells"], at), patch + _SOLVED, call, timeout_s=120)
+    assert not grade.right and "changed the course's or PyTorch's own code" in grade.message, grade
 
 
 def test_tampering_scores_zero_and_honest_partial_answers_keep_their_points(course):
@@ -169,7 +189,7 @@ def test_tampering_scores_zero_and_honest_partial_answers_keep_their_points(cour
 
 def test_the_instructors_guide_lists_the_lessons_from_the_registry():
     guide = (ROOT / "docs" / "instructors.md").read_text()
-    assert classroom.lesson_table(NOTEBOOKS) in guide, "regenerate the table with asynclab.classroom.lesson_table"
+    assert classroom.lesson_table(NOTEBOOKS) in guide, "regenerate the table with asynclab.grading.classroom.lesson_table"
     assert "docs/instructors.md" in (ROOT / "README.md").read_text()
 
 
@@ -227,7 +247,7 @@ def test_nbgraders_whole_flow_through_an_exchange(tmp_path):
 
 def test_a_regrade_gets_what_the_notebooks_earlier_cells_defined_for_the_answer():
     """06.both_ways's solution reads ``bw``, which a lesson cell defined after al.start (from its reference)."""
-    from asynclab.grading import setup_code
+    from asynclab.grading.fresh import setup_code
 
     cells = json.loads((NOTEBOOKS / "06_multi_gpu_p2p.ipynb").read_text())["cells"]
     at = next(i for i, c in enumerate(cells) if 'al.check("06.both_ways"' in "".join(c["source"]))

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from asynclab import cli
-from asynclab.diagnose import diagnose
-from asynclab.findings import KINDS
+from asynclab.trace.diagnose import diagnose
+from asynclab.trace.findings import KINDS
 from asynclab.trace import TraceError, load_trace
 
 HERE = Path(__file__).parent
@@ -59,7 +59,7 @@ def _all_traces():
     yield from sorted((HERE / "fixtures").glob("*.json"))
 
 
-@pytest.mark.filterwarnings("ignore::asynclab.events.TraceWarning")
+@pytest.mark.filterwarnings("ignore::asynclab.trace.events.TraceWarning")
 @pytest.mark.parametrize("path", list(_all_traces()), ids=lambda p: p.name)
 def test_findings_and_unexplained_add_up_to_the_idle_time(path):
     d = diagnose(path)
@@ -235,7 +235,7 @@ def test_timeline_shades_what_each_finding_explains():
     import matplotlib
 
     matplotlib.use("Agg")
-    from asynclab.timeline import draw_timeline
+    from asynclab.trace.timeline import draw_timeline
 
     path = _trace("host_sync", "bad")
     d = diagnose(path)

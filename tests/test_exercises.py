@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import asynclab as al
-from asynclab import metrics, reference
+from asynclab.trace import metrics
+from asynclab.course import reference
 
 
 def test_unknown_exercise_and_wrong_arity():
@@ -184,7 +185,7 @@ def test_live_lessons_and_cpu_timers():
                                                 (3.0, "a busy CPU adds noise"), (0.3, "a busy CPU adds noise"),
                                                 (10.0, "time the same function")])
 def test_cpu_timers_agree_within_a_factor_of_two(naive_ms, verdict):
-    from asynclab.timing import Timing
+    from asynclab.gpu.timing import Timing
 
     naive = Timing("naive", "wall clock on the CPU", (naive_ms, 2 * naive_ms), None, 0, 1)
     synced = Timing("sync", "wall clock on the CPU", (1.0, 1.5), None, 0, 1)
@@ -539,7 +540,7 @@ def test_overlap_copy_checks_what_the_streams_do(fn, right, says):
 
 @pytest.mark.skipif(torch.cuda.is_available() and torch.cuda.device_count() >= 2, reason="checks the reference")
 def test_both_ways_prediction_against_the_reference():
-    from asynclab import reference
+    from asynclab.course import reference
 
     bw = reference.results("06")["bandwidth"]
     assert al.check("06.both_ways", bw["both_ways_ms"] * 1.1).right
@@ -577,15 +578,15 @@ def test_overlap_copy_on_two_gpus(fn, right, says):
     (lambda p, m, t_f, t_b: m * (t_f + t_b), False, "the time with no bubble"),
     (lambda p, m, t_f, t_b: (m + p) * (t_f + t_b), False, "the simulator"),
     (lambda p, m, t_f, t_b: "soon", False, "must be a finite number"),
-    (lambda p, m, t_f, t_b: max(op.end for op in __import__("asynclab.schedules").schedules.simulate(
+    (lambda p, m, t_f, t_b: max(op.end for op in __import__("asynclab.trace.schedules").schedules.simulate(
         "gpipe", p, m, t_f, t_b)), False, "work it out from p, m, t_f and t_b"),
-    (lambda p, m, t_f, t_b, sim=__import__("asynclab.schedules").schedules.simulate_trace:  # taken beforehand
+    (lambda p, m, t_f, t_b, sim=__import__("asynclab.trace.schedules").schedules.simulate_trace:  # taken beforehand
      sim("gpipe", p, m, t_f, t_b).span_us() / 1e3, False, "work it out"),
 ])
 def test_step_time_prediction(fn, right, says):
     v = al.check("07.step_time", fn)
     assert v.right is right and says in v.message, v.message
-    from asynclab import schedules
+    from asynclab.trace import schedules
 
     assert max(op.end for op in schedules.simulate("gpipe", 2, 2)) == 9.0  # the simulator is back afterwards
 
@@ -596,7 +597,7 @@ def test_step_time_prediction(fn, right, says):
     (lambda p, t: 1000, False, "is enough"),  # above the answer for every p <= 8 and target >= 5%
     (lambda p, t: 1, False, "over the target"),
     (lambda p, t: 2.5, False, "positive integer"),
-    (lambda p, t, f=__import__("asynclab.schedules").schedules.bubble_formula:  # taken beforehand
+    (lambda p, t, f=__import__("asynclab.trace.schedules").schedules.bubble_formula:  # taken beforehand
      next(m for m in range(1, 999) if f("gpipe", p, m)["of_total"] <= t), False, "work it out from p and the target"),
 ])
 def test_pick_m(fn, right, says):

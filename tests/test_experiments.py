@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import asynclab as al
-from asynclab import experiments
+from asynclab.course import experiments
 from asynclab.lessons.async_dispatch import experiments as A
 from asynclab.lessons.timing import experiments as T
 
@@ -72,7 +72,7 @@ def test_host_runs_ahead_on_cpu_enqueue_is_the_work():
 
 
 def test_host_runs_ahead_records_a_trace(tmp_path):
-    pytest.importorskip("asynclab.record")
+    pytest.importorskip("asynclab.gpu.record")
     path = tmp_path / "h.json.gz"
     r, trace = A.host_runs_ahead(CPU, n=32, reps=3, dtype=torch.float32, path=path)
     assert path.is_file() and path.read_bytes()[:2] == b"\x1f\x8b"
@@ -90,7 +90,7 @@ def test_launch_overhead_cpu_has_no_graph():
 
 
 def test_launch_overhead_trace_cpu(tmp_path):
-    pytest.importorskip("asynclab.record")
+    pytest.importorskip("asynclab.gpu.record")
     t = A.launch_overhead_trace(CPU, tmp_path / "l.json.gz", ops=7)
     ev = t.events
     assert (ev["name"] == "aten::add_").sum() == 7
@@ -179,7 +179,7 @@ def test_timers_side_by_side_cpu():
 
 
 def test_timers_trace_cpu(tmp_path):
-    pytest.importorskip("asynclab.record")
+    pytest.importorskip("asynclab.gpu.record")
     t = T.timers_trace(CPU, tmp_path / "t.json.gz", n=32, dtype=torch.float32)
     names = set(t.events.loc[t.events["kind"] == "annotation", "name"])
     assert {"naive timer window", "sync timer window"} <= names
@@ -213,7 +213,7 @@ def test_sync_every_iteration_cpu():
 
 
 def test_sync_every_iteration_trace_cpu(tmp_path):
-    pytest.importorskip("asynclab.record")
+    pytest.importorskip("asynclab.gpu.record")
     t = T.sync_every_iteration_trace(CPU, tmp_path / "s.json.gz", ops=4, size=16)
     ev = t.events
     assert (ev["name"] == "aten::add_").sum() == 8
@@ -234,7 +234,7 @@ def test_run_all_on_cpu(mod, tmp_path):
     mod = experiments.for_lesson(mod)
     if mod is A:
         pytest.importorskip("d2l")
-    pytest.importorskip("asynclab.record")
+    pytest.importorskip("asynclab.gpu.record")
     results, traces = mod.run_all(CPU, trace_dir=tmp_path, verbose=False)
     public = {name for name in mod.CPU_KWARGS if not name.endswith("_trace")}
     assert set(results) - {"headline"} == public
@@ -379,7 +379,7 @@ def test_copy_overlap_headline_reads_the_sweep_at_256_mib():
 
 
 def test_pcie_peak_from_generation_and_lanes():
-    from asynclab.hardware import pcie_peak_gbps
+    from asynclab.gpu.hardware import pcie_peak_gbps
 
     assert round(pcie_peak_gbps(5, 16), 2) == 63.02 and round(pcie_peak_gbps(3, 16), 2) == 15.75
     with pytest.raises(ValueError, match="generation 9"):
@@ -415,8 +415,8 @@ from asynclab.lessons.pipeline_bubbles import experiments as P  # noqa: E402
 
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
 def test_pipelining_bubble_in_the_reference_is_measured_on_its_traces(schedule):
-    from asynclab import reference
-    from asynclab.metrics import bubble_fraction
+    from asynclab.course import reference
+    from asynclab.trace.metrics import bubble_fraction
     from asynclab.trace import load_trace
 
     recorded = reference.results(7)["torch_pipelining"][schedule]
@@ -428,8 +428,8 @@ def test_pipelining_bubble_in_the_reference_is_measured_on_its_traces(schedule):
 
 
 def test_copy_barriers_find_where_gpu0_stalls_and_name_a_trace_without_them():
-    from asynclab import reference
-    from asynclab.metrics import idle_gaps
+    from asynclab.course import reference
+    from asynclab.trace.metrics import idle_gaps
 
     for m in (4, 32):
         trace = reference.trace(7, f"gpipe_m{m}").window(annotation=f"gpipe m={m}")
@@ -477,7 +477,7 @@ def test_asker_headline_names():
 
 
 def test_native_half_is_fp16_below_compute_capability_8(monkeypatch):
-    from asynclab.experiments import native_half
+    from asynclab.course.experiments import native_half
 
     assert native_half("cpu") == torch.bfloat16
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda dev=None: (7, 5))  # a T4

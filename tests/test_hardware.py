@@ -1,7 +1,7 @@
 """The hardware inventory never fails and reports what it finds."""
 import asynclab as al
-from asynclab import hardware
-from asynclab.hardware import GPU, Hardware
+from asynclab.gpu import hardware
+from asynclab.gpu.hardware import GPU, Hardware
 
 H100 = GPU(0, "NVIDIA H100 80GB HBM3", 79.2, 132, "9.0")
 
@@ -59,7 +59,7 @@ def test_cli_hardware(capsys):
 def test_topology_report_drops_escape_codes_and_unused_legend():
     from pathlib import Path
 
-    from asynclab.hardware import clean_topology
+    from asynclab.gpu.hardware import clean_topology
 
     raw = (Path(__file__).parent / "fixtures" / "nvidia_smi_topo_2gpu.txt").read_text()
     assert "\x1b[" in raw and "PHB  =" in raw  # as nvidia-smi printed it on 2x H200
@@ -76,7 +76,7 @@ def test_topology_report_drops_escape_codes_and_unused_legend():
 def test_nvlink_links_and_peak_from_the_recorded_topology():
     from pathlib import Path
 
-    from asynclab.hardware import clean_topology, nvlink_links, nvlink_peak_gbps
+    from asynclab.gpu.hardware import clean_topology, nvlink_links, nvlink_peak_gbps
 
     raw = (Path(__file__).parent / "fixtures" / "nvidia_smi_topo_2gpu.txt").read_text()
     for text in (raw, clean_topology(raw)):
@@ -105,7 +105,7 @@ def test_memory_cap_sets_each_gpus_fraction(monkeypatch):
     import pytest
     import torch
 
-    from asynclab.hardware import _cap_memory, cap_memory_when_cuda_starts
+    from asynclab.gpu.hardware import _cap_memory, cap_memory_when_cuda_starts
 
     set_to = {}
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)

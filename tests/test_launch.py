@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from asynclab import launch
-from asynclab.lessons import written
+from asynclab.course import launch
+from asynclab.course.registry import written
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -123,8 +123,10 @@ def test_a_lesson_still_being_written_is_in_the_lesson_map_only(monkeypatch, tmp
     import build_site
     import launch_cells
 
-    from asynclab import classroom, lessons
-    from asynclab.hardware import Hardware
+    from asynclab.grading import classroom
+
+    from asynclab.course import registry as lessons
+    from asynclab.gpu.hardware import Hardware
 
     extra = lessons.Lesson("08", "newthing", "A lesson still being written", 1, None, False)
     monkeypatch.setattr(lessons, "LESSONS", lessons.LESSONS + (extra,))

@@ -1,22 +1,35 @@
-"""The package's layout as a contract: no import cycles, no private names imported across modules, and a trace
-toolkit at the bottom that imports neither torch nor anything above it. Read from the source (imports inside
+"""The package's layout as a contract: layers that import only downward, no import cycles, no private names imported
+across modules, and a trace toolkit at the bottom that imports neither torch nor anything above it. Read from the source (imports inside
 functions included), so that a hidden import counts as much as a visible one."""
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
 
 import pytest
 
+import asynclab
+
 SRC = Path(__file__).resolve().parent.parent / "src"
 PACKAGE = SRC / "asynclab"
 
-#: The trace toolkit: reading, the event table, ranks, metrics, the timeline, schedules, idle time, diagnosis.
-TOOLKIT = {"events", "traceio", "tracebuild", "tracemodel", "tracefile", "ranks", "trace", "intervals", "metrics",
-           "timeline", "schedules", "idle", "findings", "collectives", "diagnose"}
-#: The one cycle left: the simulated GPU's tensor, its operators and its methods (the next step of the layout
-#: gives the simulator one registry of operator rules, which cuts it).
-KNOWN_CYCLES = [{"asynclab.simdevice", "asynclab.simops", "asynclab.simmethods"}]
+#: The layers, bottom up: a module imports only from its own layer and those below it. The trace toolkit at the
+#: bottom imports no torch; the GPUs (the machine's own and the simulated one) sit on it, then the course, then
+#: grading, then the lessons and the command line.
+LAYERS = [("asynclab.trace",), ("asynclab.gpu", "asynclab.sim"), ("asynclab.course",), ("asynclab.grading",),
+          ("asynclab.lessons", "asynclab.cli", "asynclab")]
+
+
+def layer_of(module: str) -> int:
+    """The layer a module belongs to (its longest matching package prefix).
+
+    Example:
+        >>> layer_of("asynclab.trace.metrics"), layer_of("asynclab.sim.ops"), layer_of("asynclab.cli")
+        (0, 1, 4)
+    """
+    best = max((p for ps in LAYERS for p in ps if module == p or module.startswith(p + ".")), key=len)
+    return next(i for i, ps in enumerate(LAYERS) if best in ps)
 
 
 def _name(path: Path) -> str:
@@ -100,9 +113,27 @@ def test_the_cycle_finder_finds_a_cycle_through_three_modules():
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
-def test_no_import_cycle_but_the_one_the_next_step_cuts():
+def test_no_import_cycle():
     found = cycles(_edges())
-    assert sorted(map(sorted, found)) == sorted(map(sorted, KNOWN_CYCLES)), found
+    assert found == [], found
+
+
+def test_every_module_imports_only_its_layer_and_those_below():
+    upward = sorted((m, t) for m, targets in _edges().items() for t in targets
+                    if layer_of(t) > layer_of(m) and t != "asynclab")  # the package's face: __version__, no imports
+    assert upward == []
+
+
+def test_the_package_imports_its_modules_by_their_names_of_today():
+    """Flat names of before the layers (asynclab.metrics) are for learners' code, not the package's."""
+    stale = sorted((m, mod) for m in MODULES for mod, name in _imports(m) if mod.startswith("asynclab.")
+                   and mod not in MODULES and f"{mod}.{name}" not in MODULES)
+    assert stale == []
+
+
+@pytest.mark.parametrize("flat", sorted(asynclab.MODULES))
+def test_a_flat_name_of_before_the_layers_still_imports(flat):
+    assert importlib.import_module(f"asynclab.{flat}") is importlib.import_module(f"asynclab.{asynclab.MODULES[flat]}")
 
 
 def test_no_private_name_is_imported_from_another_module():
@@ -111,8 +142,41 @@ def test_no_private_name_is_imported_from_another_module():
     assert private == []
 
 
-@pytest.mark.parametrize("module", sorted(TOOLKIT))
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if layer_of(m) == 0))
 def test_the_trace_toolkit_imports_neither_torch_nor_anything_above_it(module):
-    outside = {mod for mod, _ in _imports(f"asynclab.{module}")
-               if mod.split(".")[0] == "torch" or (mod.startswith("asynclab.") and mod.split(".")[1] not in TOOLKIT)}
-    assert outside == set(), f"asynclab.{module} imports {sorted(outside)}"
+    outside = {mod for mod, _ in _imports(module)
+               if mod.split(".")[0] == "torch" or (mod.startswith("asynclab") and layer_of(mod) > 0)}
+    assert outside == set(), f"{module} imports {sorted(outside)}"
+
+
+#: Module names whose attributes only asynclab.sim.patches may assign.
+_PATCHED_ROOTS = {"torch", "time", "timeit", "threading"}
+
+
+def _patches_made(source: str) -> list[str]:
+    """Assignments to an attribute of torch, time, timeit or threading (``time.sleep = ...``) and ``setattr`` calls on
+    them, in a module's source."""
+    def rooted(node: ast.AST) -> bool:
+        while isinstance(node, ast.Attribute):
+            node = node.value
+        return isinstance(node, ast.Name) and node.id in _PATCHED_ROOTS
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, (ast.AugAssign, ast.AnnAssign)) else []
+        found += [ast.unparse(t) for t in targets if isinstance(t, ast.Attribute) and rooted(t.value)]
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "setattr" and node.args \
+                and rooted(node.args[0]):
+            found.append(ast.unparse(node))
+    return found
+
+
+def test_the_patch_finder_finds_assignments_and_setattr():
+    source = "import time, torch\ntime.sleep = f\nsetattr(torch.cuda, 'x', 1)\nself.rate = 2\n"
+    assert _patches_made(source) == ["time.sleep", "setattr(torch.cuda, 'x', 1)"]
+
+
+def test_torch_and_the_standard_library_are_patched_in_one_module():
+    made = {m: _patches_made(path.read_text()) for m, path in MODULES.items() if m != "asynclab.sim.patches"}
+    assert {m: found for m, found in made.items() if found} == {}

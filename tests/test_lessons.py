@@ -3,8 +3,10 @@ from pathlib import Path
 
 import pytest
 
-from asynclab import lessonrun, lessons
-from asynclab.hardware import GPU, Hardware
+from asynclab.course import lessonrun
+
+from asynclab.course import registry as lessons
+from asynclab.gpu.hardware import GPU, Hardware
 
 ROOT = Path(__file__).resolve().parents[1]
 ONE = Hardware(gpus=(GPU(0, "G", 1.0, 1, "9.0"),))
@@ -45,7 +47,9 @@ def test_every_ready_lesson_has_the_same_anatomy():
     """notebook, experiments, exercises and reference, all found under the lesson's one short name."""
     import json
 
-    from asynclab import checks, reference
+    from asynclab.grading import checks
+
+    from asynclab.course import reference
 
     for item in lessons.LESSONS:
         if not item.ready:

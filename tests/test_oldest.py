@@ -87,11 +87,11 @@ def test_torchvision_imports_with_the_stand_ins_in_place():
     code = textwrap.dedent("""
         import torch
         torch.cuda.is_available = lambda: False  # a machine without a GPU, as far as the stand-ins are concerned
-        from asynclab.simcuda import stand_in_for_cuda
+        from asynclab.sim.cuda import stand_in_for_cuda
         assert stand_in_for_cuda()
         import torchvision
         print("ok", torch.cuda.Event.__module__)
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["ok", "asynclab.simcuda"]
+    assert out.stdout.split() == ["ok", "asynclab.sim.cuda"]

@@ -1,4 +1,4 @@
-"""Tests for asynclab.record: profiling a callable live (CPU everywhere, CUDA where there is one)."""
+"""Tests for asynclab.gpu.record: profiling a callable live (CPU everywhere, CUDA where there is one)."""
 from __future__ import annotations
 
 import gzip
@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from asynclab.record import STEP_ANNOTATION, record  # noqa: E402
+from asynclab.gpu.record import STEP_ANNOTATION, record  # noqa: E402
 from asynclab.trace import Trace, load_trace  # noqa: E402
 
 

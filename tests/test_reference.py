@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from asynclab import lessons, reference
-from asynclab.hardware import GPU, Hardware
+from asynclab.course import registry as lessons
+
+from asynclab.course import reference
+from asynclab.gpu.hardware import GPU, Hardware
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -202,7 +204,7 @@ def test_script_rejects_unknown_lessons(capsys):
 
 def test_script_records_one_lesson_end_to_end(root, capsys):
     """The child step (run_all, write) on the CPU: a dry run of what the script does on a GPU."""
-    pytest.importorskip("asynclab.record")
+    pytest.importorskip("asynclab.gpu.record")
     script = load_script()
     script._record_one("02", root, "cpu")
     assert "dry run" in capsys.readouterr().out

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import asynclab as al
-from asynclab.simcuda import Simulation, SimulationLimit, device_index, limit_message
-from asynclab.simdevice import SimGPU
+from asynclab.sim.cuda import Simulation, SimulationLimit, device_index, limit_message
+from asynclab.sim.device import SimGPU
 
 no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="the stand-ins stand in only without a GPU")
 
@@ -63,7 +63,7 @@ def test_a_two_gpu_lesson_on_a_machine_with_one_gpu():
         import torch
         torch.cuda.is_available, torch.cuda.device_count = (lambda: True), (lambda: 1)  # a machine with one GPU
         import asynclab as al
-        from asynclab.simcuda import SimulationLimit, limit_message, stand_in_for_cuda
+        from asynclab.sim.cuda import SimulationLimit, limit_message, stand_in_for_cuda
         print("one-GPU lesson:", stand_in_for_cuda(1))
         print("two-GPU lesson:", stand_in_for_cuda(2))
         print("outside a check:", torch.cuda.is_available(), torch.cuda.device_count())
@@ -204,7 +204,7 @@ def test_limit_messages_name_the_call():
 
 
 def test_simulations_put_torch_cuda_back():
-    from asynclab import simcuda
+    from asynclab.sim import cuda as simcuda
 
     with simcuda.outside():  # as in a process where no notebook session put the stand-ins in place
         before = torch.cuda.Stream
@@ -278,7 +278,7 @@ def test_a_daemon_thread_keeps_the_real_clock_during_a_check():
     import threading
     import time
 
-    from asynclab.simdevice import SimGPU
+    from asynclab.sim.device import SimGPU
 
     with SimGPU() as gpu:
         worker = threading.Thread(target=lambda: [time.sleep(0.01) or time.monotonic() for _ in range(5)], daemon=True)
@@ -290,7 +290,7 @@ def test_a_daemon_thread_keeps_the_real_clock_during_a_check():
 
 
 def test_a_wrong_argument_fails_as_it_does_on_a_gpu():
-    from asynclab.backend import backend
+    from asynclab.grading.backend import backend
 
     with backend(1):
         side = torch.cuda.Stream()

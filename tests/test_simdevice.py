@@ -1,11 +1,11 @@
-"""The simulated GPU (asynclab.simdevice): an operator sweep against the CPU, and CUDA's order of streams and memory."""
+"""The simulated GPU (asynclab.sim.device): an operator sweep against the CPU, and CUDA's order of streams and memory."""
 from types import SimpleNamespace
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from asynclab.simdevice import SimGPU
+from asynclab.sim.device import SimGPU
 
 
 def _inputs(dev: str) -> SimpleNamespace:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from asynclab.lessons import LESSONS
+from asynclab.course.registry import LESSONS
 
 ROOT = Path(__file__).resolve().parent.parent
 SHOTS = ROOT / "build" / "site-check"
@@ -81,7 +81,7 @@ def test_the_site_has_every_page(site):
 
 
 def test_lesson_pages_carry_both_launch_links_from_the_one_repository_url(site):
-    from asynclab import launch
+    from asynclab.course import launch
 
     for item in LESSONS:
         page = (site / "notebooks" / f"{item.folder}.html").read_text()

@@ -1,4 +1,4 @@
-"""Tests for asynclab.timeline: lanes, colours, sub-lanes, windows, arrows, aggregation, files."""
+"""Tests for asynclab.trace.timeline: lanes, colours, sub-lanes, windows, arrows, aggregation, files."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from asynclab.timeline import KIND_COLORS, Timeline, draw_timeline  # noqa: E402
+from asynclab.trace.timeline import KIND_COLORS, Timeline, draw_timeline  # noqa: E402
 from asynclab.trace import TraceError, load_trace  # noqa: E402
 from tracegen import TraceBuilder, big_trace_events, simple_trace  # noqa: E402
 
@@ -249,7 +249,7 @@ def test_legend_lists_only_kinds_drawn_in_the_window():
 
 
 def test_labels_name_the_bars_they_fit():
-    from asynclab.schedules import simulate_trace
+    from asynclab.trace.schedules import simulate_trace
 
     trace = simulate_trace("1f1b", 2, 4)
     tl = draw_timeline(trace, labels=True)

@@ -4,7 +4,7 @@ import time
 import pytest
 import torch
 
-from asynclab import timing
+from asynclab.gpu import timing
 
 
 def sleepy():

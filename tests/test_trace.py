@@ -14,7 +14,7 @@ from asynclab.trace import KINDS, Trace, TraceError, TraceWarning, load_trace
 from tracegen import BASE_NS, EPOCH_US, TraceBuilder, simple_trace
 
 FIX = Path(__file__).parent / "fixtures"
-# traces recorded with asynclab.record on real GPUs: ours in recorded/, more dropped into real/
+# traces recorded with asynclab.gpu.record on real GPUs: ours in recorded/, more dropped into real/
 RECORDED = FIX / "recorded"
 REAL = sorted(RECORDED.glob("*.json.gz")) + (sorted((FIX / "real").glob("*.json.gz")) if (FIX / "real").is_dir() else [])
 
@@ -282,7 +282,7 @@ def test_bookkeeping_rows_do_not_rename_the_main_thread():
 
 
 # ---------------------------------------------------------------------------------------------
-# real traces, recorded with asynclab.record (torch 2.11, CUDA 13) on an H100 and on 2x H200
+# real traces, recorded with asynclab.gpu.record (torch 2.11, CUDA 13) on an H100 and on 2x H200
 # ---------------------------------------------------------------------------------------------
 def _launch_names(t: Trace) -> pd.Series:
     g = t.events[t.events["device"].notna() & t.events["launch"].notna()]
@@ -332,7 +332,7 @@ def test_recorded_h200x2_p2p():
 
 
 def test_recorded_h200x2_microbatch_forward_backward():
-    from asynclab.metrics import bubble_fraction, busy_time
+    from asynclab.trace.metrics import bubble_fraction, busy_time
 
     t = load_quiet(RECORDED / "h200x2_microbatch.json.gz")
     assert t.devices == [0, 1]
@@ -545,8 +545,8 @@ def test_real_trace_loads_renders_and_summarises(path, tmp_path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from asynclab.metrics import busy_time, summary
-    from asynclab.timeline import draw_timeline
+    from asynclab.trace.metrics import busy_time, summary
+    from asynclab.trace.timeline import draw_timeline
 
     t = load_trace(path)
     assert len(t) > 0

@@ -3,6 +3,6 @@ every process of the GPU check, notebook kernels and torchrun's children too, ca
 import os
 
 if os.environ.get("ASYNCLAB_GPU_MEMORY_GIB"):
-    from asynclab.hardware import cap_memory_when_cuda_starts
+    from asynclab.gpu.hardware import cap_memory_when_cuda_starts
 
     cap_memory_when_cuda_starts(float(os.environ["ASYNCLAB_GPU_MEMORY_GIB"]))

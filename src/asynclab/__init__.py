@@ -1,40 +1,67 @@
-"""asynclab: see what the GPU really did. Helpers for the course notebooks and for any torch.profiler trace."""
+"""asynclab: see what the GPU really did. Helpers for the course notebooks and for any torch.profiler trace.
+
+The package has five layers, each importing only those below it (``tests/test_layout.py`` holds them to it):
+
+- ``asynclab.trace``: read a profiler trace, its event table, metrics, timelines, schedules, diagnosis (no torch);
+- ``asynclab.gpu`` and ``asynclab.sim``: the machine's own GPUs, and the simulated one;
+- ``asynclab.course``: the lesson registry, references, lesson runs, running the notebooks;
+- ``asynclab.grading``: claims and exercise checks, fresh-process grades, classrooms;
+- ``asynclab.lessons.<name>`` and ``asynclab.cli`` on top.
+"""
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.util
+import sys
 from typing import Any
 
 __version__ = "0.1.0"
 
+#: Where each module lives, by the short name ``al.<name>`` gives (and the flat name it had before the layers:
+#: ``import asynclab.metrics`` still finds ``asynclab.trace.metrics``).
+MODULES = {
+    "events": "trace.events", "intervals": "trace.intervals", "traceio": "trace.io", "tracebuild": "trace.table",
+    "tracemodel": "trace.model", "tracefile": "trace.file", "ranks": "trace.ranks", "metrics": "trace.metrics",
+    "collectives": "trace.collectives", "idle": "trace.idle", "findings": "trace.findings",
+    "diagnose": "trace.diagnose", "timeline": "trace.timeline", "schedules": "trace.schedules", "trace": "trace",
+    "simcuda": "sim.cuda", "simdevice": "sim.device", "simops": "sim.ops", "simmethods": "sim.methods",
+    "simtrace": "sim.trace",
+    "record": "gpu.record", "timing": "gpu.timing", "parallel": "gpu.parallel", "hardware": "gpu.hardware",
+    "reference": "course.reference", "experiments": "course.experiments", "lessonrun": "course.lessonrun",
+    "launch": "course.launch", "course": "course", "lessons": "lessons",
+    "checks": "grading.checks", "backend": "grading.backend", "hostreads": "grading.hostreads",
+    "grading": "grading", "classroom": "grading.classroom",
+}
 # Names are imported on first use, so that reading and drawing a trace never imports torch.
-_SUBMODULES = ("checks", "course", "diagnose", "events", "experiments", "findings", "hardware", "launch", "lessonrun", "lessons", "metrics",
-               "parallel", "ranks", "record", "reference", "schedules", "timeline", "timing", "trace")
 _NAMES = {
-    "checks": ("check", "claim"),
-    "course": ("save_figure",),
-    "diagnose": ("Diagnosis", "diagnose"),
-    "hardware": ("inventory", "report"),
-    "lessons": ("lesson_map",),
-    "lessonrun": ("start",),
-    "parallel": ("Parallel",),
-    "metrics": ("bubble_fraction", "busy_time", "busy_together", "comm_overlap", "concurrency", "concurrent_time", "hidden_fraction",
-                "host_lead", "idle_gaps", "launch_latency", "launchers", "overlap", "step_breakdown", "stream_waits", "summary",
-                "time_breakdown",
-                "top_kernels"),
-    "record": ("record",),
-    "timeline": ("Timeline", "draw_timeline"),
-    "timing": ("benchmark_timer", "compare", "event_timer", "fmt_ms", "naive_timer", "paired_ratio", "sync_timer"),
+    "grading.checks": ("check", "claim"),
+    "course.notebooks": ("save_figure",),
+    "trace.diagnose": ("Diagnosis", "diagnose"),
+    "gpu.hardware": ("inventory", "report"),
+    "course.registry": ("lesson_map",),
+    "course.lessonrun": ("start",),
+    "gpu.parallel": ("Parallel",),
+    "trace.metrics": ("bubble_fraction", "busy_time", "busy_together", "comm_overlap", "concurrency",
+                      "concurrent_time", "hidden_fraction", "host_lead", "idle_gaps", "launch_latency", "launchers",
+                      "overlap", "step_breakdown", "stream_waits", "summary", "time_breakdown", "top_kernels"),
+    "gpu.record": ("record",),
+    "trace.timeline": ("Timeline", "draw_timeline"),
+    "gpu.timing": ("benchmark_timer", "compare", "event_timer", "fmt_ms", "naive_timer", "paired_ratio",
+                   "sync_timer"),
     "trace": ("Trace", "TraceError", "TraceWarning", "load_trace"),
 }
 _HOME = {name: module for module, names in _NAMES.items() for name in names}
-__all__ = sorted(_HOME) + list(_SUBMODULES)
+_SHORT = ("checks", "course", "diagnose", "events", "experiments", "findings", "hardware", "launch", "lessonrun",
+          "lessons", "metrics", "parallel", "ranks", "record", "reference", "schedules", "timeline", "timing", "trace")
+__all__ = sorted(_HOME) + list(_SHORT)
 
 
 def __getattr__(name: str) -> Any:
     if name in _HOME:
         value = getattr(importlib.import_module(f"asynclab.{_HOME[name]}"), name)
-    elif name in _SUBMODULES:
-        value = importlib.import_module(f"asynclab.{name}")
+    elif name in MODULES:
+        value = importlib.import_module(f"asynclab.{MODULES[name]}")
     else:
         raise AttributeError(f"module 'asynclab' has no attribute {name!r}")
     globals()[name] = value
@@ -43,3 +70,24 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
+
+
+class _FlatNames(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """``import asynclab.metrics`` (a flat name of before the layers) gives the module where it lives now."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        prefix, _, short = fullname.partition(".")
+        if prefix != "asynclab" or "." in short or MODULES.get(short, short) == short:
+            return None
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec: Any) -> Any:
+        module = importlib.import_module(f"asynclab.{MODULES[spec.name.partition('.')[2]]}")
+        spec.loader_state = module.__spec__  # the import system writes the flat name's spec on the module
+        return module
+
+    def exec_module(self, module: Any) -> None:  # the module ran where it lives: it keeps its own spec
+        module.__spec__ = module.__spec__.loader_state
+
+
+sys.meta_path.append(_FlatNames())

@@ -20,7 +20,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _cmd_hardware(args: argparse.Namespace) -> int:
-    from asynclab import hardware
+    from asynclab.gpu import hardware
 
     print(hardware.report(hardware.inventory(use_torch=args.torch)))
     return 0
@@ -41,7 +41,7 @@ def _name(args: argparse.Namespace) -> str:
 
 
 def _check_output(out: str) -> None:
-    from asynclab.timeline import check_image_path
+    from asynclab.trace.timeline import check_image_path
 
     try:
         check_image_path(out)
@@ -84,7 +84,7 @@ def _cmd_timeline(args: argparse.Namespace) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from asynclab.timeline import draw_timeline
+    from asynclab.trace.timeline import draw_timeline
 
     tl = draw_timeline(trace, arrows=args.arrows, host=args.host, title=args.title)
     try:
@@ -98,7 +98,7 @@ def _cmd_timeline(args: argparse.Namespace) -> int:
 
 
 def _cmd_summary(args: argparse.Namespace) -> int:
-    from asynclab.metrics import summary
+    from asynclab.trace.metrics import summary
 
     trace = _load(args.trace)
     print(summary(trace, top=args.top))
@@ -107,8 +107,8 @@ def _cmd_summary(args: argparse.Namespace) -> int:
 
 def _fail_on(text: str) -> tuple[str, float]:
     """``KIND[:SHARE]`` of --fail-on: a finding kind and the share of the step it may not exceed."""
-    from asynclab.diagnose import FOLD_SHARE
-    from asynclab.findings import KINDS
+    from asynclab.trace.diagnose import FOLD_SHARE
+    from asynclab.trace.findings import KINDS
 
     kind, _, share = text.partition(":")
     if kind not in KINDS:
@@ -123,7 +123,7 @@ def _fail_on(text: str) -> tuple[str, float]:
 
 
 def _cmd_course(args) -> int:
-    from asynclab import course
+    from asynclab.course import notebooks as course
 
     try:
         return course.command(args)
@@ -132,7 +132,7 @@ def _cmd_course(args) -> int:
 
 
 def _cmd_diagnose(args: argparse.Namespace) -> int:
-    from asynclab.diagnose import diagnose
+    from asynclab.trace.diagnose import diagnose
     from asynclab.trace import TraceError
 
     limits = [_fail_on(t) for t in args.fail_on or []]
@@ -206,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "0.05 or 5%%); repeat for several kinds. A guard for CI")
     p.set_defaults(func=_cmd_diagnose)
 
-    from asynclab import course
+    from asynclab.course import notebooks as course
 
     p = sub.add_parser("course", help="execute the course notebooks headless and write their figures",
                        description=course.command.__doc__)
@@ -232,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_classroom(args: argparse.Namespace) -> int:
-    from asynclab import classroom
+    from asynclab.grading import classroom
 
     args.notebooks = args.notebooks or classroom.course_notebooks()
     try:
@@ -258,7 +258,7 @@ def _grade(classroom: Any, args: argparse.Namespace) -> int:
     """``asynclab classroom grade COURSE NN_name [STUDENT ...]``: a line per student and exercise."""
     from pathlib import Path
 
-    from asynclab.checks import brief
+    from asynclab.grading.checks import brief
 
     if not args.assignment:
         raise UsageError("classroom grade: name the assignment, e.g. asynclab classroom grade COURSE 03_streams")
@@ -309,7 +309,7 @@ def _one_line(e: BaseException) -> str:
 
 
 def _print_warnings(caught: list) -> None:
-    from asynclab.events import TraceWarning
+    from asynclab.trace.events import TraceWarning
 
     for w in caught:
         if issubclass(w.category, TraceWarning):

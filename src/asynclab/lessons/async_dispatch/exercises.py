@@ -1,10 +1,10 @@
 """Lesson 01 exercise checkers: the enqueue span, which ops sync, a loop without per-step syncs."""
 from __future__ import annotations
 
-from asynclab.backend import backend
-from asynclab.checks import Verdict, exercise, finite_number, raised, set_answer
-from asynclab.events import a_type
-from asynclab.hostreads import on_late_losses
+from asynclab.grading.backend import backend
+from asynclab.grading.checks import Verdict, exercise, finite_number, raised, set_answer
+from asynclab.trace.events import a_type
+from asynclab.grading.hostreads import on_late_losses
 
 def enqueue_span_ms(trace) -> float:
     """From the start of the first launch of a compute kernel to the end of the last one, in ms.
@@ -28,7 +28,8 @@ def enqueue_span_answer(span_ms: float) -> Verdict:
         >>> enqueue_span_answer(None).right
         False
     """
-    from asynclab import metrics, reference
+    from asynclab.trace import metrics
+    from asynclab.course import reference
 
     trace = reference.trace(1, "host_runs_ahead")
     right = enqueue_span_ms(trace)
@@ -53,7 +54,7 @@ def sync_ops_answer(ops: set) -> Verdict:
         >>> sync_ops_answer({".item()"}).right
         False
     """
-    from asynclab import reference
+    from asynclab.course import reference
 
     rows = reference.results(1)["hidden_syncs"]["ops"]
     return set_answer(ops, {r["op"] for r in rows if r["syncs"]}, {r["op"] for r in rows}, noun="op",
@@ -95,7 +96,7 @@ def no_sync_loop(fast_loop) -> Verdict:
     return Verdict(True, "one read at the end: the host can run ahead for the whole loop.")
 
 
-#: Answers for the classroom's solved examples, where the lesson publishes no code (``asynclab.classroom``).
+#: Answers for the classroom's solved examples, where the lesson publishes no code (``asynclab.grading.classroom``).
 CLASSROOM_ANSWERS = {
     "01.sync_ops": 'my_syncing_ops = {r["op"] for r in run.reference("hidden_syncs")["ops"] if r["syncs"]}',
 }

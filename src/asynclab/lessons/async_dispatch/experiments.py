@@ -11,8 +11,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from asynclab.experiments import dtype_name, native_half, resolve_device, run_setup, spin_cycles, sync, wall_ms
-from asynclab.timing import event_timer, naive_timer, paired_ratio, sync_timer
+from asynclab.course.experiments import dtype_name, native_half, resolve_device, run_setup, spin_cycles, sync, wall_ms
+from asynclab.gpu.timing import event_timer, naive_timer, paired_ratio, sync_timer
 
 LESSON = "01"
 
@@ -155,7 +155,7 @@ def host_runs_ahead(device: Any = None, n: int = 8192, reps: int = 20, dtype: to
 
     trace = None
     if path is not None:
-        from asynclab.record import record
+        from asynclab.gpu.record import record
 
         def loop() -> None:
             with torch.profiler.record_function(f"enqueue {reps} x mm"):
@@ -273,7 +273,7 @@ def launch_overhead_trace(device: Any, path: str | Path, ops: int = 50, size: in
     Example:
         >>> t = launch_overhead_trace("cuda", "launch.json.gz")  # doctest: +SKIP
     """
-    from asynclab.record import record
+    from asynclab.gpu.record import record
 
     dev = resolve_device(device)
     x = torch.zeros(size, device=dev)
@@ -341,7 +341,7 @@ def overhead_bound(device: Any = None, sizes: tuple[int, ...] = DEFAULT_SIZES, o
     """Per-op time of an elementwise op as the tensor grows: flat while launch overhead dominates.
 
     For each size, ``op`` (``"add"``, ``"mul"``, ``"sin"`` or ``"relu"``, written into a preallocated
-    output) is timed with :func:`asynclab.timing.event_timer`: ``repeats`` event pairs, each around
+    output) is timed with :func:`asynclab.gpu.timing.event_timer`: ``repeats`` event pairs, each around
     ``inner`` back-to-back calls (CUDA events on a GPU, wall clock on the CPU); the median per call is
     kept. ``flat_level_us`` is the median time of the three smallest sizes, and ``flat_until`` the
     largest size up to which every time stays within 1.25x of it (see :func:`flat_until`; None on a
@@ -581,9 +581,9 @@ def cpu_is_synchronous(n: int = 512, reps: int = 10, repeats: int = 5) -> dict[s
     """On the CPU, the naive timer and the synchronized timer agree: each op finishes before it returns.
 
     Times ``reps`` x ``torch.mm(a, a)`` (``n x n`` float32, on the CPU) with
-    :func:`asynclab.timing.naive_timer` and :func:`asynclab.timing.sync_timer`, ``repeats`` times each,
+    :func:`asynclab.gpu.timing.naive_timer` and :func:`asynclab.gpu.timing.sync_timer`, ``repeats`` times each,
     alternating between the two (so that other load on the machine hits both alike); medians, and the
-    ratio as the median of each back-to-back pair's ratio (:func:`asynclab.timing.paired_ratio`).
+    ratio as the median of each back-to-back pair's ratio (:func:`asynclab.gpu.timing.paired_ratio`).
 
     Returns ``{"naive_ms", "sync_ms", "ratio" (naive / sync, about 1), "naive_times_ms", "sync_times_ms"
     (the pairs, in the order timed), "n", "reps", "device"}``.

@@ -10,9 +10,9 @@ from typing import Any, Callable
 
 import torch
 
-from asynclab.experiments import annotate as _annotate
-from asynclab.experiments import dig, gbps, resolve_device, spin_cycles, wall_ms
-from asynclab.experiments import record_gpu_trace as _record_trace
+from asynclab.course.experiments import annotate as _annotate
+from asynclab.course.experiments import dig, gbps, resolve_device, spin_cycles, wall_ms
+from asynclab.course.experiments import record_gpu_trace as _record_trace
 
 LESSON = "05"
 
@@ -72,7 +72,7 @@ def pcie_ceiling(dev: torch.device) -> dict[str, Any]:
         >>> pcie_ceiling(torch.device("cpu"))["peak_gbps"] is None
         True
     """
-    from asynclab.hardware import pcie_link, pcie_peak_gbps
+    from asynclab.gpu.hardware import pcie_link, pcie_peak_gbps
 
     link = pcie_link(dev.index or 0) if dev.type == "cuda" else None
     if link is None:
@@ -158,7 +158,7 @@ def bidirectional(device: Any = None, nbytes: int = 256 * MiB, repeats: int = 5,
                 with _annotate("H2D and D2H at once"):
                     copies(True, True)
 
-            from asynclab.metrics import overlap
+            from asynclab.trace.metrics import overlap
 
             overlapped = overlap(_record_trace(path, both), "h2d", "d2h") / 1e3
     return {"h2d_ms": h2d_ms, "d2h_ms": d2h_ms, "both_ms": both_ms, "h2d_gbps": gbps(nbytes, h2d_ms),
@@ -397,7 +397,7 @@ def pipeline(device: Any = None, memory: str = "pinned", chunks: int = 16, chunk
 
     The compute per chunk is sized (``reps`` multiplications, measured here unless given) to about 1.2x one
     chunk's copy. With ``path`` the overlapped run is profiled, and the share of copy time hidden behind
-    compute is read from that trace with :func:`asynclab.metrics.hidden_fraction`.
+    compute is read from that trace with :func:`asynclab.trace.metrics.hidden_fraction`.
 
     Returns ``{"serial_ms", "overlapped_ms" (medians), "hidden_fraction" (from the trace, or None),
     "best_hidden_fraction" ((chunks-1)/chunks: the first copy has nothing to hide behind), "wrong_chunks",
@@ -420,7 +420,7 @@ def pipeline(device: Any = None, memory: str = "pinned", chunks: int = 16, chunk
         overlapped = [pipe.step("overlapped") for _ in range(repeats)]
         hidden = None
         if path is not None:
-            from asynclab.metrics import hidden_fraction
+            from asynclab.trace.metrics import hidden_fraction
 
             hidden = hidden_fraction(_record_trace(path, lambda: pipe.step("overlapped")))
     return {"serial_ms": statistics.median(t for t, _ in serial),
@@ -481,7 +481,7 @@ def copy_streams(device: Any = None, chunks: int = 12, chunk_bytes: int = 64 * M
         >>> copy_streams("cpu")["setups"] is None
         True
     """
-    from asynclab.metrics import hidden_fraction
+    from asynclab.trace.metrics import hidden_fraction
 
     dev = resolve_device(device)
     if dev.type != "cuda":
@@ -714,7 +714,7 @@ def dataloader(device: Any = None, steps: int = 24, batch: int = 256, size: int 
 
 def _loader_trace_stats(trace: Any, steps: int) -> dict[str, float]:
     """Per step, from a trace of one epoch: GPU idle time (first to last GPU work), H2D copy time, host time pinning."""
-    from asynclab.metrics import idle_gaps
+    from asynclab.trace.metrics import idle_gaps
 
     copies = trace.gpu().query("kind == 'h2d'")
     pins = trace.find("aten::pin_memory", kinds="cpu_op")
@@ -773,7 +773,7 @@ def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bo
         >>> sorted(traces)  # doctest: +SKIP
         ['bidirectional', 'dataloader_pinned', 'dataloader_plain', 'early_read', 'non_blocking', 'pipeline_pageable', ...]
     """
-    from asynclab.experiments import TraceFolder, run_setup
+    from asynclab.course.experiments import TraceFolder, run_setup
 
     dev, _, out = run_setup(device, trace_dir, CPU_KWARGS)
     gpu = dev.type == "cuda"

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from asynclab.backend import Backend, backend
-from asynclab.checks import Verdict, exercise, raised
+from asynclab.grading.backend import Backend, backend
+from asynclab.grading.checks import Verdict, exercise, raised
 
 #: How late the checker's producer is, in ms.
 LATE_MS = 20.0
@@ -110,14 +110,14 @@ def _pairs(answer: Any) -> set[tuple[str, str]] | None:
 
 
 def true_waits(trace: Any) -> set[tuple[str, str]]:
-    """``{(waiter stream, waited-for stream)}`` in a trace, read by :func:`asynclab.metrics.stream_waits`.
+    """``{(waiter stream, waited-for stream)}`` in a trace, read by :func:`asynclab.trace.metrics.stream_waits`.
 
     Example:
         >>> from asynclab import reference
         >>> sorted(true_waits(reference.trace(4, "who_waited")))  # doctest: +SKIP
         [('42', '34'), ('7', '38')]
     """
-    from asynclab.metrics import stream_waits
+    from asynclab.trace.metrics import stream_waits
 
     waits = stream_waits(trace).dropna(subset=["waited_for"])
     return {(_stream_of(w), _stream_of(f)) for w, f in zip(waits["lane"], waits["waited_for"])}
@@ -132,7 +132,7 @@ def who_waited(answer: Any) -> Verdict:
         >>> who_waited({(7, 7)}).right
         False
     """
-    from asynclab import reference
+    from asynclab.course import reference
 
     trace = reference.trace(4, "who_waited")
     pairs = _pairs(answer)
@@ -163,7 +163,7 @@ def who_waited(answer: Any) -> Verdict:
                           + ". Look for work that starts long after its launch, right when another stream's work ends.")
 
 
-#: Answers for the classroom's solved examples, where the lesson publishes no code (``asynclab.classroom``).
+#: Answers for the classroom's solved examples, where the lesson publishes no code (``asynclab.grading.classroom``).
 CLASSROOM_ANSWERS = {
     "04.who_waited": ("from asynclab.lessons.events.exercises import true_waits\n"
                       'answer = {(int(a), int(b)) for a, b in true_waits(run.reference_trace("who_waited"))}'),

@@ -11,9 +11,9 @@ from typing import Any, Callable
 
 import torch
 
-from asynclab.experiments import annotate as _annotate
-from asynclab.experiments import dig, resolve_device, spin_cycles, wall_ms
-from asynclab.experiments import record_gpu_trace as _record_trace
+from asynclab.course.experiments import annotate as _annotate
+from asynclab.course.experiments import dig, resolve_device, spin_cycles, wall_ms
+from asynclab.course.experiments import record_gpu_trace as _record_trace
 
 LESSON = "04"
 
@@ -557,7 +557,7 @@ def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bo
         >>> sorted(traces)  # doctest: +SKIP
         ['allocator_reuse', 'cross_device', 'event_api', 'race', 'who_waited']
     """
-    from asynclab.experiments import TraceFolder, run_setup
+    from asynclab.course.experiments import TraceFolder, run_setup
 
     dev, _, out = run_setup(device, trace_dir, CPU_KWARGS)
     gpu = dev.type == "cuda"

@@ -6,9 +6,9 @@ import math
 import numbers
 from typing import Any, Callable
 
-from asynclab.backend import Backend, backend
-from asynclab.checks import Verdict, exercise, raised
-from asynclab.events import a_type
+from asynclab.grading.backend import Backend, backend
+from asynclab.grading.checks import Verdict, exercise, raised
+from asynclab.trace.events import a_type
 
 #: The share of the multiplication that must run while the copy runs.
 MIN_OVERLAP = 0.8
@@ -52,7 +52,7 @@ class _Shape(TypeError):
 
 def _overlap_share(trace: Any, mult: Any) -> float:
     """The share of the multiplication's time (rows ``mult`` of the trace) during which the copy ran too."""
-    from asynclab.intervals import intersection_length, spans
+    from asynclab.trace.intervals import intersection_length, spans
 
     ev = trace.events
     copies = ev[ev["kind"].isin(("p2p", "d2d"))]
@@ -79,7 +79,7 @@ def _step(b: Backend, step: Callable, slow_product: bool = False) -> tuple[int, 
     """
     import torch
 
-    from asynclab.experiments import native_half
+    from asynclab.course.experiments import native_half
 
     d0, d1 = torch.device("cuda", 0), torch.device("cuda", 1)
     src = torch.empty(b.nbytes(1 << 30) // 4, device=d0)
@@ -182,7 +182,7 @@ def _measured_both_ways() -> tuple[float, float, str]:
     if torch.cuda.is_available() and torch.cuda.device_count() >= 2:
         r = ex.bandwidth("cuda", reps=3)
         return r["one_way_ms"], r["both_ways_ms"], "measured on your GPUs"
-    from asynclab import reference
+    from asynclab.course import reference
 
     r = reference.results("06")["bandwidth"]
     return r["one_way_ms"], r["both_ways_ms"], reference.describe("06").replace("reference recorded", "the reference, recorded")
@@ -219,7 +219,7 @@ def both_ways(predicted_ms: Any) -> Verdict:
     return Verdict(False, f"{predicted_ms:.2f} ms is {error:.1%} over the measurement (20% is the limit).")
 
 
-#: Answers for the classroom's solved examples, where the lesson publishes no code (``asynclab.classroom``).
+#: Answers for the classroom's solved examples, where the lesson publishes no code (``asynclab.grading.classroom``).
 CLASSROOM_ANSWERS = {
     "06.both_ways": 'one_way_ms = bw["one_way_ms"]\npredicted_ms = 1.05 * one_way_ms  # each direction has its own lanes',
 }

@@ -10,10 +10,10 @@ from typing import Any, Callable
 
 import torch
 
-from asynclab import hardware
-from asynclab.experiments import annotate as _annotate
-from asynclab.experiments import record_gpu_trace as _record_trace
-from asynclab.experiments import gbps, gpu_count, native_half, resolve_device, run_annotated, spin_cycles, sync_all, wall_ms
+from asynclab.gpu import hardware
+from asynclab.course.experiments import annotate as _annotate
+from asynclab.course.experiments import record_gpu_trace as _record_trace
+from asynclab.course.experiments import gbps, gpu_count, native_half, resolve_device, run_annotated, spin_cycles, sync_all, wall_ms
 
 LESSON = "06"
 
@@ -83,7 +83,7 @@ def machine(device: Any = None) -> dict[str, Any]:
 
     The peak each way between GPU 0 and GPU 1 is the number of NVLink links ``nvidia-smi topo -m`` reports
     for the pair ("NV18") times the bandwidth of one link each way for the GPU's generation
-    (:data:`asynclab.hardware.NVLINK_GBPS_PER_LINK`).
+    (:data:`asynclab.gpu.hardware.NVLINK_GBPS_PER_LINK`).
 
     Returns ``{"gpus", "p2p" (matrix of booleans), "topology" (text), "links_0_1", "gbps_per_link",
     "nvlink_peak_gbps", "capability", "device"}`` (a note with fewer than two GPUs).
@@ -114,7 +114,7 @@ def link_line(m: dict[str, Any]) -> str:
         >>> link_line({"p2p": [[True, False], [False, True]], "links_0_1": 0, "nvlink_peak_gbps": None})[:43]
         'no peer access between GPU 0 and GPU 1 here'
     """
-    from asynclab.lessons import NO_PEER_ACCESS
+    from asynclab.course.registry import NO_PEER_ACCESS
 
     if not (m["p2p"][0][1] and m["p2p"][1][0]):
         return NO_PEER_ACCESS
@@ -214,7 +214,7 @@ def fully_parallel(device: Any = None, nbytes: int = GiB, multiply_ms: float = 2
 
 def _overlap(window: Any) -> dict[str, Any]:
     """How long the copy and the product ran at the same time in one set-up's window, from its trace."""
-    from asynclab import metrics
+    from asynclab.trace import metrics
 
     both = metrics.overlap(window, ("p2p", "d2d"), "compute")
     ev = window.events
@@ -391,7 +391,7 @@ def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bo
         >>> sorted(traces)  # doctest: +SKIP
         ['bandwidth', 'fully_parallel']
     """
-    from asynclab.experiments import TraceFolder, run_setup
+    from asynclab.course.experiments import TraceFolder, run_setup
 
     dev, _, out = run_setup(device, trace_dir, CPU_KWARGS)
     trace = TraceFolder(out, dev.type == "cuda")

@@ -15,9 +15,9 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from asynclab.experiments import annotate as _annotate
-from asynclab.experiments import record_gpu_trace as _record_trace
-from asynclab.experiments import gpu_count, resolve_device, run_annotated, sync_all, wall_ms
+from asynclab.course.experiments import annotate as _annotate
+from asynclab.course.experiments import record_gpu_trace as _record_trace
+from asynclab.course.experiments import gpu_count, resolve_device, run_annotated, sync_all, wall_ms
 
 LESSON = "07"
 
@@ -125,7 +125,7 @@ def _median_ms(fn: Callable[[], Any], reps: int, warm: int = 2) -> float:
 
 def _busy_share(trace: Any, annotation: str) -> list[float]:
     """Each GPU's busy share (1 - idle) over the window of one annotation, from the trace."""
-    from asynclab.metrics import bubble_fraction
+    from asynclab.trace.metrics import bubble_fraction
 
     report = bubble_fraction(trace.window(annotation=annotation), devices=[0, 1])
     return [1.0 - float(report.per_device[d]) for d in (0, 1)]
@@ -325,7 +325,7 @@ def asker_detached(device: Any = None, sizes: tuple[str, ...] = ("small", "big")
                    reps: int = 5, path: str | Path | None = None) -> dict[str, Any]:
     """The asker's own model (:class:`ToyModel`) and loop, at his size and at a GPU-bound one (:data:`ASKER_SIZES`):
     the plain step and his ``train_pipeline`` for each ``m``, and, from a trace of ``m = 4``, how long both GPUs
-    worked at once (:func:`asynclab.metrics.busy_together`) and each GPU's busy time.
+    worked at once (:func:`asynclab.trace.metrics.busy_together`) and each GPU's busy time.
 
     With ``path`` the trace (annotated ``"<size> plain"`` and ``"<size> m=4"``) is kept there.
     Returns ``{"<size>": {"plain_ms", "m": [...], "loop_ms": [...], "both_busy_ms_m4", "step_ms_m4",
@@ -338,8 +338,8 @@ def asker_detached(device: Any = None, sizes: tuple[str, ...] = ("small", "big")
     dev = resolve_device(device)
     if dev.type != "cuda" or not gpu_count() >= 2:
         return _no_gpus(dev, **{name: None for name in sizes})
-    from asynclab.metrics import busy_time, busy_together
-    from asynclab.record import record
+    from asynclab.trace.metrics import busy_time, busy_together
+    from asynclab.gpu.record import record
 
     out: dict[str, Any] = {}
     runs: dict[str, Callable[[], Any]] = {}
@@ -385,8 +385,8 @@ def gpipe(device: Any = None, micro_batches: tuple[int, ...] = MICRO_BATCHES, re
     if dev.type != "cuda" or not gpu_count() >= 2:
         return _no_gpus(dev, p=2, m=list(micro_batches), step_ms=None, bubble_measured=None, bubble_formula=None,
                         traces={})
-    from asynclab.metrics import bubble_fraction
-    from asynclab.record import record
+    from asynclab.trace.metrics import bubble_fraction
+    from asynclab.gpu.record import record
 
     t = _Trainer()
     p = 2
@@ -452,7 +452,7 @@ def torch_pipelining(device: Any = None, schedules: tuple[str, ...] = ("gpipe", 
 
     Each run is a subprocess (:mod:`asynclab.lessons.pipeline_bubbles.stages`) whose ranks write their own
     traces; the bubble is measured on the ranks' traces loaded as one (clocks aligned), over the last profiled
-    step from the moment the barrier before it lets the last rank start (:func:`asynclab.ranks.step_window`).
+    step from the moment the barrier before it lets the last rank start (:func:`asynclab.trace.ranks.step_window`).
     With ``trace_dir`` the rank traces are kept there as ``pipelining_{schedule}_rank{r}.json.gz``.
 
     Returns ``{schedule: {"gpus", "m", "step_ms", "bubble_measured", "traces"}, "device"}``.
@@ -466,7 +466,7 @@ def torch_pipelining(device: Any = None, schedules: tuple[str, ...] = ("gpipe", 
         return _no_gpus(dev, **{s: None for s in schedules})
     if not has_pipelining():
         return {"device": str(dev), "note": NO_PIPELINING, **{s: None for s in schedules}}
-    from asynclab.ranks import load_ranks
+    from asynclab.trace.ranks import load_ranks
 
     gpus = torch.cuda.device_count()
     out: dict[str, Any] = {}
@@ -507,8 +507,8 @@ def pipelining_bubble(trace: Any, gpus: int = 2, step: str = "ProfilerStep#3") -
         >>> 0 < pipelining_bubble(t, gpus=1) < 0.5
         True
     """
-    from asynclab.metrics import bubble_fraction
-    from asynclab.ranks import step_window
+    from asynclab.trace.metrics import bubble_fraction
+    from asynclab.trace.ranks import step_window
 
     return bubble_fraction(step_window(trace, step), devices=list(range(gpus))).mean
 
@@ -516,7 +516,7 @@ def pipelining_bubble(trace: Any, gpus: int = 2, step: str = "ProfilerStep#3") -
 # -- reading the by-hand backward from a trace --------------------------------------------------------------
 def _autograd_lane(ops: Any, gpu: int, source: str) -> str:
     """The host lane, other than the main thread, that launched most of ``gpu``'s ops (``ops``: a
-    :func:`~asynclab.metrics.launch_latency` table): autograd's thread for that GPU."""
+    :func:`~asynclab.trace.metrics.launch_latency` table): autograd's thread for that GPU."""
     mine = ops.loc[(ops["device"] == gpu) & ~ops["launch_lane"].str.contains("main thread"), "launch_lane"]
     if not len(mine):
         raise ValueError(f"{source}: no host thread other than the main one launched work on GPU {gpu}")
@@ -540,7 +540,7 @@ def copy_barriers(trace: Any) -> list[dict[str, float]]:
         >>> [(b["kernels_before"], b["held_us"] > 1000) for b in copy_barriers(t)]
         [(0, True), (39, True), (94, True), (149, True)]
     """
-    from asynclab.metrics import launch_latency
+    from asynclab.trace.metrics import launch_latency
     from asynclab.trace import WORK_KINDS
 
     every = launch_latency(trace)
@@ -607,7 +607,7 @@ def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bo
     Example:
         >>> results, traces = run_all("cuda", "/tmp/ref07")  # doctest: +SKIP
     """
-    from asynclab.experiments import TraceFolder, run_setup
+    from asynclab.course.experiments import TraceFolder, run_setup
 
     dev, _, out = run_setup(device, trace_dir, CPU_KWARGS)
     trace = TraceFolder(out, dev.type == "cuda")

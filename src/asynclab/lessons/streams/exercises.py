@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from asynclab.backend import Backend, backend
-from asynclab.checks import Verdict, exercise, raised, set_answer
-from asynclab.events import a_type
+from asynclab.grading.backend import Backend, backend
+from asynclab.grading.checks import Verdict, exercise, raised, set_answer
+from asynclab.trace.events import a_type
 
 #: The workloads of exercise 2, and the reference figure that says how much streams changed each
 #: (a speed-up: one stream's time over the streams' time).
@@ -146,7 +146,7 @@ def which_gain(workloads: set) -> Verdict:
         >>> which_gain({"two big matmuls"}).right
         False
     """
-    from asynclab import reference
+    from asynclab.course import reference
 
     head = reference.results(3)["headline"]
     gains = {name: figure(head) for name, figure in GAIN_FIGURES.items()}

@@ -8,9 +8,9 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from asynclab.experiments import TraceFolder, dig, dtype_name, native_half, on_device, resolve_device, run_setup, spin_cycles, sync
-from asynclab.parallel import Parallel
-from asynclab.timing import event_timer, sync_timer
+from asynclab.course.experiments import TraceFolder, dig, dtype_name, native_half, on_device, resolve_device, run_setup, spin_cycles, sync
+from asynclab.gpu.parallel import Parallel
+from asynclab.gpu.timing import event_timer, sync_timer
 
 LESSON = "03"
 
@@ -183,7 +183,7 @@ def missing_wait(device: Any = None, spin_ms: float = 20.0, size: int = 1 << 20,
         out = {"input_wrong_unfixed": input_side(False), "input_wrong_fixed": input_side(True),
                "output_wrong_unfixed": output_side(False), "output_wrong_fixed": output_side(True)}
         if path is not None:
-            from asynclab.record import record
+            from asynclab.gpu.record import record
 
             def step() -> None:
                 with torch.profiler.record_function("no wait"):
@@ -248,7 +248,7 @@ def spin_kernels(device: Any = None, kernels: int = 4, spin_ms: float = 5.0, rep
 
 def _trace_parts(path: str | Path, parts: dict[str, Callable[[], Any]], dev: torch.device) -> Any:
     """Record one trace of several annotated parts, each ending with a synchronize."""
-    from asynclab.record import record
+    from asynclab.gpu.record import record
 
     def step() -> None:
         for name, fn in parts.items():

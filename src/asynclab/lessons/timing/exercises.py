@@ -1,8 +1,8 @@
 """Lesson 02 exercise checkers: an event timer (on a GPU or a simulated one) and the tail share of timings."""
 from __future__ import annotations
 
-from asynclab.backend import Backend, backend
-from asynclab.checks import Verdict, exercise, not_judged, raised
+from asynclab.grading.backend import Backend, backend
+from asynclab.grading.checks import Verdict, exercise, not_judged, raised
 
 #: The workloads each timer times, as multiples of the first (20 ms): a timer of the work grows with them.
 SCALES = (1, 2, 4)
@@ -99,7 +99,7 @@ def tail_share_answer(share: float) -> Verdict:
     """
     import statistics
 
-    from asynclab import reference
+    from asynclab.course import reference
 
     times = reference.results(2)["spread"]["times_ms"]
     med = statistics.median(times)

@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 
-from asynclab.experiments import dtype_name, native_half, on_device, percentile, resolve_device, run_setup, spin_cycles, sync, wall_ms
-from asynclab.timing import benchmark_timer, event_timer, naive_timer, sync_timer
+from asynclab.course.experiments import dtype_name, native_half, on_device, percentile, resolve_device, run_setup, spin_cycles, sync, wall_ms
+from asynclab.gpu.timing import benchmark_timer, event_timer, naive_timer, sync_timer
 
 LESSON = "02"
 
@@ -92,7 +92,7 @@ def timers_trace(device: Any, path: str | Path, n: int = 8192, dtype: torch.dtyp
     Example:
         >>> t = timers_trace("cuda", "timers.json.gz")  # doctest: +SKIP
     """
-    from asynclab.record import record
+    from asynclab.gpu.record import record
 
     dev = resolve_device(device)
     dtype = dtype or native_half(dev)  # bf16 where the GPU computes it natively, fp16 below
@@ -204,9 +204,9 @@ def sync_every_iteration(device: Any = None, ops: int = 1000, size: int = 2**23)
 
     The kernel is ``x.add_(1.0)`` on ``size`` float32 elements: by default 32 MB, tens of microseconds
     on a recent GPU, longer than one launch, so the back-to-back loop keeps the GPU busy and measures
-    the kernel (a smaller tensor would measure the host's launch rate instead: lesson 01). (a) :func:`asynclab.timing.sync_timer`
+    the kernel (a smaller tensor would measure the host's launch rate instead: lesson 01). (a) :func:`asynclab.gpu.timing.sync_timer`
     with ``repeats=ops``: each call pays launch, kernel, and the round trip of a synchronize; median per
-    call. (b) :func:`asynclab.timing.event_timer` with ``inner=ops``: one event pair around ``ops``
+    call. (b) :func:`asynclab.gpu.timing.event_timer` with ``inner=ops``: one event pair around ``ops``
     back-to-back calls, so launches overlap with the GPU's work; median of 5 such loops, per call.
     ``inflation`` is (a) / (b). On the CPU both are the plain wall clock and ``inflation`` is about 1.
 
@@ -248,7 +248,7 @@ def sync_every_iteration_trace(device: Any, path: str | Path, ops: int = 30, siz
     Example:
         >>> t = sync_every_iteration_trace("cuda", "sync.json.gz")  # doctest: +SKIP
     """
-    from asynclab.record import record
+    from asynclab.gpu.record import record
 
     dev = resolve_device(device)
     x = torch.zeros(size, device=dev)

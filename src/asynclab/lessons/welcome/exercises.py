@@ -1,9 +1,11 @@
 """Lesson 00 exercise checkers: what runs live here, and CPU timers that agree."""
 from __future__ import annotations
 
-from asynclab import hardware, lessons
-from asynclab.checks import Verdict, exercise
-from asynclab.timing import Timing
+from asynclab.gpu import hardware
+
+from asynclab.course import registry as lessons
+from asynclab.grading.checks import Verdict, exercise
+from asynclab.gpu.timing import Timing
 
 
 @exercise("00.replayed_lessons")

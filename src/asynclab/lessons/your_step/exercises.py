@@ -7,11 +7,11 @@ import numbers
 import random
 from typing import Any, Callable
 
-from asynclab.backend import backend
-from asynclab.checks import Verdict, exercise, raised
-from asynclab.events import a_type
-from asynclab.findings import KINDS
-from asynclab.hostreads import count_reads, host_waits
+from asynclab.grading.backend import backend
+from asynclab.grading.checks import Verdict, exercise, raised
+from asynclab.trace.events import a_type
+from asynclab.trace.findings import KINDS
+from asynclab.grading.hostreads import count_reads, host_waits
 
 #: How late each step's loss is written on the GPU (a spin kernel runs ahead of it, every step).
 STEP_LATE_MS = 5.0
@@ -28,8 +28,8 @@ def baseline_diagnosis() -> dict[str, Any]:
         >>> baseline_diagnosis()["findings"][0]["kind"]
         'dataloader_stall'
     """
-    from asynclab import reference
-    from asynclab.diagnose import diagnose
+    from asynclab.course import reference
+    from asynclab.trace.diagnose import diagnose
 
     return diagnose(reference.trace(8, "stage0")).as_dict()
 

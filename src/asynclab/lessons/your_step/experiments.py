@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterable
 
 import torch
 
-from asynclab.experiments import dig, dtype_name, native_half, run_setup, sync
+from asynclab.course.experiments import dig, dtype_name, native_half, run_setup, sync
 
 LESSON = "08"
 
@@ -142,7 +142,7 @@ def step_time(device: Any = None, fixes: Iterable[str] = (), batch: int = 256, s
     ``trace_path`` on a GPU, three steps recorded with Python stacks and diagnosed.
 
     Returns ``{"fixes", "step_ms", "batch", "size", "dtype", "device", "peak_gib", "diagnosis"}``: ``peak_gib`` is
-    the most GPU memory the step held (0 on the CPU), the diagnosis :meth:`asynclab.diagnose.Diagnosis.as_dict`
+    the most GPU memory the step held (0 on the CPU), the diagnosis :meth:`asynclab.trace.diagnose.Diagnosis.as_dict`
     (None without a trace).
 
     Example:
@@ -150,7 +150,7 @@ def step_time(device: Any = None, fixes: Iterable[str] = (), batch: int = 256, s
         >>> r["step_ms"] > 0 and r["diagnosis"] is None
         True
     """
-    from asynclab.experiments import resolve_device
+    from asynclab.course.experiments import resolve_device
 
     dev = resolve_device(device)
     if dev.type == "cuda":
@@ -161,8 +161,8 @@ def step_time(device: Any = None, fixes: Iterable[str] = (), batch: int = 256, s
     ms = _timed_ms(loop.step, dev, steps)
     diagnosis = None
     if trace_path is not None and dev.type == "cuda":
-        from asynclab.diagnose import diagnose
-        from asynclab.record import record
+        from asynclab.trace.diagnose import diagnose
+        from asynclab.gpu.record import record
 
         diagnosis = diagnose(record(loop.step, path=trace_path, warmup=0, steps=3, with_stack=True)).as_dict()
         diagnosis["trace"] = Path(trace_path).name
@@ -199,7 +199,7 @@ def fix_one_at_a_time(device: Any = None, trace_dir: Any = None, batch: int = 25
         >>> [s["fixes"] for s in r["stages"]]
         [[], ['empty_cache', 'logging', 'pinned', 'workers']]
     """
-    from asynclab.experiments import resolve_device
+    from asynclab.course.experiments import resolve_device
 
     dev = resolve_device(device)
     out = Path(trace_dir) if trace_dir is not None else None

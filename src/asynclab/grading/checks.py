@@ -93,11 +93,11 @@ def raised(err: BaseException) -> Verdict:
     Example:
         >>> print(raised(ZeroDivisionError("division by zero")))
         Not yet: your function raised ZeroDivisionError: division by zero
-        >>> from asynclab.simcuda import SimulationLimit
+        >>> from asynclab.sim.cuda import SimulationLimit
         >>> print(raised(SimulationLimit("tensor.pin_memory()")))  # doctest: +ELLIPSIS
         Not judged here: the simulated GPU does not cover tensor.pin_memory(). This machine has ..., so the check ...
     """
-    from asynclab.simcuda import limit_message
+    from asynclab.sim.cuda import limit_message
 
     limit = limit_message(err)
     if limit is not None:
@@ -125,7 +125,7 @@ def not_judged(call: str, instead: str = "") -> Verdict:
         >>> print(not_judged("a clock bound before the check"))  # doctest: +ELLIPSIS
         Not judged here: the simulated GPU does not cover a clock bound before the check. This machine has ...
     """
-    from asynclab.simcuda import SimulationLimit
+    from asynclab.sim.cuda import SimulationLimit
 
     return raised(SimulationLimit(call, instead))
 
@@ -177,7 +177,7 @@ def load_all() -> dict[str, Callable[..., Verdict]]:
         >>> len(load_all()) > 10
         True
     """
-    from asynclab import lessons
+    from asynclab.course import registry as lessons
 
     for item in lessons.LESSONS:  # importing a lesson's exercises module registers its checkers
         if item.has("exercises"):

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from asynclab.collectives import is_point_to_point, latest_peer_start
-from asynclab.intervals import union
+from asynclab.trace.collectives import is_point_to_point, latest_peer_start
+from asynclab.trace.intervals import union
 
 __all__ = ["GpuView", "Pieces", "idle_pieces", "underfilled_pieces", "SMALL_COPY_BYTES", "MANY_SMALL_COPIES"]
 

@@ -5,8 +5,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from asynclab import hardware
-from asynclab.lessons import NO_PEER_ACCESS, Lesson, how_it_runs, lesson
+from asynclab.gpu import hardware
+from asynclab.course.registry import NO_PEER_ACCESS, Lesson, how_it_runs, lesson
 
 __all__ = ["LessonRun", "start", "NO_PEER_ACCESS"]
 
@@ -24,7 +24,7 @@ class LessonRun:
 
     def __str__(self) -> str:
         text = f"{hardware.report(self.hw)}\nlesson {self.lesson.number}: {how_it_runs(self.lesson, self.hw)}"
-        from asynclab.launch import runtime_hint
+        from asynclab.course.launch import runtime_hint
 
         hint = runtime_hint(self.lesson.gpus, len(self.hw.gpus))
         if hint:
@@ -104,7 +104,7 @@ class LessonRun:
             >>> LessonRun(lesson(2), hardware.Hardware()).reference("timers_side_by_side")["n"]
             8192
         """
-        from asynclab import reference
+        from asynclab.course import reference
 
         results = reference.results(self.lesson.number)
         if name not in results:
@@ -114,14 +114,14 @@ class LessonRun:
 
     def reference_trace(self, name: str):
         """The profiler trace ``name`` recorded with this lesson's reference, loaded as a Trace."""
-        from asynclab import reference
+        from asynclab.course import reference
 
         return reference.trace(self.lesson.number, name)
 
     @property
     def reference_gpu(self) -> str:
         """The GPU the reference was recorded on, e.g. ``"NVIDIA H100 80GB HBM3"``."""
-        from asynclab import reference
+        from asynclab.course import reference
 
         return reference.describe(self.lesson.number).removeprefix("reference recorded on ").split(",")[0]
 
@@ -162,7 +162,7 @@ def start(number: str | int) -> LessonRun:
         >>> run.lesson.name
         'welcome'
     """
-    from asynclab.simcuda import stand_in_for_cuda
+    from asynclab.sim.cuda import stand_in_for_cuda
 
     run = LessonRun(lesson(number), hardware.inventory())
     if run.simulates_exercises:

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from asynclab.timing import timing_device
+from asynclab.gpu.timing import timing_device
 
 def for_lesson(lesson: str | int) -> ModuleType:
     """The experiments module of a lesson (``asynclab/lessons/<name>/experiments.py``), from the lesson registry.
@@ -18,7 +18,7 @@ def for_lesson(lesson: str | int) -> ModuleType:
         >>> for_lesson(1).__name__
         'asynclab.lessons.async_dispatch.experiments'
     """
-    from asynclab import lessons
+    from asynclab.course import registry as lessons
 
     return lessons.lesson(lesson).module("experiments")
 
@@ -30,7 +30,7 @@ def with_experiments() -> list[str]:
         >>> with_experiments()[:3]
         ['01', '02', '03']
     """
-    from asynclab import lessons
+    from asynclab.course import registry as lessons
 
     return [item.number for item in lessons.LESSONS if item.has("experiments")]
 
@@ -163,7 +163,7 @@ def record_gpu_trace(path: Any, step: Any) -> Any:
         >>> record_gpu_trace("/tmp/x.json.gz", lambda: torch.cuda._sleep(1000))  # doctest: +SKIP
         <Trace ...>
     """
-    from asynclab.record import record
+    from asynclab.gpu.record import record
 
     return record(step, path=path, warmup=0, steps=1, cuda_sync_events=True)
 

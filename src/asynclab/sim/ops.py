@@ -1,12 +1,16 @@
-"""How the simulated GPU runs one operator: a view, a kernel on the current stream, a copy, or a read by the host."""
+"""How the simulated GPU runs one operator: a special rule, a view, a kernel on the current stream, or a read by the host.
+
+Every function here takes the running :class:`asynclab.sim.device.SimGPU` as ``gpu``.
+"""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
-from asynclab.simdevice import DeviceTensor, PinnedTensor, SimGPU
+from asynclab.sim.cuda import Simulation
+from asynclab.sim.tensors import DeviceTensor, PinnedTensor
 
 aten = torch.ops.aten
 
@@ -81,7 +85,7 @@ def _is_view(func: Any) -> bool:
         and not any(a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments)
 
 
-def _kernel_ms(gpu: SimGPU, func: Any, args: Any, outputs: list) -> float:
+def _kernel_ms(gpu: Simulation, func: Any, args: Any, outputs: list) -> float:
     """How long the operator runs: its FLOPs at the compute rate for matrix products, else its bytes at the memory
     rate; never less than the shortest kernel."""
     tensors = [t for t in tree_flatten(args)[0] if isinstance(t, torch.Tensor)] + outputs
@@ -96,26 +100,73 @@ def _kernel_ms(gpu: SimGPU, func: Any, args: Any, outputs: list) -> float:
     return max(gpu.KERNEL_MS, ms)
 
 
-def run_operator(gpu: SimGPU, func: Any, args: tuple, kwargs: dict) -> Any:
+#: Operators with a rule of their own, one each (filled by :func:`operator_rule`, as PyTorch's FakeTensor fills its
+#: ``op_implementations``); a rule may hand the operator back to the general path by returning :data:`GENERAL`.
+OPERATOR_RULES: dict[Any, Callable] = {}
+GENERAL = object()
+
+
+def operator_rule(*ops: Any) -> Callable:
+    """Register the decorated ``rule(gpu, args, kwargs)`` for each of ``ops``; a second rule for one is refused.
+
+    Example:
+        >>> operator_rule(aten.is_pinned.default)(lambda gpu, args, kwargs: True)
+        Traceback (most recent call last):
+        ...
+        ValueError: a second simulated rule for aten.is_pinned.default
+    """
+    def register(rule: Callable) -> Callable:
+        again = [op for op in ops if op in OPERATOR_RULES]
+        if again:
+            raise ValueError(f"a second simulated rule for {again[0]}")
+        OPERATOR_RULES.update(dict.fromkeys(ops, rule))
+        return rule
+    return register
+
+
+@operator_rule(aten._local_scalar_dense.default)
+def _item(gpu: Simulation, args: tuple, kwargs: dict) -> Any:
+    """``.item()``: a blocking copy to the host."""
+    return gpu.to_host(args[0], non_blocking=False, pinned=False).item()
+
+
+@operator_rule(aten.is_pinned.default)
+def _is_pinned(gpu: Simulation, args: tuple, kwargs: dict) -> bool:
+    """GPU memory is not pinned host memory."""
+    return False
+
+
+@operator_rule(aten._to_copy.default)
+def _to_copy(gpu: Simulation, args: tuple, kwargs: dict) -> Any:
+    """``.to(device)``: a copy to another device; a change of dtype alone is a kernel."""
+    moved = _to_device(gpu, args[0], kwargs)
+    return GENERAL if moved is None else moved
+
+
+@operator_rule(aten.copy_.default)
+def _copy(gpu: Simulation, args: tuple, kwargs: dict) -> Any:
+    """``dst.copy_(src)`` between the host and a GPU or two GPUs: a copy; on one GPU, a kernel."""
+    if not (_any_host(args[:2]) or len(_devices(args)) > 1):
+        return GENERAL
+    gpu.copy(args[0], args[1], bool(args[2]) if len(args) > 2 else bool(kwargs.get("non_blocking")))
+    return args[0]
+
+
+def run_operator(gpu: Simulation, func: Any, args: tuple, kwargs: dict) -> Any:
     """Run ``func`` on simulated tensors: a view at once, a copy between devices, a read by the host, or a kernel.
 
     Example:
+        >>> from asynclab.sim.device import SimGPU
         >>> with SimGPU() as gpu:
         ...     x = torch.arange(6.0, device="cuda").view(2, 3)
         ...     (x.t() @ x).sum().item()
         153.0
     """
-    if func is aten._local_scalar_dense.default:
-        return gpu.to_host(args[0], non_blocking=False, pinned=False).item()
-    if func in (aten.is_pinned.default,):
-        return False
-    if func is aten._to_copy.default:
-        moved = _to_device(gpu, args[0], kwargs)
-        if moved is not None:
-            return moved
-    if func is aten.copy_.default and (_any_host(args[:2]) or len(_devices(args)) > 1):
-        gpu.copy(args[0], args[1], bool(args[2]) if len(args) > 2 else bool(kwargs.get("non_blocking")))
-        return args[0]
+    special = OPERATOR_RULES.get(func)
+    if special is not None:
+        out = special(gpu, args, kwargs)
+        if out is not GENERAL:
+            return out
     devices = _devices((args, kwargs))
     host_written = [t for t in _mutated(func, args, kwargs, torch.Tensor) if not isinstance(t, DeviceTensor)]
     if _host_tensors((args, kwargs)) or host_written or len(devices) > 1:  # a GPU kernel writes no host memory
@@ -142,7 +193,7 @@ def run_operator(gpu: SimGPU, func: Any, args: tuple, kwargs: dict) -> Any:
     return _kernel(gpu, func, args, kwargs, device, shapes)
 
 
-def _kernel(gpu: SimGPU, func: Any, args: tuple, kwargs: dict, device: int, shapes: Any) -> Any:
+def _kernel(gpu: Simulation, func: Any, args: tuple, kwargs: dict, device: int, shapes: Any) -> Any:
     """Queue ``func`` as a kernel on the current stream: it reads its inputs when it starts and writes its outputs
     (new memory, and the tensors it mutates) when it ends."""
     mutated = _mutated(func, args, kwargs)
@@ -185,7 +236,7 @@ def _kernel(gpu: SimGPU, func: Any, args: tuple, kwargs: dict, device: int, shap
     return tree_unflatten([o if o is not None else m for o, m in zip(outputs, flat)], spec)
 
 
-def _read_by_host(gpu: SimGPU, func: Any, args: tuple, kwargs: dict, device: int) -> Any:
+def _read_by_host(gpu: Simulation, func: Any, args: tuple, kwargs: dict, device: int) -> Any:
     """An operator whose result the host must read (a size that depends on the data, or a Python value): a kernel on
     the current stream that reads its inputs when it starts, and the host waits for it, as CUDA's ``nonzero`` does."""
     box: list = []
@@ -208,7 +259,7 @@ def _read_by_host(gpu: SimGPU, func: Any, args: tuple, kwargs: dict, device: int
     return tree_map(on_gpu, result)
 
 
-def _to_device(gpu: SimGPU, src: Any, kwargs: dict) -> Any:
+def _to_device(gpu: Simulation, src: Any, kwargs: dict) -> Any:
     """``_to_copy`` to another device: a copy to the host or to the other GPU (None: the same device, a kernel)."""
     device, dtype = kwargs.get("device"), kwargs.get("dtype")
     non_blocking = bool(kwargs.get("non_blocking", False))
@@ -224,10 +275,11 @@ def _to_device(gpu: SimGPU, src: Any, kwargs: dict) -> Any:
     return target
 
 
-def copy_between(gpu: SimGPU, dst: torch.Tensor, src: torch.Tensor, non_blocking: bool) -> None:
+def copy_between(gpu: Simulation, dst: torch.Tensor, src: torch.Tensor, non_blocking: bool) -> None:
     """``dst.copy_(src)`` where one side is host memory or the two sides are different GPUs.
 
     Example:
+        >>> from asynclab.sim.device import SimGPU
         >>> with SimGPU() as gpu:
         ...     host = torch.ones(2).pin_memory()
         ...     x = host.to("cuda", non_blocking=True)
@@ -266,10 +318,10 @@ def copy_between(gpu: SimGPU, dst: torch.Tensor, src: torch.Tensor, non_blocking
     gpu.catch_up()
 
 
-def _peer_copy(gpu: SimGPU, dst: DeviceTensor, src: DeviceTensor, nbytes: int) -> None:
+def _peer_copy(gpu: Simulation, dst: DeviceTensor, src: DeviceTensor, nbytes: int) -> None:
     """A copy between GPUs (or within one), as PyTorch issues it: on the source GPU's current stream, after the
     destination's current stream, which then waits for the copy (aten/src/ATen/native/cuda/Copy.cu)."""
-    from asynclab.simcuda import default_stream_of
+    from asynclab.sim.cuda import default_stream_of
 
     sender, receiver = gpu.current(src.block.device), gpu.current(dst.block.device)
     same = src.block.device == dst.block.device

@@ -83,20 +83,20 @@ class Backend:
 
     def profile(self, fn: Callable[[], Any], runs: int = 1) -> Any:
         """Run ``fn`` ``runs`` times (after one warm-up run) under the profiler; the Trace, one step per run."""
-        from asynclab.record import record
+        from asynclab.gpu.record import record
 
         return record(fn, warmup=1, steps=runs)
 
 
 @functools.lru_cache(maxsize=None)
 def _spin_cycles(index: int, ms: float) -> int:
-    from asynclab.experiments import spin_cycles
+    from asynclab.course.experiments import spin_cycles
 
     return spin_cycles(torch.device("cuda", index), ms)
 
 
 class Simulated(Backend):
-    """Simulated GPUs (:class:`asynclab.simdevice.SimGPU`) for a machine without enough of them."""
+    """Simulated GPUs (:class:`asynclab.sim.device.SimGPU`) for a machine without enough of them."""
 
     simulated = True
     scale = 1024
@@ -107,7 +107,7 @@ class Simulated(Backend):
                       f" (on {gpus} simulated GPUs: this machine has {have or 'no'} GPU{'s' if have != 1 else ''})")
 
     def __enter__(self) -> "Simulated":
-        from asynclab.simdevice import SimGPU
+        from asynclab.sim.device import SimGPU
 
         self.gpu = SimGPU(devices=self.gpus, peer_access=self.peer_access, scale=self.scale)  # each run: idle GPUs
         self.gpu.__enter__()
@@ -129,7 +129,7 @@ class Simulated(Backend):
     def profile(self, fn: Callable[[], Any], runs: int = 1) -> Any:
         """The simulated GPU's own timeline of ``runs`` runs of ``fn`` after a warm-up, one step per run (an
         ``asynclab.step`` annotation, as :func:`asynclab.record.record` makes on a GPU)."""
-        from asynclab.record import STEP_ANNOTATION
+        from asynclab.gpu.record import STEP_ANNOTATION
 
         fn()
         torch.cuda.synchronize()
@@ -150,7 +150,7 @@ def backend(gpus: int = 1, peer_access: bool = True) -> Backend:
         >>> b.simulated == (not torch.cuda.is_available())
         True
     """
-    from asynclab.simcuda import gpus_here
+    from asynclab.sim.cuda import gpus_here
 
     have = gpus_here()
     return Backend() if have >= gpus else Simulated(gpus, have, peer_access)

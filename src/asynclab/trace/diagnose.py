@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from asynclab.collectives import late_rank
-from asynclab.events import WORK_KINDS, TraceError
-from asynclab.findings import HOST_BOUND_KINDS, Finding
-from asynclab.idle import SMALL_COPY_BYTES, GpuView, Pieces, idle_pieces, underfilled_pieces
-from asynclab.metrics import gpus_with_work, rows_on_gpu, profiler_steps, as_trace
+from asynclab.trace.collectives import late_rank
+from asynclab.trace.events import WORK_KINDS, TraceError
+from asynclab.trace.findings import HOST_BOUND_KINDS, Finding
+from asynclab.trace.idle import SMALL_COPY_BYTES, GpuView, Pieces, idle_pieces, underfilled_pieces
+from asynclab.trace.metrics import gpus_with_work, rows_on_gpu, profiler_steps, as_trace
 from asynclab.trace import Trace
 
 __all__ = ["diagnose", "Diagnosis", "FOLD_SHARE"]

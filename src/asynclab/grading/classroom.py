@@ -43,7 +43,7 @@ def course_notebooks() -> Path:
         >>> (course_notebooks() / "03_streams.ipynb").is_file()
         True
     """
-    return Path(__file__).resolve().parent / "notebooks"
+    return Path(__file__).resolve().parents[1] / "notebooks"
 
 
 class ClassroomError(ValueError):
@@ -104,7 +104,7 @@ def _exercise_cells(cells: list[dict]) -> list[tuple[int, str, str | None]]:
 
 def _instructor_answers() -> dict[str, str]:
     """The answers of exercises whose lesson publishes no code for them (``CLASSROOM_ANSWERS`` of each lesson)."""
-    from asynclab import lessons
+    from asynclab.course import registry as lessons
 
     answers: dict[str, str] = {}
     for item in lessons.LESSONS:
@@ -130,7 +130,7 @@ def source_notebook(notebook: dict) -> dict:
 
     Example:
         >>> import json
-        >>> from asynclab.lessons import lesson
+        >>> from asynclab.course.registry import lesson
         >>> nb = json.loads((lesson(7).package_dir.parents[3] / "notebooks" / lesson(7).notebook).read_text())  # doctest: +SKIP
         >>> "BEGIN SOLUTION" in json.dumps(source_notebook(nb))  # doctest: +SKIP
         True
@@ -174,7 +174,7 @@ def write_source(root: str | Path, notebooks: str | Path) -> list[Path]:
     Example:
         >>> paths = write_source("/tmp/course", "notebooks")  # doctest: +SKIP
     """
-    from asynclab import lessons
+    from asynclab.course import registry as lessons
 
     root, notebooks = Path(root), Path(notebooks)
     written = []
@@ -276,7 +276,7 @@ def _graded_cells(source: dict) -> list[tuple[str, str, float, str, int]]:
 def regrade(root: str | Path, assignment: str, student: str, timeout_s: float = CELL_TIMEOUT_S) -> dict[str, Any]:
     """Grade each exercise of a student's submission in a fresh Python process: the lesson's set-up from the
     instructor's source notebook, then the student's answer cell, then the checker, bound before the answer runs
-    (:func:`asynclab.grading.check_in_fresh_process`). Each grade goes into the gradebook, in place of what the
+    (:func:`asynclab.grading.fresh.check_in_fresh_process`). Each grade goes into the gradebook, in place of what the
     student's own kernel said, so nothing a notebook rebinds changes a grade. A check that runs past ``timeout_s``
     scores zero. Returns ``{check cell id: Grade}``.
 
@@ -288,7 +288,7 @@ def regrade(root: str | Path, assignment: str, student: str, timeout_s: float = 
 
     from nbgrader.api import Gradebook, MissingEntry
 
-    from asynclab.grading import Grade, check_in_fresh_process, setup_code
+    from asynclab.grading.fresh import Grade, check_in_fresh_process, setup_code
 
     root = Path(root)
     source = json.loads((root / "source" / assignment / f"{assignment}.ipynb").read_text())
@@ -329,7 +329,7 @@ def examples(root: str | Path, notebooks: str | Path, lessons: list[str] | None 
         >>> [(r["student"], r["score"]) for r in rows]  # doctest: +SKIP
         [('solved', 2.0), ('as_shipped', 0.0)]
     """
-    from asynclab import lessons as registry
+    from asynclab.course import registry
 
     root = Path(root)
     write_source(root, notebooks)
@@ -368,7 +368,7 @@ def lesson_table(notebooks: str | Path) -> str:
         >>> print(lesson_table("notebooks").splitlines()[0])  # doctest: +SKIP
         | # | lesson | time | prerequisites | GPUs for live runs | graded exercises |
     """
-    from asynclab import lessons
+    from asynclab.course import registry as lessons
 
     rows = ["| # | lesson | time | prerequisites | GPUs for live runs | graded exercises |", "|---|---|---|---|---|---|"]
     for item in lessons.written():

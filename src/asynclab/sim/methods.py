@@ -5,8 +5,8 @@ from typing import Any, Callable
 
 import torch
 
-from asynclab.simcuda import SimulationLimit, Stream
-from asynclab.simdevice import DeviceTensor, gpu_of
+from asynclab.sim.cuda import SimulationLimit, Stream
+from asynclab.sim.tensors import DeviceTensor, gpu_of, register_tensor_methods
 
 aten = torch.ops.aten
 
@@ -184,7 +184,7 @@ def _as_subclass(t: DeviceTensor, cls: Any) -> Any:
         return torch.Tensor.as_subclass(t, cls)
 
 
-TENSOR_METHODS: dict[str, Callable] = {
+register_tensor_methods({
     "as_subclass": _as_subclass,
     "record_stream": _record_stream, "numpy": _numpy, "__array__": _numpy, "tolist": _host_read("tolist"),
     "data_ptr": _data_ptr, "untyped_storage": lambda t: t.elem.untyped_storage(),
@@ -197,6 +197,4 @@ TENSOR_METHODS: dict[str, Callable] = {
     "cpu": lambda t, memory_format=torch.preserve_format: _move("cpu")(t), "new_tensor": _new_tensor,
     "__invert__": lambda t: aten.bitwise_not.default(t), "nonzero": _nonzero, "contiguous": _contiguous,
     "type": _type, "type_as": lambda t, other: _type(t, other.dtype),
-}
-
-
+})

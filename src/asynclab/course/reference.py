@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Mapping
 
-from asynclab import lessons
+from asynclab.course import registry as lessons
 
 #: Largest trace a reference may ship (compressed), and the whole reference set (section 7 of the guide).
 MAX_TRACE_BYTES = 1_000_000
@@ -251,15 +251,16 @@ def table(lesson: str | int, root: str | os.PathLike | None = None) -> str:
 
 
 def meta_from_hardware(hw=None, gpus_used: int | None = None) -> dict[str, Any]:
-    """The metadata written next to a reference, from :func:`asynclab.hardware.inventory` (no host name).
+    """The metadata written next to a reference, from :func:`asynclab.gpu.hardware.inventory` (no host name).
 
     Example:
-        >>> from asynclab.hardware import Hardware
+        >>> from asynclab.gpu.hardware import Hardware
         >>> m = meta_from_hardware(Hardware(gpus=(), torch_version="2.11.0"))
         >>> m["gpu_count"], m["torch"]
         (0, '2.11.0')
     """
-    from asynclab import __version__, hardware
+    from asynclab import __version__
+    from asynclab.gpu import hardware
 
     hw = hw or hardware.inventory()
     return {

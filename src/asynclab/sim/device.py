@@ -20,164 +20,18 @@ from typing import Any, Callable
 
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils._pytree import tree_flatten, tree_map
 
-from asynclab.simcuda import Simulation, SimulationLimit, Stream
+from asynclab.sim import methods  # noqa: F401 - registers the tensor methods a simulated GPU tensor runs
+from asynclab.sim import patches
+from asynclab.sim.cuda import Simulation, SimulationLimit, Stream
+from asynclab.sim.ops import copy_between, run_operator
+from asynclab.sim.tensors import (Block, DeviceTensor, PinnedTensor, flat_tensors, fresh_memory, gpu_of, memory_of,
+                                  needed_bytes, shaped_on)
+from asynclab.sim.trace import trace_of
 
-__all__ = ["DeviceTensor", "PinnedTensor", "SimGPU"]
+__all__ = ["DeviceTensor", "PinnedTensor", "SimGPU", "gpu_of"]
 
 _SEQ = itertools.count()
-
-
-class Block:
-    """A piece of simulated memory: its bytes (a CPU tensor), the GPU and stream that allocated it (None: pinned host
-    memory), and the streams ``record_stream`` named. When no tensor uses it any more, it goes back to its pool."""
-
-    def __init__(self, base: torch.Tensor, device: int | None, stream: Stream | None):
-        self.base, self.device, self.stream, self.recorded = base, device, stream, set()
-
-
-def _fresh(nbytes: int) -> torch.Tensor:
-    """New memory of at least ``nbytes`` (rounded up to 512 bytes, as PyTorch's allocator does), holding garbage
-    (every byte 0xFF: NaN as floats, -1 as integers)."""
-    return torch.full((max(512, -(-nbytes // 512) * 512),), 255, dtype=torch.uint8)
-
-
-def _on(base: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """A tensor shaped like ``like`` (sizes, strides, offset, dtype) on the bytes of ``base``."""
-    flat = base[: base.numel() - base.numel() % like.element_size()].view(like.dtype)
-    return flat.as_strided(like.shape, like.stride(), like.storage_offset())
-
-
-def _memory_of(t: torch.Tensor) -> int:
-    """Which memory a tensor lives in (its storage's address)."""
-    with torch._C.DisableTorchFunctionSubclass():
-        return t.untyped_storage().data_ptr()
-
-
-def _needed_bytes(like: torch.Tensor) -> int:
-    if like.numel() == 0:
-        return 0
-    last = like.storage_offset() + sum((s - 1) * st for s, st in zip(like.shape, like.stride()))
-    return (last + 1) * like.element_size()
-
-
-class DeviceTensor(torch.Tensor):
-    """A tensor on a simulated GPU: ``device`` says ``cuda:N``, its values live in ``elem`` (a CPU view of its
-    :class:`Block`), and the running :class:`SimGPU` decides when each operator on it reads and writes them.
-
-    Example:
-        >>> with SimGPU() as gpu:
-        ...     x = torch.ones(4, device="cuda")
-        ...     y = (x * 2).clone().sum()
-        ...     (x.device, y.item())
-        (device(type='cuda', index=0), 8.0)
-    """
-
-    elem: torch.Tensor
-    block: Block
-
-    @staticmethod
-    def __new__(cls, elem: torch.Tensor, block: Block, requires_grad: bool = False) -> "DeviceTensor":
-        t = torch.Tensor._make_wrapper_subclass(cls, elem.size(), strides=elem.stride(),
-                                                storage_offset=elem.storage_offset(), dtype=elem.dtype,
-                                                device=torch.device("cuda", block.device), requires_grad=requires_grad)
-        t.elem, t.block = elem, block
-        return t
-
-    def __repr__(self, *, tensor_contents: Any = None) -> str:  # printing a GPU tensor reads it on the host
-        text = repr(gpu_of().to_host(self, non_blocking=False, pinned=False))
-        return text[:-1] + f", device='cuda:{self.block.device}')"
-
-    __str__ = __repr__
-
-    def __format__(self, spec: str) -> str:
-        return format(self.item(), spec) if spec and self.dim() == 0 else repr(self)
-
-    @classmethod
-    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
-        if _asks_for_grad(func, args, kwargs):  # forward passes run without a graph; a backward pass says so
-            return None if func is torch.Tensor.requires_grad.__set__ else args[0]
-        if func in _BACKWARD:
-            raise SimulationLimit("autograd's backward pass on a simulated GPU tensor",
-                                  "the forward pass runs here; check a backward pass on a machine with a GPU")
-        special = TENSOR_METHODS.get(getattr(func, "__name__", None))
-        if special is not None and args and isinstance(args[0], DeviceTensor):
-            return special(*args, **kwargs)
-        with torch._C.DisableTorchFunctionSubclass():
-            return func(*args, **kwargs)
-
-    @classmethod
-    def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        return gpu_of().dispatch(func, args, kwargs or {})
-
-
-class PinnedTensor(torch.Tensor):
-    """Page-locked host memory (``pin_memory()``, ``pin_memory=True``, a non-blocking copy to the host): an ordinary
-    CPU tensor that a copy from the GPU may write later, when that copy ends. The host sees such writes as its time
-    passes: any operation on it first brings the simulation up to the host's time.
-
-    Example:
-        >>> with SimGPU():
-        ...     host = torch.zeros(3).pin_memory()
-        ...     host.is_pinned(), type(host).__name__
-        (True, 'PinnedTensor')
-    """
-
-    @classmethod
-    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        gpu = gpu_of(required=False)
-        if gpu is not None:
-            gpu.catch_up()
-        name = getattr(func, "__name__", None)
-        if name == "is_pinned":
-            return True
-        if name in ("numpy", "tolist", "__array__") and args:
-            with torch._C.DisableTorchFunctionSubclass():
-                return getattr(args[0].as_subclass(torch.Tensor), name)(*args[1:], **(kwargs or {}))
-        with torch._C.DisableTorchFunctionSubclass():
-            out = func(*args, **(kwargs or {}))
-            pinned = {t.untyped_storage().data_ptr() for t in flat_tensors((args, kwargs)) if type(t) is PinnedTensor}
-
-            def keep(t: Any) -> Any:  # a view of pinned memory is pinned; new memory (a clone, say) is pageable
-                if not isinstance(t, torch.Tensor) or isinstance(t, DeviceTensor):
-                    return t
-                shares = t.untyped_storage().data_ptr() in pinned
-                return t if (type(t) is PinnedTensor) == shares else t.as_subclass(PinnedTensor if shares else torch.Tensor)
-            return tree_map(keep, out)
-
-
-#: Calls that run autograd's backward pass.
-_BACKWARD = {torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad}
-
-
-def _asks_for_grad(func: Any, args: tuple, kwargs: dict) -> bool:
-    """Whether a call makes a simulated GPU tensor require gradients. Autograd would ask the real CUDA driver for the
-    tensor's stream, which a machine without a GPU does not have, so the tensor stays out of autograd's graph: the
-    forward pass runs, and a backward pass is the simulation's limit."""
-    if func is torch.Tensor.requires_grad.__set__:
-        return bool(args[1]) if len(args) > 1 else False
-    if getattr(func, "__name__", None) == "requires_grad_":
-        return bool(args[1] if len(args) > 1 else kwargs.get("requires_grad", True))
-    return False
-
-
-def gpu_of(required: bool = True) -> "SimGPU | None":
-    """The simulated GPU of the check in progress (the innermost); without one, None or a SimulationLimit.
-
-    Example:
-        >>> gpu_of(required=False) is None
-        True
-    """
-    from asynclab.simcuda import running_simulations
-
-    for sim in reversed(running_simulations()):
-        if isinstance(sim, SimGPU):
-            return sim
-    if required:
-        raise SimulationLimit("a simulated GPU tensor outside its check", "make GPU tensors inside your function")
-    return None
 
 
 class _Placement(TorchFunctionMode):
@@ -270,6 +124,8 @@ class SimGPU(Simulation):
     PINNED_BYTES_PER_MS = 5.0e7
     PAGEABLE_BYTES_PER_MS = 8.0e6
     PEER_BYTES_PER_MS = 3.9e8
+    #: Operators on simulated GPU tensors run here (:func:`asynclab.sim.tensors.gpu_of` finds it).
+    runs_tensors = True
 
     def __init__(self, devices: int = 1, peer_access: bool = True, scale: float = 1.0) -> None:
         super().__init__()
@@ -358,24 +214,24 @@ class SimGPU(Simulation):
 
     def _finish(self, then: Callable, start: float, end: float, reads: tuple, writes: tuple) -> None:
         """Work ends at ``end``: it writes its results, unless memory it read was written while it ran."""
-        if any(self._written.get(_memory_of(t), -1.0) > start for t in reads):
+        if any(self._written.get(memory_of(t), -1.0) > start for t in reads):
             for t in writes:
                 t.fill_(float("nan") if t.dtype.is_floating_point else -1)
         else:
             then()
         for t in writes:
-            self._written[_memory_of(t)] = end
+            self._written[memory_of(t)] = end
 
     # -- memory ---------------------------------------------------------------------------------------------------
     def allocate(self, like: torch.Tensor, device: int, stream: Stream | None = None) -> DeviceTensor:
         """New memory on ``device`` shaped like ``like``, from the pool of ``stream`` (default: the current one)."""
         stream = stream or self.current(device)
-        need, pool = _needed_bytes(like), self._pools.setdefault((device, stream), [])
+        need, pool = needed_bytes(like), self._pools.setdefault((device, stream), [])
         fits = [(b.base.numel(), i) for i, (b, free_at) in enumerate(pool)
                 if need <= b.base.numel() <= 2 * max(need, 512) and free_at <= self.host]
         with torch.inference_mode(False):  # memory the simulation writes later, whatever mode the host is in then
-            base = pool.pop(min(fits)[1])[0].base if fits else _fresh(need)
-            elem = _on(base, like)
+            base = pool.pop(min(fits)[1])[0].base if fits else fresh_memory(need)
+            elem = shaped_on(base, like)
         block = Block(base, device, stream)
         weakref.finalize(block, self._free, base, device, stream, block.recorded)
         return DeviceTensor(elem, block)
@@ -398,8 +254,6 @@ class SimGPU(Simulation):
     # -- operators ------------------------------------------------------------------------------------------------
     def dispatch(self, func: Any, args: tuple, kwargs: dict) -> Any:
         """Run one operator on simulated tensors, where and when a GPU would."""
-        from asynclab.simops import run_operator
-
         self.catch_up()
         return run_operator(self, func, args, kwargs)
 
@@ -456,8 +310,6 @@ class SimGPU(Simulation):
     def copy(self, dst: torch.Tensor, src: torch.Tensor, non_blocking: bool) -> None:
         """``dst.copy_(src)`` across host and GPUs: on the copy engine of its direction, read when it starts and
         written when it ends; the host waits unless it is non-blocking between a GPU and pinned memory."""
-        from asynclab.simops import copy_between
-
         copy_between(self, dst, src, non_blocking)
 
     def annotation(self, name: str, handle: Any, arg: Any) -> Any:
@@ -487,8 +339,6 @@ class SimGPU(Simulation):
             >>> sorted(set(ev["kind"]))
             ['annotation', 'compute', 'gpu_annotation', 'launch']
         """
-        from asynclab.simtrace import trace_of
-
         return trace_of(self.ran, self.launches, self.annotations)
 
     def __enter__(self) -> "SimGPU":
@@ -499,24 +349,13 @@ class SimGPU(Simulation):
         torch.__future__.set_overwrite_module_params_on_conversion(True)
         self._placement = _Placement(self)
         self._placement.__enter__()
-        self._thread_run = threading.Thread.run
-        threading.Thread.run = _placed(self._thread_run)  # threads started in the check place tensors there too
+        # threads started in the check place tensors there too
+        self._threads = patches.install("threading.Thread", {"run": _placed(threading.Thread.run)})
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        threading.Thread.run = self._thread_run
+        self._threads.undo()
         self._placement.__exit__(*exc)
         torch.__future__.set_overwrite_module_params_on_conversion(self._overwrite)
         self.finish()
         super().__exit__(*exc)
-
-
-def flat_tensors(tree: Any) -> list:
-    """Every tensor in a nest of lists, tuples and dicts."""
-    return [x for x in tree_flatten(tree)[0] if isinstance(x, torch.Tensor)]
-
-
-from asynclab.simmethods import TENSOR_METHODS  # noqa: E402 - it builds on the classes above
-
-for _name, _method in TENSOR_METHODS.items():  # found before torch.Tensor's own (whose argument parser comes first)
-    setattr(DeviceTensor, _name, _method)

@@ -19,6 +19,8 @@ import threading
 import traceback
 from typing import Any, Iterator
 
+from asynclab.sim import patches
+
 
 class SimulationLimit(RuntimeError):
     """Learner code reached for ``call``, which the simulated GPU does not cover; ``instead`` says what to write."""
@@ -39,7 +41,7 @@ def running_simulations() -> tuple["Simulation", ...]:
         True
     """
     return tuple(_STACK)
-_SAVED: dict[str, Any] = {}  # torch.cuda's own functions while the stand-ins are in place
+_INSTALLED: list[patches.Installed] = []  # torch.cuda's stand-ins while they are in place (and its own functions)
 _SESSION: list["Simulation"] = []  # the session's idle GPU, once stand_in_for_cuda() has run
 
 
@@ -308,7 +310,7 @@ class device:  # noqa: N801 - the name torch.cuda uses
 
 def _fakes() -> dict[str, Any]:
     """torch.cuda's names and their stand-ins."""
-    real = _SAVED.get
+    real = _real
 
     def set_stream(stream: Stream | None) -> None:
         if stream is not None:
@@ -318,7 +320,7 @@ def _fakes() -> dict[str, Any]:
         sim = active()
         sim.device = sim.index(index)
 
-    return {
+    fakes = {
         "Stream": Stream, "Event": Event, "StreamContext": StreamContext, "device": device,
         "stream": StreamContext, "set_stream": set_stream, "set_device": set_device,
         "current_stream": lambda device=None: active().current(device),
@@ -337,6 +339,15 @@ def _fakes() -> dict[str, Any]:
         "is_available": lambda: True if in_check() else real("is_available")(),
         "device_count": lambda: active().devices if in_check() else real("device_count")(),
     }
+    assert set(fakes) == set(patches.TORCH_CUDA), "the stand-ins are those the table of patches lists"
+    return fakes
+
+
+def _real(name: str) -> Any:
+    """torch.cuda's own ``name``, whether or not the stand-ins are in place."""
+    import torch
+
+    return _INSTALLED[0].originals[name] if _INSTALLED else getattr(torch.cuda, name)
 
 
 def _register_as_torch_kinds() -> None:
@@ -358,22 +369,15 @@ def _register_as_torch_kinds() -> None:
 
 
 def _install() -> None:
-    import torch
-
-    if _SAVED:
+    if _INSTALLED:
         return
     _register_as_torch_kinds()
-    for name, fake in _fakes().items():
-        _SAVED[name] = getattr(torch.cuda, name)
-        setattr(torch.cuda, name, fake)
+    _INSTALLED.append(patches.install("torch.cuda", _fakes()))
 
 
 def _uninstall() -> None:
-    import torch
-
-    for name, original in _SAVED.items():
-        setattr(torch.cuda, name, original)
-    _SAVED.clear()
+    while _INSTALLED:
+        _INSTALLED.pop().undo()
 
 
 def stand_in_for_cuda(gpus_needed: int = 1) -> bool:
@@ -405,17 +409,14 @@ def gpus_here() -> int:
         >>> gpus_here() >= 0
         True
     """
-    import torch
-
-    available = _SAVED.get("is_available", torch.cuda.is_available)
-    return _SAVED.get("device_count", torch.cuda.device_count)() if available() else 0
+    return _real("device_count")() if _real("is_available")() else 0
 
 
 class Simulation:
     """The state of simulated GPUs: when each stream's queue ends, when each event was recorded, the host's time.
 
     The base class is the idle session GPU (two devices, logical time). Checkers use the subclass that runs
-    PyTorch's operators, :class:`asynclab.simdevice.SimGPU`. ``with`` a simulation, handles use it.
+    PyTorch's operators, :class:`asynclab.sim.device.SimGPU`. ``with`` a simulation, handles use it.
 
     Example:
         >>> with Simulation() as sim:
@@ -474,11 +475,9 @@ class Simulation:
     # -- the host's clock --
     #: Simulated host time one reading of a clock costs, in ms (a busy-wait loop's step).
     CLOCK_READ_MS = 0.001
-    #: The clocks of the ``time`` module that learner code reads as the host's logical time, and their units per ms.
-    CLOCKS = {"perf_counter": 1e-3, "monotonic": 1e-3, "time": 1e-3, "perf_counter_ns": 1e6, "monotonic_ns": 1e6,
-              "time_ns": 1e6}
-    #: The host's CPU-time clocks: they stop while the host sleeps (``time.sleep``, a blocking event's wait).
-    CPU_CLOCKS = {"process_time": 1e-3, "thread_time": 1e-3, "process_time_ns": 1e6, "thread_time_ns": 1e6}
+    #: The clocks of the ``time`` module that learner code reads as the host's logical time, and their units per ms;
+    #: the CPU-time clocks stop while the host sleeps.
+    CLOCKS, CPU_CLOCKS = patches.WALL_CLOCKS, patches.CPU_CLOCKS
 
     def _clock(self, real: Any, per_ms: float, cpu: bool = False) -> Any:
         """A stand-in for the ``time`` clock ``real``: it reads the host's logical time (from ``real``'s reading now;
@@ -511,8 +510,8 @@ class Simulation:
     def sleep(self, seconds: float) -> None:
         """``time.sleep`` in learner code during a check: the host's time moves on, and the GPU's work with it. A
         daemon thread (a notebook kernel's own) really sleeps: it is not the host program the check runs."""
-        if threading.current_thread().daemon and hasattr(self, "_real_time"):
-            self._real_time["sleep"](seconds)
+        if threading.current_thread().daemon and getattr(self, "_patches", None):
+            self._patches[0].originals["sleep"](seconds)
             return
         self.slept += max(0.0, float(seconds)) * 1e3
         self.host += max(0.0, float(seconds)) * 1e3
@@ -615,26 +614,19 @@ class Simulation:
 
     def __enter__(self) -> "Simulation":
         import time
-        import timeit  # bound to the real clock now (a module imported during a check keeps a stand-in that reads it)
 
         _install()
         _STACK.append(self)
         # learner code's sleeps and clock readings are the host's logical time
-        self._real_time = {name: getattr(time, name) for name in ("sleep", *self.CLOCKS, *self.CPU_CLOCKS)}
-        self._real_timer = timeit.default_timer
-        time.sleep = self.sleep
-        for name, per_ms in (*self.CLOCKS.items(), *self.CPU_CLOCKS.items()):
-            setattr(time, name, self._clock(self._real_time[name], per_ms, cpu=name in self.CPU_CLOCKS))
-        timeit.default_timer = time.perf_counter
+        clocks = {name: self._clock(getattr(time, name), per_ms, cpu=name in self.CPU_CLOCKS)
+                  for name, per_ms in (*self.CLOCKS.items(), *self.CPU_CLOCKS.items())}
+        self._patches = [patches.install("time", {"sleep": self.sleep, **clocks}),
+                         patches.install("timeit", {"default_timer": clocks["perf_counter"]})]
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        import time
-        import timeit
-
-        for name, real in self._real_time.items():
-            setattr(time, name, real)
-        timeit.default_timer = self._real_timer
+        while self._patches:
+            self._patches.pop().undo()
         _STACK.remove(self)
         if not _STACK:
             _uninstall()
@@ -643,7 +635,7 @@ class Simulation:
 @contextlib.contextmanager
 def outside() -> Iterator[None]:
     """Run a block with torch.cuda's own functions, as on a machine without the stand-ins (for tests)."""
-    stack, saved = list(_STACK), dict(_SAVED)
+    stack, saved = list(_STACK), bool(_INSTALLED)
     _uninstall()
     _STACK.clear()
     try:
@@ -659,7 +651,7 @@ _NO_GPU = ("NVIDIA driver", "CUDA driver", "not compiled with CUDA", "No CUDA GP
            "does not match recording stream's device type",
            "already associated to a python object of type DeviceTensor",  # PyTorch 2.3: as_subclass of a GPU tensor,
            "already associated to a python object of type Tensor")  # and of pinned memory under a dispatch mode
-_OURS = (os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.abspath(contextlib.__file__)))
+_OURS = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))), os.path.dirname(os.path.abspath(contextlib.__file__)))
 
 
 def _learner_line(err: BaseException) -> str | None:

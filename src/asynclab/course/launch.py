@@ -45,7 +45,7 @@ def repository() -> str:
         label, _, url = entry.partition(",")
         if label.strip().lower() == "repository":
             return url.strip().rstrip("/")
-    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    pyproject = Path(__file__).resolve().parents[3] / "pyproject.toml"
     if pyproject.is_file():
         found = re.search(r'^Repository\s*=\s*"([^"]+)"', pyproject.read_text(), re.M)
         if found:

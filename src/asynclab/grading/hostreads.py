@@ -4,7 +4,8 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
-from asynclab.backend import Backend
+from asynclab.grading.backend import Backend
+from asynclab.sim import patches
 
 __all__ = ["HOST_READS", "LATE_MS", "count_reads", "host_waits", "on_late_losses"]
 
@@ -26,8 +27,7 @@ def host_waits() -> Iterator[list]:
     import torch
 
     count = [0]
-    places = [torch.cuda, torch.cuda.Stream, torch.cuda.Event, getattr(torch, "accelerator", None)]
-    saved = [(owner, owner.__dict__["synchronize"]) for owner in places if "synchronize" in vars(owner or object)]
+    owners = [path for path in patches.WAITS if "synchronize" in vars(patches.owner_of(path) or object)]
     device_wait = torch.cuda.synchronize  # torch.accelerator.synchronize() is this wait on an NVIDIA GPU
 
     def counting(original):
@@ -41,14 +41,11 @@ def host_waits() -> Iterator[list]:
                 torch.cuda.set_sync_debug_mode(mode)
         return wait
 
-    accelerator = getattr(torch, "accelerator", None)
-    for owner, original in saved:
-        setattr(owner, "synchronize", counting(device_wait if owner is accelerator else original))
-    try:
+    with contextlib.ExitStack() as stack:
+        for path in owners:
+            original = device_wait if path == "torch.accelerator" else vars(patches.owner_of(path))["synchronize"]
+            stack.enter_context(patches.patched(path, {"synchronize": counting(original)}))
         yield count
-    finally:
-        for owner, original in saved:
-            setattr(owner, "synchronize", original)
 
 
 def on_late_losses(b: Backend, fast_loop, values) -> tuple[object, int]:

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from asynclab.events import KINDS, TraceError
+from asynclab.trace.events import KINDS, TraceError
 
 __all__ = ["Trace", "fmt_us", "EXAMPLE_TRACE"]
 

@@ -91,7 +91,7 @@ def check_in_fresh_process(setup: str, answer: str, check: str, timeout_s: float
     """Run ``setup``, then the learner's ``answer``, then the ``al.check(...)`` call ``check`` in a new Python process,
     with the checker bound before the answer runs; the grade that process gives.
 
-    Whatever the answer rebinds (``al.check``, ``asynclab.checks.check``, the registry, torch's functions) cannot
+    Whatever the answer rebinds (``al.check``, ``asynclab.grading.checks.check``, the registry, torch's functions) cannot
     change the grade: the checker was taken first, and an answer that changed asynclab's or PyTorch's own code is
     graded not right. An answer that exits the process, or never returns, scores zero.
 
@@ -102,7 +102,7 @@ def check_in_fresh_process(setup: str, answer: str, check: str, timeout_s: float
     """
     job = json.dumps({"setup": setup, "answer": answer, "check": check})
     try:
-        done = subprocess.run([sys.executable, "-m", "asynclab.grading"], input=job, capture_output=True, text=True,
+        done = subprocess.run([sys.executable, "-m", "asynclab.grading.fresh"], input=job, capture_output=True, text=True,
                               timeout=timeout_s, env=dict(os.environ, MPLBACKEND="Agg"))
     except subprocess.TimeoutExpired:
         return Grade(False, f"the check did not finish within {timeout_s:g} s")
@@ -116,8 +116,11 @@ def check_in_fresh_process(setup: str, answer: str, check: str, timeout_s: float
 
 def _snapshot() -> dict[tuple[str, str], int]:
     """The identity of every function, class and module that asynclab's modules, torch, torch.cuda and torch.Tensor
-    hold (their flags and caches change as they work; their code does not)."""
+    hold (their flags and caches change as they work; their code does not), and of all that the simulation patches
+    (:data:`asynclab.sim.patches.TABLE`: the clocks, ``time.sleep``, ``timeit``, ``Thread.run``, the waits)."""
     import torch
+
+    from asynclab.sim import patches
 
     ours = [(name, module) for name, module in list(sys.modules.items())
             if name == "asynclab" or name.startswith("asynclab.")]
@@ -125,8 +128,13 @@ def _snapshot() -> dict[tuple[str, str], int]:
     spaces.update({f"{name}.{key}": vars(value) for name, module in ours for key, value in list(vars(module).items())
                    if isinstance(value, type) and value.__module__ == name})  # their classes' methods too
     spaces.update({"torch": vars(torch), "torch.cuda": vars(torch.cuda), "torch.Tensor": vars(torch.Tensor)})
-    return {(space, key): id(value) for space, values in spaces.items() for key, value in list(values.items())
-            if callable(value) or isinstance(value, type(sys))}
+    watched = {(space, key): id(value) for space, values in spaces.items() for key, value in list(values.items())
+               if callable(value) or isinstance(value, type(sys))}
+    for path, name in patches.replaced():
+        owner = patches.owner_of(path)
+        if owner is not None and hasattr(owner, name):
+            watched[(path, name)] = id(getattr(owner, name))
+    return watched
 
 
 def _altered(before: dict[tuple[str, str], int]) -> list[str]:
@@ -148,7 +156,7 @@ def _grade_here(job: dict) -> dict[str, Any]:
     """In the grading process: set up, bind the checker, run the answer, check it (see check_in_fresh_process)."""
     namespace: dict[str, Any] = {"__name__": "__main__"}
     exec(compile(job["setup"], "<set-up>", "exec"), namespace)  # noqa: S102 - the instructor's own set-up
-    from asynclab.checks import Verdict, load_all
+    from asynclab.grading.checks import Verdict, load_all
 
     checkers = load_all()  # registers every checker, before the answer can touch the registry
     try:  # importing it later would wrap some of torch's functions (torch.manual_seed) as torch does, not as tampering
@@ -174,7 +182,7 @@ def _grade_here(job: dict) -> dict[str, Any]:
 
 
 def main() -> None:
-    """``python -m asynclab.grading`` reads a job (JSON on stdin) and prints its grade, marked, as its last line."""
+    """``python -m asynclab.grading.fresh`` reads a job (JSON on stdin) and prints its grade, marked, as its last line."""
     job = json.loads(sys.stdin.read())
     result = _grade_here(job)
     sys.stdout.flush()

@@ -1,0 +1,195 @@
+"""Simulated memory: GPU tensors (a wrapper subclass that says ``cuda:N``), pinned host tensors, and their methods' registry.
+
+A :class:`DeviceTensor` is a real ``torch.Tensor`` (a wrapper subclass, as FakeTensor is) whose values live in a CPU
+view of a :class:`Block`; every operator on it goes to the running simulated GPU (:mod:`asynclab.sim.device`).
+Tensor methods whose Python bindings would need a real driver are registered here, one rule per name
+(:func:`register_tensor_methods`, from :mod:`asynclab.sim.methods`).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map
+
+from asynclab.sim.cuda import Simulation, SimulationLimit, Stream, running_simulations
+
+__all__ = ["Block", "DeviceTensor", "PinnedTensor", "TENSOR_METHODS", "flat_tensors", "fresh_memory", "gpu_of",
+           "memory_of", "needed_bytes", "register_tensor_methods", "shaped_on"]
+
+#: Tensor methods run by the simulation instead of torch's bindings, by name (filled by :mod:`asynclab.sim.methods`).
+TENSOR_METHODS: dict[str, Callable] = {}
+
+
+def register_tensor_methods(methods: dict[str, Callable]) -> None:
+    """Run each method of ``methods`` (by name) instead of torch's own binding on a simulated GPU tensor: one rule per
+    name, a second one refused.
+
+    Example:
+        >>> register_tensor_methods({"item": lambda t: 0})
+        Traceback (most recent call last):
+        ...
+        ValueError: a second simulated rule for the tensor method 'item'
+    """
+    again = sorted(set(methods) & set(TENSOR_METHODS))
+    if again:
+        raise ValueError(f"a second simulated rule for the tensor method {again[0]!r}")
+    TENSOR_METHODS.update(methods)
+    for name, method in methods.items():  # found before torch.Tensor's own (whose argument parser comes first)
+        setattr(DeviceTensor, name, method)
+
+
+class Block:
+    """A piece of simulated memory: its bytes (a CPU tensor), the GPU and stream that allocated it (None: pinned host
+    memory), and the streams ``record_stream`` named. When no tensor uses it any more, it goes back to its pool."""
+
+    def __init__(self, base: torch.Tensor, device: int | None, stream: Stream | None):
+        self.base, self.device, self.stream, self.recorded = base, device, stream, set()
+
+
+def fresh_memory(nbytes: int) -> torch.Tensor:
+    """New memory of at least ``nbytes`` (rounded up to 512 bytes, as PyTorch's allocator does), holding garbage
+    (every byte 0xFF: NaN as floats, -1 as integers)."""
+    return torch.full((max(512, -(-nbytes // 512) * 512),), 255, dtype=torch.uint8)
+
+
+def shaped_on(base: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """A tensor shaped like ``like`` (sizes, strides, offset, dtype) on the bytes of ``base``."""
+    flat = base[: base.numel() - base.numel() % like.element_size()].view(like.dtype)
+    return flat.as_strided(like.shape, like.stride(), like.storage_offset())
+
+
+def memory_of(t: torch.Tensor) -> int:
+    """Which memory a tensor lives in (its storage's address)."""
+    with torch._C.DisableTorchFunctionSubclass():
+        return t.untyped_storage().data_ptr()
+
+
+def needed_bytes(like: torch.Tensor) -> int:
+    if like.numel() == 0:
+        return 0
+    last = like.storage_offset() + sum((s - 1) * st for s, st in zip(like.shape, like.stride()))
+    return (last + 1) * like.element_size()
+
+
+class DeviceTensor(torch.Tensor):
+    """A tensor on a simulated GPU: ``device`` says ``cuda:N``, its values live in ``elem`` (a CPU view of its
+    :class:`Block`), and the running :class:`SimGPU` decides when each operator on it reads and writes them.
+
+    Example:
+        >>> from asynclab.sim.device import SimGPU
+        >>> with SimGPU() as gpu:
+        ...     x = torch.ones(4, device="cuda")
+        ...     y = (x * 2).clone().sum()
+        ...     (x.device, y.item())
+        (device(type='cuda', index=0), 8.0)
+    """
+
+    elem: torch.Tensor
+    block: Block
+
+    @staticmethod
+    def __new__(cls, elem: torch.Tensor, block: Block, requires_grad: bool = False) -> "DeviceTensor":
+        t = torch.Tensor._make_wrapper_subclass(cls, elem.size(), strides=elem.stride(),
+                                                storage_offset=elem.storage_offset(), dtype=elem.dtype,
+                                                device=torch.device("cuda", block.device), requires_grad=requires_grad)
+        t.elem, t.block = elem, block
+        return t
+
+    def __repr__(self, *, tensor_contents: Any = None) -> str:  # printing a GPU tensor reads it on the host
+        text = repr(gpu_of().to_host(self, non_blocking=False, pinned=False))
+        return text[:-1] + f", device='cuda:{self.block.device}')"
+
+    __str__ = __repr__
+
+    def __format__(self, spec: str) -> str:
+        return format(self.item(), spec) if spec and self.dim() == 0 else repr(self)
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if _asks_for_grad(func, args, kwargs):  # forward passes run without a graph; a backward pass says so
+            return None if func is torch.Tensor.requires_grad.__set__ else args[0]
+        if func in _BACKWARD:
+            raise SimulationLimit("autograd's backward pass on a simulated GPU tensor",
+                                  "the forward pass runs here; check a backward pass on a machine with a GPU")
+        special = TENSOR_METHODS.get(getattr(func, "__name__", None))
+        if special is not None and args and isinstance(args[0], DeviceTensor):
+            return special(*args, **kwargs)
+        with torch._C.DisableTorchFunctionSubclass():
+            return func(*args, **kwargs)
+
+    @classmethod
+    def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        return gpu_of().dispatch(func, args, kwargs or {})
+
+
+class PinnedTensor(torch.Tensor):
+    """Page-locked host memory (``pin_memory()``, ``pin_memory=True``, a non-blocking copy to the host): an ordinary
+    CPU tensor that a copy from the GPU may write later, when that copy ends. The host sees such writes as its time
+    passes: any operation on it first brings the simulation up to the host's time.
+
+    Example:
+        >>> from asynclab.sim.device import SimGPU
+        >>> with SimGPU():
+        ...     host = torch.zeros(3).pin_memory()
+        ...     host.is_pinned(), type(host).__name__
+        (True, 'PinnedTensor')
+    """
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        gpu = gpu_of(required=False)
+        if gpu is not None:
+            gpu.catch_up()
+        name = getattr(func, "__name__", None)
+        if name == "is_pinned":
+            return True
+        if name in ("numpy", "tolist", "__array__") and args:
+            with torch._C.DisableTorchFunctionSubclass():
+                return getattr(args[0].as_subclass(torch.Tensor), name)(*args[1:], **(kwargs or {}))
+        with torch._C.DisableTorchFunctionSubclass():
+            out = func(*args, **(kwargs or {}))
+            pinned = {t.untyped_storage().data_ptr() for t in flat_tensors((args, kwargs)) if type(t) is PinnedTensor}
+
+            def keep(t: Any) -> Any:  # a view of pinned memory is pinned; new memory (a clone, say) is pageable
+                if not isinstance(t, torch.Tensor) or isinstance(t, DeviceTensor):
+                    return t
+                shares = t.untyped_storage().data_ptr() in pinned
+                return t if (type(t) is PinnedTensor) == shares else t.as_subclass(PinnedTensor if shares else torch.Tensor)
+            return tree_map(keep, out)
+
+
+#: Calls that run autograd's backward pass.
+_BACKWARD = {torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad}
+
+
+def _asks_for_grad(func: Any, args: tuple, kwargs: dict) -> bool:
+    """Whether a call makes a simulated GPU tensor require gradients. Autograd would ask the real CUDA driver for the
+    tensor's stream, which a machine without a GPU does not have, so the tensor stays out of autograd's graph: the
+    forward pass runs, and a backward pass is the simulation's limit."""
+    if func is torch.Tensor.requires_grad.__set__:
+        return bool(args[1]) if len(args) > 1 else False
+    if getattr(func, "__name__", None) == "requires_grad_":
+        return bool(args[1] if len(args) > 1 else kwargs.get("requires_grad", True))
+    return False
+
+
+def gpu_of(required: bool = True) -> Simulation | None:
+    """The simulated GPU of the check in progress (the innermost); without one, None or a SimulationLimit.
+
+    Example:
+        >>> gpu_of(required=False) is None
+        True
+    """
+    for sim in reversed(running_simulations()):
+        if getattr(sim, "runs_tensors", False):
+            return sim
+    if required:
+        raise SimulationLimit("a simulated GPU tensor outside its check", "make GPU tensors inside your function")
+    return None
+
+
+def flat_tensors(tree: Any) -> list:
+    """Every tensor in a nest of lists, tuples and dicts."""
+    return [x for x in tree_flatten(tree)[0] if isinstance(x, torch.Tensor)]
