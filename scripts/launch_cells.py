@@ -3,7 +3,7 @@
 
     python3 scripts/launch_cells.py [--check]
 
-With --check, change nothing and exit 1 if a notebook is not up to date (tests/test_launch.py does the same).
+With --check, change nothing and exit 1 if a notebook is not up to date (tests/course/test_launch.py does the same).
 """
 from __future__ import annotations
 

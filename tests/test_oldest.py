@@ -61,10 +61,10 @@ def test_the_oldest_torch_runs_every_test_that_imports_torch():
     run no torch of their own (they read traces, draw, or check the book, the workflows and nbgrader's flow)."""
     chosen = _oldest_tests()
     assert all((ROOT / f).is_file() for f in chosen), sorted(f for f in chosen if not (ROOT / f).is_file())
-    uses_torch = {f"tests/{p.name}" for p in (ROOT / "tests").glob("test_*.py")
+    uses_torch = {str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("test_*.py")
                   if re.search(r"^\s*(import torch|from torch)\b", p.read_text(), re.M)}
     assert uses_torch <= chosen, sorted(uses_torch - chosen)
-    assert {"tests/test_record.py", "tests/test_trace.py", "tests/test_answers.py"} <= chosen
+    assert {"tests/gpu/test_record.py", "tests/trace/test_trace.py", "tests/grading/test_answers.py"} <= chosen
 
 
 def test_colab_and_kaggle_torch_is_inside_the_range():

@@ -214,7 +214,7 @@ class TraceBuilder:
 
 
 def simple_trace(style: str = "2.4") -> TraceBuilder:
-    """A small trace whose answers are worked out by hand in tests/test_metrics.py.
+    """A small trace whose answers are worked out by hand in tests/trace/test_metrics.py.
 
     GPU 0, stream 7:  H2D copy [3, 13), kernel A [13, 33), kernel B [43, 53)
     GPU 0, stream 13: kernel C [23, 38), D2H copy [48, 63)

@@ -1,5 +1,5 @@
 # Learner answers to lesson 04's exercise 1, "Add the missing wait" (al.check("04.event_wait_fix", handoff)),
-# each cell as typed after the notebook's set-up; run by tests/answers.py, verdicts checked by tests/test_answers.py.
+# each cell as typed after the notebook's set-up; run by tests/answers.py, verdicts checked by tests/grading/test_answers.py.
 
 # %% right: the published fix, an event made inside the function, consumer.wait_event
 def handoff(producer, consumer, make, use):

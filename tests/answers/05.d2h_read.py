@@ -1,5 +1,5 @@
 # Learner answers to lesson 05's exercise 2, "Find the missing synchronization" (al.check("05.d2h_read", read_losses)),
-# each cell as typed after the notebook's set-up; run by tests/answers.py, verdicts checked by tests/test_answers.py.
+# each cell as typed after the notebook's set-up; run by tests/answers.py, verdicts checked by tests/grading/test_answers.py.
 
 # %% right: the published fix: an event recorded after the copy, synchronized on
 def read_losses(losses, out):

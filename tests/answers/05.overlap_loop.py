@@ -1,5 +1,5 @@
 # Learner answers to lesson 05's exercise 1, "Write the overlapped loop" (al.check("05.overlap_loop", overlapped)),
-# each cell as typed after the notebook's set-up; run by tests/answers.py, verdicts checked by tests/test_answers.py.
+# each cell as typed after the notebook's set-up; run by tests/answers.py, verdicts checked by tests/grading/test_answers.py.
 
 # %% right: the published fix: a copy stream made inside, an event per chunk, record_stream on the main stream
 def overlapped(chunks, compute):

@@ -299,15 +299,17 @@ def regrade(root: str | Path, assignment: str, student: str, timeout_s: float = 
         answers = {}
     graded = _graded_cells(source)
 
-    def one(item: tuple) -> Grade:
-        check_id, answer_id, _, call, at = item
-        if answer_id not in answers:
+    # each answer's set-up, read here in one thread (Python 3.11's parser can fail when threads parse at once)
+    jobs = {check_id: (setup_code(source["cells"], at, needs=f"{answers[answer_id]}\n{call}"), answers[answer_id], call)
+            for check_id, answer_id, _, call, at in graded if answer_id in answers}
+
+    def one(check_id: str) -> Grade:
+        if check_id not in jobs:
             return Grade(False, "the answer cell is missing from the submission")
-        answer = answers[answer_id]
-        return check_in_fresh_process(setup_code(source["cells"], at, needs=f"{answer}\n{call}"), answer, call, timeout_s)
+        return check_in_fresh_process(*jobs[check_id], timeout_s)
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        grades = dict(zip([g[0] for g in graded], pool.map(one, graded)))
+        grades = dict(zip([g[0] for g in graded], pool.map(one, [g[0] for g in graded])))
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
         for check_id, _, points, _, _ in graded:
             try:

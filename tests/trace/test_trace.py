@@ -13,7 +13,7 @@ import pytest
 from asynclab.trace import KINDS, Trace, TraceError, TraceWarning, load_trace
 from tracegen import BASE_NS, EPOCH_US, TraceBuilder, simple_trace
 
-FIX = Path(__file__).parent / "fixtures"
+FIX = Path(__file__).parents[1] / "fixtures"
 # traces recorded with asynclab.gpu.record on real GPUs: ours in recorded/, more dropped into real/
 RECORDED = FIX / "recorded"
 REAL = sorted(RECORDED.glob("*.json.gz")) + (sorted((FIX / "real").glob("*.json.gz")) if (FIX / "real").is_dir() else [])

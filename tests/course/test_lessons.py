@@ -8,7 +8,7 @@ from asynclab.course import lessonrun
 from asynclab.course import registry as lessons
 from asynclab.gpu.hardware import GPU, Hardware
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ONE = Hardware(gpus=(GPU(0, "G", 1.0, 1, "9.0"),))
 
 

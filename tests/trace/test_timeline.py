@@ -14,7 +14,7 @@ from asynclab.trace.timeline import KIND_COLORS, Timeline, draw_timeline  # noqa
 from asynclab.trace import TraceError, load_trace  # noqa: E402
 from tracegen import TraceBuilder, big_trace_events, simple_trace  # noqa: E402
 
-FIX = Path(__file__).parent / "fixtures"
+FIX = Path(__file__).parents[1] / "fixtures"
 
 
 @pytest.fixture(autouse=True)

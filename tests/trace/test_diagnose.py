@@ -12,7 +12,7 @@ from asynclab.trace.diagnose import diagnose
 from asynclab.trace.findings import KINDS
 from asynclab.trace import TraceError, load_trace
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parents[1]
 CASES_DIR = HERE / "fixtures" / "diagnose"
 CASES = json.loads((CASES_DIR / "cases.json").read_text())["cases"]
 ONE_GPU = {k: v for k, v in CASES.items() if "gpus" not in next(iter(v.values()))}

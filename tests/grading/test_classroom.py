@@ -8,7 +8,7 @@ import pytest
 from asynclab.grading import classroom
 from asynclab.course.registry import LESSONS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 
 

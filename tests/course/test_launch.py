@@ -12,7 +12,7 @@ import pytest
 from asynclab.course import launch
 from asynclab.course.registry import written
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 

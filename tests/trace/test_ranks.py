@@ -13,7 +13,7 @@ from asynclab.trace import TraceError, TraceWarning, load_trace
 from asynclab.trace import io as traceio
 from tracegen import BASE_NS, TraceBuilder, simple_trace
 
-FIX = Path(__file__).parent / "fixtures"
+FIX = Path(__file__).parents[1] / "fixtures"
 FILES = sorted(p for p in FIX.rglob("*.json*") if p.name not in ("truncated.json", "cases.json"))
 
 

@@ -11,7 +11,7 @@ from asynclab.course import registry as lessons
 from asynclab.course import reference
 from asynclab.gpu.hardware import GPU, Hardware
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 H100 = {"gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory_gib": 79.2, "sm_count": 132,
                   "capability": "9.0"}], "gpu_count": 1, "gpus_used": 1, "driver": "580.95.05",

@@ -17,7 +17,7 @@ import asynclab as al
 from asynclab.trace import load_trace
 from tracegen import TraceBuilder, simple_trace
 
-FIX = Path(__file__).parent / "fixtures"
+FIX = Path(__file__).parents[1] / "fixtures"
 
 # simple_trace():  stream 7:  H2D [3,13)  A [13,33)  B [43,53)
 #                  stream 13: C [23,38)   D2H [48,63)
@@ -290,7 +290,7 @@ def test_stream_waits_on_a_trace_without_waits_is_empty():
 # ---------------------------------------------------------------------------------------------
 # communication and breakdowns, on the 2-rank DDP step recorded on 2x H200
 # ---------------------------------------------------------------------------------------------
-DDP = Path(__file__).parent / "fixtures" / "recorded" / "h200x2_ddp"
+DDP = Path(__file__).parents[1] / "fixtures" / "recorded" / "h200x2_ddp"
 #: HTA 0.5.0 on the same two files: TraceAnalysis(trace_dir, include_last_profiler_step=True)
 #: .get_comm_comp_overlap() and .get_temporal_breakdown() (see tests/fixtures/README.md).
 HTA_OVERLAP_PCT = {0: 82.01, 1: 84.68}

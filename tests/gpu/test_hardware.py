@@ -61,7 +61,7 @@ def test_topology_report_drops_escape_codes_and_unused_legend():
 
     from asynclab.gpu.hardware import clean_topology
 
-    raw = (Path(__file__).parent / "fixtures" / "nvidia_smi_topo_2gpu.txt").read_text()
+    raw = (Path(__file__).parents[1] / "fixtures" / "nvidia_smi_topo_2gpu.txt").read_text()
     assert "\x1b[" in raw and "PHB  =" in raw  # as nvidia-smi printed it on 2x H200
     out = clean_topology(raw)
     assert "\x1b" not in out
@@ -78,7 +78,7 @@ def test_nvlink_links_and_peak_from_the_recorded_topology():
 
     from asynclab.gpu.hardware import clean_topology, nvlink_links, nvlink_peak_gbps
 
-    raw = (Path(__file__).parent / "fixtures" / "nvidia_smi_topo_2gpu.txt").read_text()
+    raw = (Path(__file__).parents[1] / "fixtures" / "nvidia_smi_topo_2gpu.txt").read_text()
     for text in (raw, clean_topology(raw)):
         assert nvlink_links(text) == {(0, 1): 18, (1, 0): 18}
     assert nvlink_peak_gbps(18, 9) == 450.0 and nvlink_peak_gbps(12, 8) == 300.0
@@ -91,7 +91,7 @@ def test_memory_cap_is_queued_in_every_process_that_imports_torch():
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "ASYNCLAB_GPU_MEMORY_GIB": "6",
            "PYTHONPATH": os.pathsep.join([str(root / "scripts" / "memcap"), str(root / "src")])}
     code = "import torch; print(any('cap_memory' in getattr(c[0], '__qualname__', '') for c in torch.cuda._queued_calls))"
