@@ -10,6 +10,7 @@ runs where), the command reference (from the argument parser) and the Python API
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shutil
 import subprocess
@@ -119,7 +120,8 @@ def api_page() -> str:
 
 
 def config() -> str:
-    """Jupyter Book's ``_config.yml``: nothing executes; the launch buttons come from ``[project.urls]``."""
+    """Jupyter Book's ``_config.yml``: nothing executes; the launch buttons come from ``[project.urls]``; the book's
+    own Sphinx extension (``scripts/book_sphinx.py``) writes each of a page's scripts once."""
     return f"""\
 title: asynclab
 author: the asynclab authors
@@ -134,9 +136,19 @@ launch_buttons:
 html:
   use_repository_button: true
   home_page_in_navbar: false
+  favicon: {book_pages.STATIC}/{book_pages.FAVICON}
 sphinx:
   extra_extensions: [sphinx.ext.autodoc, sphinx.ext.napoleon]
+  local_extensions:
+    book_sphinx: {json.dumps(str(ROOT / "scripts"))}
+  recursive_update: true
   config:
+    # one search field, the sidebar's: the theme's header bar would add a second one on wide screens
+    html_theme_options:
+      navbar_persistent: []
+    # the colour mode the theme's script starts in (without it, it logs an error on every page)
+    html_context:
+      default_mode: auto
     html_show_copyright: false
     autodoc_member_order: bysource
     nb_merge_streams: true
