@@ -1,14 +1,23 @@
-"""The book's own Sphinx extension: every inline script of a page written once.
+"""The book's own Sphinx extension: every inline script of a page written once, and long inline code that can break
+after its dots and slashes.
 
 Sphinx 7.4 (the newest Jupyter Book 1 accepts) lists an inline script that an extension adds after the HTML builder
 started twice on every page: once as it was added (file name ``None``) and once more when it writes the pages, from its
 registry (file name ``""``); the two do not compare equal, so both stay. sphinx-thebe adds its settings so, and the
 second ``const THEBE_JS_URL = ...`` is a SyntaxError in the browser ("Identifier 'THEBE_JS_URL' has already been
 declared") on every page. This extension keeps the first of each script a page lists.
+
+Inline code stays on one line in Sphinx's style; on a phone a long name (`torch.distributed.pipelining` in a heading)
+then made the page wider than the window. The book's style lets it wrap, and the extension gives it places to break
+first: after each dot or slash between two words (``<wbr>``, which copying the text leaves out).
 """
 from __future__ import annotations
 
+import re
 from typing import Any
+
+_INLINE_CODE = re.compile(r'(<span class="pre">)([^<]{16,})(</span>)')
+_BREAK_AFTER = re.compile(r"(?<=\w)([./])(?=\w)")
 
 
 def _key(script: Any) -> tuple:
@@ -39,10 +48,22 @@ def each_script_once(scripts: list) -> list:
     return kept
 
 
+def breakable_code(html: str) -> str:
+    """The page's HTML with a ``<wbr>`` after each dot or slash between two words of its longer inline code.
+
+    Example:
+        >>> breakable_code('<code><span class="pre">torch.distributed.pipelining</span></code> and x.y')
+        '<code><span class="pre">torch.<wbr>distributed.<wbr>pipelining</span></code> and x.y'
+    """
+    return _INLINE_CODE.sub(lambda m: m[1] + _BREAK_AFTER.sub(r"\1<wbr>", m[2]) + m[3], html)
+
+
 def _page(app: Any, pagename: str, templatename: str, context: dict, doctree: Any) -> None:
     scripts = context.get("script_files")
     if scripts:
         scripts[:] = each_script_once(scripts)
+    if isinstance(context.get("body"), str):
+        context["body"] = breakable_code(context["body"])
 
 
 def setup(app: Any) -> dict:
