@@ -35,7 +35,8 @@ _LINK = re.compile(r"(!?\[[^\]]*\]\()([^)\s#]+)(#[^)\s]*)?\)")
 
 
 def readme_section(heading: str) -> str:
-    """The README's text under ``## heading`` (up to the next ``## ``), its links made to work from the book's root.
+    """The README's text under ``## heading`` (up to the next ``## ``), its links made to work from the book's root
+    (a link to a page the book has stays in the book).
 
     Example:
         >>> "make test" in readme_section("Get it and run it") and "git clone" in readme_section("Get it and run it")
@@ -45,7 +46,7 @@ def readme_section(heading: str) -> str:
     match = re.search(rf"^## {re.escape(heading)}\n(.*?)(?=^## |\Z)", text, re.S | re.M)
     if match is None:
         raise SystemExit(f"build_site: README.md has no section '## {heading}'")
-    return book_links(match.group(1).strip(), ROOT / "README.md", set())
+    return book_links(match.group(1).strip(), ROOT / "README.md", set(PAGES))
 
 
 def book_links(text: str, source: Path, pages: set[str]) -> str:

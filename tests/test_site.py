@@ -222,3 +222,24 @@ def test_internal_links_resolve(site):
     index.write_text(index.read_text().replace("</article>", '<a href="notebooks/99_missing.html">x</a></article>'))
     done = _linkchecker(index)
     assert done.returncode != 0 and "99_missing" in done.stdout, "the link check cannot fail"
+
+
+def _table(markdown: str, heading: str) -> list[list[str]]:
+    """The rows (cells stripped) of the first table under ``## heading``, header first, without the rule."""
+    section = re.search(rf"^## {re.escape(heading)}\n(.*?)(?=^## |\Z)", markdown, re.S | re.M)
+    assert section, heading
+    lines = [line for line in section.group(1).splitlines() if line.startswith("|")]
+    return [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines if not line.startswith("|---")]
+
+
+def test_what_runs_where_is_for_learners_and_contributing_says_what_tests_each_place():
+    """The README's table (the book's landing page shows it) says what runs where; what tests each of its claims is in
+    CONTRIBUTING.md, one row per place, none left out."""
+    readme = _table((ROOT / "README.md").read_text(), "What runs where")
+    tests = _table((ROOT / "CONTRIBUTING.md").read_text(), "What tests each place the course runs")
+    assert readme[0] == ["where", "runs live", "replays its reference"]
+    assert not any("tests/" in cell or "test_" in cell for row in readme for cell in row)
+    places = [row[0] for row in readme[1:]]
+    assert len(places) >= 5 and [row[0] for row in tests[1:]] == places
+    assert all(len(row) == 2 and len(row[1]) > 20 for row in tests[1:]), tests
+    assert "what tests it" in tests[0][1]
