@@ -9,7 +9,7 @@ PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
 PARALLEL := -n 2 --dist loadfile
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg --nbval-cell-timeout=300 -p tests.conftest
 
-.PHONY: setup course test unit nbval lab classroom site test-oldest clean
+.PHONY: setup course test unit nbval lab instructor-lab classroom site test-oldest clean
 
 # Virtual environment with everything the course needs. d2l 1.0.3 pins numpy==1.23.5 and other
 # ancient versions that break on Python 3.12, so it goes in on its own with --no-deps
@@ -48,8 +48,20 @@ site: setup
 test-oldest:
 	bash scripts/test_oldest.sh
 
+# JupyterLab on notebooks/, as a learner has it. nbgrader's classroom tools (its menu, Create Assignment, Formgrader,
+# Assignments) are the instructor's: this lab turns its JupyterLab extension and its server extensions off through the
+# Jupyter config folder jupyter-learner/, which JUPYTER_CONFIG_PATH puts before the environment's own.
+LEARNER_CONFIG := JUPYTER_CONFIG_PATH="$(CURDIR)/jupyter-learner$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}"
 lab: setup
-	$(BIN)/jupyter lab notebooks
+	$(LEARNER_CONFIG) $(BIN)/jupyter lab notebooks
+
+# JupyterLab with nbgrader's tools, in an nbgrader course folder (COURSE, by default build/classroom, which
+# `make classroom` writes): the instructor's lab (docs/instructors.md).
+COURSE ?= build/classroom
+instructor-lab: setup
+	test -f $(COURSE)/nbgrader_config.py || \
+	  { echo "$(COURSE) is no course folder: make classroom, or asynclab classroom source $(COURSE)"; exit 1; }
+	cd $(COURSE) && $(abspath $(BIN))/jupyter lab
 
 clean:
 	rm -rf build $(VENV)

@@ -10,6 +10,8 @@ from typing import Any
 
 #: Where the book keeps its own script, style and the reference traces (Sphinx copies it into the site).
 STATIC = "_static"
+#: The book's icon in ``STATIC`` (drawn by :func:`favicon`), which every page links.
+FAVICON = "favicon.ico"
 _TITLE = re.compile(r"""(?:title=|set_title\(|suptitle\()f?(["'])(.+?)\1""")
 _EXPRESSION = re.compile(r"\{[^{}]*\}")
 _HEADING = re.compile(r"^#{2,3} (.+)$", re.M)
@@ -87,10 +89,34 @@ def lesson_page(item: Any, notebook: Path, out: Path, static: Path) -> None:
     out.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
 
 
+def favicon(path: Path) -> Path:
+    """Draw the book's icon, a two-lane timeline in which a copy (orange) overlaps a kernel (blue), into ``path``
+    (``.ico``, 16 to 48 px; the colours are the colour-blind-safe Okabe-Ito ones).
+
+    Example:
+        >>> import tempfile
+        >>> from PIL import Image
+        >>> Image.open(favicon(Path(tempfile.mkdtemp()) / "favicon.ico")).size
+        (48, 48)
+    """
+    from PIL import Image, ImageDraw
+
+    size = 48
+    image = Image.new("RGBA", (size, size), (0, 0, 0, 0))
+    draw = ImageDraw.Draw(image)
+    draw.rounded_rectangle((0, 0, size - 1, size - 1), radius=9, fill=(255, 255, 255, 255),
+                           outline=(60, 60, 60, 255), width=2)
+    draw.rectangle((7, 11, 31, 21), fill=(0, 114, 178, 255))    # a kernel on one stream
+    draw.rectangle((17, 27, 41, 37), fill=(230, 159, 0, 255))   # a copy on another, overlapping it
+    image.save(path, sizes=[(16, 16), (32, 32), (48, 48)])
+    return path
+
+
 def static_files(static: Path) -> list[str]:
-    """Copy the book's script and style into ``static``; their names, for Sphinx's ``html_js_files`` and
-    ``html_css_files``."""
+    """Copy the book's script and style into ``static`` and draw its icon there; the names of the script and style,
+    for Sphinx's ``html_js_files`` and ``html_css_files``."""
     static.mkdir(parents=True, exist_ok=True)
+    favicon(static / FAVICON)
     here = Path(__file__).resolve().parent / "book_static"
     for path in here.iterdir():
         shutil.copy(path, static / path.name)

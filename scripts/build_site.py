@@ -10,6 +10,7 @@ runs where), the command reference (from the argument parser) and the Python API
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shutil
 import subprocess
@@ -34,7 +35,8 @@ _LINK = re.compile(r"(!?\[[^\]]*\]\()([^)\s#]+)(#[^)\s]*)?\)")
 
 
 def readme_section(heading: str) -> str:
-    """The README's text under ``## heading`` (up to the next ``## ``), its links made to work from the book's root.
+    """The README's text under ``## heading`` (up to the next ``## ``), its links made to work from the book's root
+    (a link to a page the book has stays in the book).
 
     Example:
         >>> "make test" in readme_section("Get it and run it") and "git clone" in readme_section("Get it and run it")
@@ -44,7 +46,7 @@ def readme_section(heading: str) -> str:
     match = re.search(rf"^## {re.escape(heading)}\n(.*?)(?=^## |\Z)", text, re.S | re.M)
     if match is None:
         raise SystemExit(f"build_site: README.md has no section '## {heading}'")
-    return book_links(match.group(1).strip(), ROOT / "README.md", set())
+    return book_links(match.group(1).strip(), ROOT / "README.md", set(PAGES))
 
 
 def book_links(text: str, source: Path, pages: set[str]) -> str:
@@ -119,7 +121,8 @@ def api_page() -> str:
 
 
 def config() -> str:
-    """Jupyter Book's ``_config.yml``: nothing executes; the launch buttons come from ``[project.urls]``."""
+    """Jupyter Book's ``_config.yml``: nothing executes; the launch buttons come from ``[project.urls]``; the book's
+    own Sphinx extension (``scripts/book_sphinx.py``) writes each of a page's scripts once."""
     return f"""\
 title: asynclab
 author: the asynclab authors
@@ -134,9 +137,19 @@ launch_buttons:
 html:
   use_repository_button: true
   home_page_in_navbar: false
+  favicon: {book_pages.STATIC}/{book_pages.FAVICON}
 sphinx:
   extra_extensions: [sphinx.ext.autodoc, sphinx.ext.napoleon]
+  local_extensions:
+    book_sphinx: {json.dumps(str(ROOT / "scripts"))}
+  recursive_update: true
   config:
+    # one search field, the sidebar's: the theme's header bar would add a second one on wide screens
+    html_theme_options:
+      navbar_persistent: []
+    # the colour mode the theme's script starts in (without it, it logs an error on every page)
+    html_context:
+      default_mode: auto
     html_show_copyright: false
     autodoc_member_order: bysource
     nb_merge_streams: true

@@ -139,8 +139,10 @@ def test_tests_workflow_runs_make_test_and_make_test_oldest():
     python = _step(test, "actions/setup-python")["with"]
     assert python["python-version"] == "3.12" and python["cache"] == "pip"
     assert python["cache-dependency-path"].split() == ["pyproject.toml", "constraints.txt"]
-    # the site's browser test (tests/test_site.py) drives the system's Chromium
+    # the site's browser test (tests/test_site.py) drives the system's Chromium, installed here: so it must run
     assert any("apt-get install -y chromium" in c for c in _commands(test))
+    make_test = next(step for step in test["steps"] if step.get("run", "").strip() == "make test")
+    assert make_test.get("env", {}).get("ASYNCLAB_REQUIRE_BROWSER") == "1"
 
     oldest = _job_running(workflow, "make test-oldest")
     assert oldest["runs-on"] == "ubuntu-latest"

@@ -1,6 +1,7 @@
 """Classroom labs: the nbgrader course built from the notebooks, graded on a machine without a GPU."""
 import copy
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -206,7 +207,8 @@ def _solved(student_nb: dict, source_nb: dict) -> dict:
 
 def test_nbgraders_whole_flow_through_an_exchange(tmp_path):
     """The instructor's flow as the guide tells it, each step nbgrader's own command, from a folder that is not the
-    repository: source, generate, release; a student fetches and submits; collect; grade."""
+    repository: source, generate, release; a student whose only course settings are the guide's nbgrader_config.py
+    fetches and submits; collect; grade; export the grades."""
     import os
     import shutil
     import subprocess
@@ -223,26 +225,52 @@ def test_nbgraders_whole_flow_through_an_exchange(tmp_path):
     env = dict(os.environ, ASYNCLAB_COURSE_ID="lab-test", ASYNCLAB_EXCHANGE=str(exchange),
                PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
 
-    def run(*cmd: str, cwd: Path) -> str:
-        done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    # the student's machine: its own home, whose Jupyter config folder holds the guide's nbgrader_config.py
+    home = tmp_path / "home"
+    student_config = home / ".jupyter" / "nbgrader_config.py"
+    student_config.parent.mkdir(parents=True)
+    student_config.write_text(_guides_student_config().replace('"asynclab"', '"lab-test"')
+                              .replace('"/srv/nbgrader/exchange"', json.dumps(str(exchange))))
+    student_env = {k: v for k, v in env.items() if not k.startswith(("ASYNCLAB_", "JUPYTER"))}
+    student_env.update(HOME=str(home), JUPYTER_CONFIG_DIR=str(student_config.parent))
+
+    def run(*cmd: str, cwd: Path, as_student: bool = False) -> str:
+        done = subprocess.run(cmd, cwd=cwd, env=student_env if as_student else env, capture_output=True, text=True,
+                              timeout=600)
         assert done.returncode == 0, f"{' '.join(cmd)}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
         return done.stdout + done.stderr
 
     run(asynclab, "classroom", "source", str(course), cwd=tmp_path)
     run(nbgrader, "generate_assignment", lesson, cwd=course)
     run(nbgrader, "release_assignment", lesson, cwd=course)
-    exchange_config = [f"--Exchange.root={exchange}", "--course=lab-test"]
-    run(nbgrader, "fetch_assignment", lesson, *exchange_config, cwd=student)
+    assert f"lab-test {lesson}" in run(nbgrader, "list", cwd=student, as_student=True)
+    run(nbgrader, "fetch_assignment", lesson, cwd=student, as_student=True)
     fetched = student / lesson / f"{lesson}.ipynb"
     source = json.loads((course / "source" / lesson / f"{lesson}.ipynb").read_text())
     fetched.write_text(json.dumps(_solved(json.loads(fetched.read_text()), source)))
-    run(nbgrader, "submit", lesson, *exchange_config, cwd=student)
+    run(nbgrader, "submit", lesson, cwd=student, as_student=True)
     log = run(nbgrader, "collect", lesson, cwd=course)
     collected = list((course / "submitted").glob(f"*/{lesson}/{lesson}.ipynb"))
     assert len(collected) == 1, log
+    student_id = collected[0].parents[1].name
     graded = run(asynclab, "classroom", "grade", str(course), lesson, cwd=course)
-    assert f"{collected[0].parents[1].name}: 2 / 2" in graded, graded
+    assert f"{student_id}: 2 / 2" in graded, graded
     assert "allow_errors" not in graded and "without encryption" not in graded
+    run(nbgrader, "export", cwd=course)  # the guide's export: grades.csv in the course folder
+    import csv
+
+    rows = list(csv.DictReader((course / "grades.csv").open()))
+    assert [(r["assignment"], r["student_id"], float(r["score"]), float(r["max_score"])) for r in rows] == \
+        [(lesson, student_id, 2.0, 2.0)], rows
+
+
+def _guides_student_config() -> str:
+    """The nbgrader_config.py that docs/instructors.md gives each student's machine."""
+    guide = (ROOT / "docs" / "instructors.md").read_text()
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", guide, re.S) if "c.Exchange.root" in b]
+    assert len(blocks) == 1, "the guide gives one nbgrader_config.py for the students' machines"
+    assert 'course_id = "asynclab"' in blocks[0] and 'root = "/srv/nbgrader/exchange"' in blocks[0], blocks[0]
+    return blocks[0]
 
 
 def test_a_regrade_gets_what_the_notebooks_earlier_cells_defined_for_the_answer():
