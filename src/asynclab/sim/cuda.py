@@ -497,6 +497,27 @@ class Simulation:
             return int(now) if whole else now
         return read
 
+    @staticmethod
+    def _clock_gettime(clocks: dict[str, Any]) -> dict[str, Any]:
+        """``time.clock_gettime(clk_id)`` and its ``_ns`` twin on the stand-in clocks: CLOCK_REALTIME reads ``time``,
+        the monotonic clocks ``monotonic``, the CPU-time ones ``process_time`` and ``thread_time``."""
+        import time
+
+        names = {"CLOCK_REALTIME": "time", "CLOCK_MONOTONIC": "monotonic", "CLOCK_MONOTONIC_RAW": "monotonic",
+                 "CLOCK_BOOTTIME": "monotonic", "CLOCK_PROCESS_CPUTIME_ID": "process_time",
+                 "CLOCK_THREAD_CPUTIME_ID": "thread_time"}
+        by_id = {getattr(time, k): v for k, v in names.items() if hasattr(time, k)}
+        if not hasattr(time, "clock_gettime"):  # not on Windows
+            return {}
+        real, real_ns = time.clock_gettime, time.clock_gettime_ns
+
+        def gettime(clk_id: int) -> float:
+            return clocks[by_id[clk_id]]() if clk_id in by_id else real(clk_id)
+
+        def gettime_ns(clk_id: int) -> int:
+            return clocks[by_id[clk_id] + "_ns"]() if clk_id in by_id else real_ns(clk_id)
+        return {"clock_gettime": gettime, "clock_gettime_ns": gettime_ns}
+
     def _host_clock(self, cpu: bool) -> float:
         return self.host - (self.slept if cpu else 0.0)
 
@@ -620,8 +641,10 @@ class Simulation:
         # learner code's sleeps and clock readings are the host's logical time
         clocks = {name: self._clock(getattr(time, name), per_ms, cpu=name in self.CPU_CLOCKS)
                   for name, per_ms in (*self.CLOCKS.items(), *self.CPU_CLOCKS.items())}
+        clocks.update(self._clock_gettime(clocks))
         self._patches = [patches.install("time", {"sleep": self.sleep, **clocks}),
-                         patches.install("timeit", {"default_timer": clocks["perf_counter"]})]
+                         patches.install("timeit", {"default_timer": clocks["perf_counter"]}),
+                         *patches.clock_defaults()]
         return self
 
     def __exit__(self, *exc: Any) -> None:

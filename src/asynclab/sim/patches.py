@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import sys
 from typing import Any, Iterator
 
-__all__ = ["CPU_CLOCKS", "Installed", "TABLE", "TORCH_CUDA", "WAITS", "WALL_CLOCKS", "install", "owner_of", "patched",
+__all__ = ["CLOCK_DEFAULTS", "CPU_CLOCKS", "Installed", "TIME_FUNCTIONS", "answer_clocks", "clock_defaults", "is_time_function", "TABLE", "TORCH_CUDA", "WAITS", "WALL_CLOCKS", "install", "owner_of", "patched",
            "replaced"]
 
 #: torch.cuda's names that have stand-ins on a simulated GPU.
@@ -26,19 +27,29 @@ WALL_CLOCKS = {"perf_counter": 1e-3, "monotonic": 1e-3, "time": 1e-3, "perf_coun
 CPU_CLOCKS = {"process_time": 1e-3, "thread_time": 1e-3, "process_time_ns": 1e6, "thread_time_ns": 1e6}
 #: Where a check counts the host's waits (with ``torch.cuda.synchronize``): each owner's ``synchronize``.
 WAITS = ("torch.cuda", "torch.cuda.Stream", "torch.cuda.Event", "torch.accelerator")
-#: Everything that is ever patched: owner (its import path) -> the names replaced on it.
+#: Functions whose default arguments hold a clock of ``time``, bound when they were defined: while a check runs they
+#: default to the clock that reads the host's simulated time.
+CLOCK_DEFAULTS = ("timeit.timeit", "timeit.repeat", "timeit.Timer.__init__",
+                  "torch.utils.benchmark.utils.timer.Timer.__init__")
+#: Everything that is ever patched: owner (its import path) -> the names replaced on it. Besides these, a check
+#: points the names of ``time``'s functions that an answer bound before it ran (``from time import perf_counter``,
+#: a default argument, ``functools.partial``) at the ``time`` module's own (:func:`answer_clocks`).
 TABLE: dict[str, tuple[str, ...]] = {
     "torch.cuda": TORCH_CUDA,
-    "time": ("sleep", *WALL_CLOCKS, *CPU_CLOCKS),
+    "time": ("sleep", *WALL_CLOCKS, *CPU_CLOCKS, "clock_gettime", "clock_gettime_ns"),
     "timeit": ("default_timer",),
+    **{path: ("__defaults__",) for path in CLOCK_DEFAULTS},
     "threading.Thread": ("run",),
     **{path: ("synchronize",) for path in WAITS[1:]},
 }
+#: The ``time`` functions that read or spend the host's time.
+TIME_FUNCTIONS = frozenset(TABLE["time"])
 _ABSENT = object()
 
 
-def owner_of(path: str) -> Any:
-    """The object at an import path (a module, or a class in one), as it is now; None where it does not exist.
+def owner_of(path: str, imported: bool = False) -> Any:
+    """The object at an import path (a module, or a class in one), as it is now; None where it does not exist (or,
+    with ``imported``, where its module has not been imported yet).
 
     Example:
         >>> owner_of("threading.Thread").__name__, owner_of("no_such_module") is None
@@ -46,9 +57,12 @@ def owner_of(path: str) -> Any:
     """
     parts = path.split(".")
     for cut in range(len(parts), 0, -1):
+        module = ".".join(parts[:cut])
         try:
-            found: Any = importlib.import_module(".".join(parts[:cut]))
+            found: Any = sys.modules.get(module) if imported else importlib.import_module(module)
         except ImportError:
+            continue
+        if found is None:
             continue
         for name in parts[cut:]:
             found = getattr(found, name, None)
@@ -75,7 +89,7 @@ class Installed:
             raise ValueError(f"{path}.{unknown[0]} is not in the table of what asynclab patches")
         self.path, self.owner = path, owner_of(path)
         self.originals = {name: getattr(self.owner, name) for name in stand_ins}
-        self._own = {name: vars(self.owner).get(name, _ABSENT) for name in stand_ins}
+        self._own = {name: _own(self.owner, name) for name in stand_ins}
         for name, stand_in in stand_ins.items():
             setattr(self.owner, name, stand_in)
 
@@ -86,6 +100,13 @@ class Installed:
                 delattr(self.owner, name)
             else:
                 setattr(self.owner, name, own)
+
+
+def _own(owner: Any, name: str) -> Any:
+    """What ``owner`` itself holds under ``name`` (a function's ``__defaults__`` too), or _ABSENT if it inherits it."""
+    if name in vars(owner):
+        return vars(owner)[name]
+    return getattr(owner, name) if name.startswith("__") else _ABSENT
 
 
 def install(path: str, stand_ins: dict[str, Any]) -> Installed:
@@ -115,3 +136,142 @@ def patched(path: str, stand_ins: dict[str, Any]) -> Iterator[Installed]:
         yield done
     finally:
         done.undo()
+
+
+def is_time_function(value: Any) -> bool:
+    """Whether ``value`` is one of the ``time`` module's own clocks or ``sleep`` (not a stand-in).
+
+    Example:
+        >>> import time
+        >>> is_time_function(time.perf_counter), is_time_function(lambda: 0.0)
+        (True, False)
+    """
+    return (type(value).__name__ == "builtin_function_or_method" and getattr(value, "__module__", None) == "time"
+            and getattr(value, "__name__", None) in TIME_FUNCTIONS)
+
+
+def _looked_up(value: Any) -> Any:
+    """``value`` with each of ``time``'s functions in it (itself, or a ``functools.partial`` of it) made to look the
+    function up in ``time`` when called; anything else as it is."""
+    import functools
+    import time
+
+    if is_time_function(value):
+        name = value.__name__
+
+        def clock(*args: Any, **kwargs: Any) -> Any:
+            return getattr(time, name)(*args, **kwargs)
+        clock.__name__ = clock.__qualname__ = name
+        return clock
+    if isinstance(value, functools.partial) and is_time_function(value.func):
+        return functools.partial(_looked_up(value.func), *value.args, **value.keywords)
+    return value
+
+
+def _synchronized_timer() -> float:
+    """torch.utils.benchmark's timer where a GPU is available: wait for the GPU, then read the time."""
+    import time
+
+    import torch
+
+    torch.cuda.synchronize()
+    return time.perf_counter()
+
+
+def clock_defaults() -> list[Installed]:
+    """Put in place, for a check, default arguments of :data:`CLOCK_DEFAULTS` that look their clock up when called
+    (``timeit.timeit(...)`` then reads the clock the simulation put in ``time``). torch.utils.benchmark's Timer,
+    imported on a machine without a GPU, gets the timer it has where a GPU is available: one that waits for the GPU
+    first. Undo each when the check ends."""
+    done = []
+    for path in CLOCK_DEFAULTS:
+        fn = owner_of(path, imported=True)  # a module imported later binds the clock then in place
+        defaults = getattr(fn, "__defaults__", None)
+        if defaults and any(is_time_function(d) for d in defaults):
+            clock = _synchronized_timer if path.startswith("torch.") else None
+            done.append(install(path, {"__defaults__": tuple((clock or _looked_up(d)) if is_time_function(d) else d
+                                                             for d in defaults)}))
+    return done
+
+
+@contextlib.contextmanager
+def answer_clocks(answers: tuple) -> Iterator[list[str]]:
+    """While a check runs: in each function among ``answers`` (its module's names, its default arguments, the
+    variables it closes over), every one of ``time``'s functions bound before the check ran looks itself up in
+    ``time`` when called, as ``time.perf_counter()`` does. On a GPU that is the same clock; on the simulated one, the
+    host's simulated time. Yields what was rebound; everything is back as it was after the block.
+
+    Example:
+        >>> from time import perf_counter
+        >>> def timed():
+        ...     return perf_counter()
+        >>> with answer_clocks((timed,)) as rebound:
+        ...     rebound
+        ['perf_counter']
+        >>> perf_counter.__module__
+        'time'
+    """
+    undo: list = []
+    try:
+        for fn in answers:
+            undo += _rebind_in(fn)
+        yield [name for name, _ in undo]
+    finally:
+        for _, restore in reversed(undo):
+            restore()
+
+
+def _rebind_in_class(cls: type) -> list[tuple[str, Any]]:
+    """Rebind ``time``'s functions held as attributes of a class the answer made (``clock = time.perf_counter``)."""
+    undo = []
+    for name, value in list(vars(cls).items()):
+        new = _looked_up(value)
+        if new is not value:
+            setattr(cls, name, staticmethod(new))  # called as self.clock(), as the builtin is (no self passed)
+            undo.append((f"{cls.__name__}.{name}", lambda n=name, v=value: setattr(cls, n, v)))
+    return undo
+
+
+def _rebind_in(fn: Any) -> list[tuple[str, Any]]:
+    """Rebind ``time``'s functions in ``fn``'s globals, defaults and closure (a ``functools.partial``: in its
+    arguments, and in the function it wraps); (name, undo) for each."""
+    import functools
+
+    if isinstance(fn, functools.partial):
+        state = fn.__reduce__()[2]  # (func, args, keywords, dict): what __setstate__ takes back
+        new = (state[0], tuple(map(_looked_up, state[1])), {k: _looked_up(v) for k, v in (state[2] or {}).items()},
+               state[3])
+        undo = _rebind_in(fn.func)
+        if new[1:3] != (state[1], state[2] or {}):
+            fn.__setstate__(new)
+            undo.append(("partial", lambda: fn.__setstate__(state)))
+        return undo
+    if not (callable(fn) and hasattr(fn, "__globals__")):
+        return []
+    undo = []
+    space = fn.__globals__
+    for name, value in list(space.items()):
+        new = _looked_up(value)
+        if new is not value:
+            space[name] = new
+            undo.append((name, lambda n=name, v=value: space.__setitem__(n, v)))
+        elif isinstance(value, type) and any(getattr(v, "__globals__", None) is space for v in vars(value).values()):
+            undo += _rebind_in_class(value)  # a class the answer made (its methods share the answer's globals)
+    for attr in ("__defaults__", "__kwdefaults__"):
+        old = getattr(fn, attr)
+        if old:
+            new_values = tuple(map(_looked_up, old)) if attr == "__defaults__" else \
+                {k: _looked_up(v) for k, v in old.items()}
+            if new_values != old:
+                setattr(fn, attr, new_values)
+                undo.append((attr, lambda a=attr, o=old: setattr(fn, a, o)))
+    for cell in fn.__closure__ or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # a variable not assigned yet
+            continue
+        new = _looked_up(value)
+        if new is not value:
+            cell.cell_contents = new
+            undo.append(("closure", lambda c=cell, v=value: setattr(c, "cell_contents", v)))
+    return undo

@@ -83,8 +83,9 @@ def _time_workload(b: Backend, my_time_ms, ms: float) -> tuple[object, bool, boo
 
 
 #: What a timer whose clock the simulated GPU cannot see is told: what it reached for, and what to write instead.
-UNSEEN_CLOCK = ("a clock function bound before the check runs (a default argument, functools.partial): your timer "
-                "waited for the GPU, but read no clock the simulation moves",
+UNSEEN_CLOCK = ("a clock the simulation does not move (datetime.now(), or one kept where the check cannot see it, "
+                "such as a clock saved inside another module): your timer waited for the GPU, but read no clock "
+                "the simulation moves",
                 "look the clock up when your function runs: time.perf_counter(), time.monotonic(), "
                 "time.process_time(), timeit.default_timer() or CUDA events")
 
