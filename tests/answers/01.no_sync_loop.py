@@ -722,3 +722,107 @@ def fast_loop(losses):
     return bool(torch.stack(losses).sum() > 0)
 
 al.check("01.no_sync_loop", fast_loop)
+
+# %% right: Python's sum over the tensors (stays on the GPU), one .item()
+def fast_loop(losses):
+    return sum(losses).item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: torch.stack, then float() once
+def fast_loop(losses):
+    return float(torch.stack(list(losses)).sum())
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: accumulated in float64 on the GPU, read once
+def fast_loop(losses):
+    acc = torch.zeros((), dtype=torch.float64, device=losses[0].device)
+    for l in losses:
+        acc += l
+    return acc.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: one .tolist() of the stacked losses, summed on the host
+def fast_loop(losses):
+    return sum(torch.stack(losses).tolist())
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong: int() of the total (the total is not a whole number)
+def fast_loop(losses):
+    return int(torch.stack(losses).sum().item())
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong: a bfloat16 accumulator (its steps are too coarse for the total)
+def fast_loop(losses):
+    total = torch.zeros((), dtype=torch.bfloat16, device=losses[0].device)
+    for l in losses:
+        total += l
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong: the .item() calls moved into a thread pool (still one read, and one wait, per loss)
+from concurrent.futures import ThreadPoolExecutor
+
+def fast_loop(losses):
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return sum(pool.map(lambda l: l.item(), losses))
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong: a background thread reads every loss while the caller waits for it
+import threading
+
+def fast_loop(losses):
+    box = [0.0]
+
+    def reader():
+        for l in losses:
+            box[0] += float(l)
+
+    t = threading.Thread(target=reader)
+    t.start()
+    t.join()
+    return box[0]
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong: every loss copied to the host with .cpu(), summed there
+def fast_loop(losses):
+    return torch.stack([l.cpu() for l in losses]).sum().item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% raises "Expected all tensors to be on the same device": a CPU accumulator, += a GPU loss in place
+def fast_loop(losses):
+    total = torch.tensor(0.0)
+    for l in losses:
+        total += l
+    return total.item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong: each loss copied non_blocking into a pageable host buffer (each copy to pageable memory waits)
+def fast_loop(losses):
+    host = torch.empty(len(losses))
+    for i, l in enumerate(losses):
+        host[i].copy_(l, non_blocking=True)
+    return host.sum().item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: one non_blocking copy of the stacked losses into pinned memory, then an event wait
+def fast_loop(losses):
+    dev = torch.stack(losses)
+    host = torch.empty(dev.shape, dtype=dev.dtype, pin_memory=True)
+    host.copy_(dev, non_blocking=True)
+    ev = torch.cuda.Event()
+    ev.record()
+    ev.synchronize()
+    return host.sum().item()
+
+al.check("01.no_sync_loop", fast_loop)

@@ -940,3 +940,162 @@ def my_time_ms(fn):
     return start.elapsed_time(end)
 
 al.check("02.event_timer", my_time_ms)
+
+# %% wrong "timed the launch": perf_counter imported by name at the top, no synchronize
+from time import perf_counter
+
+def my_time_ms(fn):
+    t0 = perf_counter()
+    fn()
+    return (perf_counter() - t0) * 1000
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "timed the launch": timeit.timeit of fn, once, no synchronize
+import timeit
+
+def my_time_ms(fn):
+    return timeit.timeit(fn, number=1) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "timed the launch": time.monotonic bound as a default argument, no synchronize
+def my_time_ms(fn, now=time.monotonic):
+    t = now()
+    fn()
+    return 1000 * (now() - t)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "timed the launch": from time import *, monotonic_ns, no synchronize
+from time import *
+
+def my_time_ms(fn):
+    t0 = monotonic_ns()
+    fn()
+    return (monotonic_ns() - t0) / 1e6
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "timed the launch": datetime.now() around the call, no synchronize
+from datetime import datetime
+
+def my_time_ms(fn):
+    t0 = datetime.now()
+    fn()
+    return (datetime.now() - t0) / __import__("datetime").timedelta(milliseconds=1)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: thread CPU time around a synchronize (the calling thread spins in cudaDeviceSynchronize)
+def my_time_ms(fn):
+    torch.cuda.synchronize()
+    t0 = time.thread_time()
+    fn()
+    torch.cuda.synchronize()
+    return (time.thread_time() - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: fn runs in a threading.Thread, joined before the end event is recorded
+import threading
+
+def my_time_ms(fn):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    worker = threading.Thread(target=fn)
+    worker.start()
+    worker.join()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: fn submitted to a ThreadPoolExecutor, result() awaited, synchronized wall clock
+from concurrent.futures import ThreadPoolExecutor
+
+pool = ThreadPoolExecutor(max_workers=1)
+
+def my_time_ms(fn):
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    pool.submit(fn).result()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: a helper thread blocks in end.synchronize(); the caller joins it
+import threading
+
+def my_time_ms(fn):
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    fn()
+    e.record()
+    waiter = threading.Thread(target=e.synchronize, daemon=True)
+    waiter.start()
+    waiter.join()
+    return s.elapsed_time(e)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: returns a numpy float64 (a subclass of Python's float)
+import numpy as np
+
+def my_time_ms(fn):
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record(); fn(); e.record(); e.synchronize()
+    return np.float64(s.elapsed_time(e))
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "timed the launch": the .cpu() meant as a wait is written before fn() instead of after it
+from time import perf_counter as pc
+
+def my_time_ms(fn):
+    flag = torch.zeros((), device="cuda")
+    t0 = pc()
+    flag.cpu()
+    fn()
+    return (pc() - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: a lambda default argument that looks time.perf_counter up at call time, synchronized
+def my_time_ms(fn, now=lambda: time.perf_counter()):
+    torch.cuda.synchronize()
+    t0 = now()
+    fn()
+    torch.cuda.synchronize()
+    return (now() - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: getattr(time, "perf_counter") at call time, synchronized
+def my_time_ms(fn, clock_name="perf_counter"):
+    clock = getattr(time, clock_name)
+    torch.cuda.synchronize()
+    t0 = clock()
+    fn()
+    torch.cuda.synchronize()
+    return (clock() - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "timed the launch": CPU time (process_time) around the call, no wait
+def my_time_ms(fn):
+    t0 = time.process_time()
+    fn()
+    return (time.process_time() - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "timed the launch": timeit.Timer(fn).timeit(1), no synchronize
+import timeit
+
+def my_time_ms(fn):
+    return timeit.Timer(fn).timeit(number=1) * 1000
+
+al.check("02.event_timer", my_time_ms)

@@ -1254,3 +1254,236 @@ def on_side_stream(work, x):
     return y
 
 al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: record_event / wait_event both ways, one-liners, side made once
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    here = torch.cuda.current_stream()
+    side.wait_event(here.record_event())
+    with torch.cuda.stream(side):
+        y = work(x)
+    here.wait_event(side.record_event())
+    y.record_stream(here)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong: the input wait is written inside the with block, so the side stream waits for itself
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    with torch.cuda.stream(side):
+        side.wait_stream(torch.cuda.current_stream())
+        y = work(x)
+    torch.cuda.current_stream().wait_stream(side)
+    y.record_stream(torch.cuda.current_stream())
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong: the caller's stream is looked up inside the with block (it is the side stream there)
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    with torch.cuda.stream(side):
+        caller = torch.cuda.current_stream()
+        side.wait_stream(caller)
+        y = work(x)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong: record_stream given the side stream (where y was made) instead of the caller's
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+    caller.wait_stream(side)
+    y.record_stream(side)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: record_stream before the output wait (the order of the two does not matter)
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+        y.record_stream(caller)
+    caller.wait_stream(side)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong "host": the host waits for the side stream instead of the caller's stream
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+    side.synchronize()
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: the work is launched from a worker thread that makes the side stream current there
+import threading
+
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    box = {}
+
+    def job():
+        with torch.cuda.stream(side):
+            box["y"] = work(x)
+
+    t = threading.Thread(target=job)
+    t.start()
+    t.join()
+    caller.wait_stream(side)
+    box["y"].record_stream(caller)
+    return box["y"]
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong: worker thread without making the side stream current there (the work runs on the thread's default stream, unordered with nothing... but the waits go to an idle side stream)
+import threading
+
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    out = []
+    t = threading.Thread(target=lambda: out.append(work(x)))
+    torch.cuda.set_stream(side)
+    try:
+        t.start()
+        t.join()
+    finally:
+        torch.cuda.set_stream(caller)
+    caller.wait_stream(side)
+    out[0].record_stream(caller)
+    return out[0]
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: torch.cuda.set_stream and back, events made by hand
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    ready = torch.cuda.Event()
+    ready.record(caller)
+    side.wait_event(ready)
+    torch.cuda.set_stream(side)
+    try:
+        y = work(x)
+        done = torch.cuda.Event()
+        done.record(side)
+    finally:
+        torch.cuda.set_stream(caller)
+    caller.wait_event(done)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: the work under autocast(bfloat16) on the side stream, waits both ways
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side), torch.autocast("cuda", dtype=torch.bfloat16):
+        y = work(x)
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: the result converted to float32 on the side stream before the output wait
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x).float()
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong: waits both ways, no record_stream, y dropped by the function (the allocator reuses it on the side stream)
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+    caller.wait_stream(side)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: no record_stream, but every result kept alive in a list (its memory is never reused)
+side = torch.cuda.Stream()
+kept = []
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x)
+    caller.wait_stream(side)
+    kept.append(y)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% wrong: the output wait is queued before the work (the caller waits for nothing)
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    caller.wait_stream(side)
+    with torch.cuda.stream(side):
+        y = work(x)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: the work on a half-precision copy of x, widened back to float32 on the side stream
+side = torch.cuda.Stream()
+
+def on_side_stream(work, x):
+    caller = torch.cuda.current_stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        y = work(x.half()).float()
+    caller.wait_stream(side)
+    y.record_stream(caller)
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)

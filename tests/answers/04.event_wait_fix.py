@@ -993,3 +993,197 @@ def handoff(producer, consumer, make, use):
         return use(made[0])
 
 al.check("04.event_wait_fix", handoff)
+
+# %% right: the producer's record_event(), handed to consumer.wait_event
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+    ready = producer.record_event()
+    consumer.wait_event(ready)
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+al.check("04.event_wait_fix", handoff)
+
+# %% right: the wait queued inside the consumer's block, through current_stream(), before use
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+        ev = torch.cuda.Event()
+        ev.record()
+    with torch.cuda.stream(consumer):
+        torch.cuda.current_stream().wait_event(ev)
+        y = use(x)
+    return y
+
+al.check("04.event_wait_fix", handoff)
+
+# %% wrong: the event is recorded after the producer's block, on the caller's stream, not the producer's
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+    ev = torch.cuda.Event()
+    ev.record()
+    consumer.wait_event(ev)
+    with torch.cuda.stream(consumer):
+        y = use(x)
+    return y
+
+al.check("04.event_wait_fix", handoff)
+
+# %% wrong: the event is recorded on the producer before make() queues its write
+def handoff(producer, consumer, make, use):
+    ev = torch.cuda.Event()
+    with torch.cuda.stream(producer):
+        ev.record()
+        x = make()
+    consumer.wait_event(ev)
+    with torch.cuda.stream(consumer):
+        y = use(x)
+    return y
+
+al.check("04.event_wait_fix", handoff)
+
+# %% wrong: the wait is queued after use(x) in the consumer's block
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+        ev = producer.record_event()
+    with torch.cuda.stream(consumer):
+        y = use(x)
+        consumer.wait_event(ev)
+    return y
+
+al.check("04.event_wait_fix", handoff)
+
+# %% wrong: the caller's current stream waits (outside the consumer's block), not the consumer
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+        ev = producer.record_event()
+    torch.cuda.current_stream().wait_event(ev)
+    with torch.cuda.stream(consumer):
+        y = use(x)
+    return y
+
+al.check("04.event_wait_fix", handoff)
+
+# %% wrong "host": the host polls query() in a busy loop before launching use
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+        ev = producer.record_event()
+    while not ev.query():
+        pass
+    with torch.cuda.stream(consumer):
+        y = use(x)
+    return y
+
+al.check("04.event_wait_fix", handoff)
+
+# %% wrong "host": a worker thread waits on the event and launches use; the caller joins it
+import threading
+
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+        ev = producer.record_event()
+    out = {}
+
+    def consume():
+        ev.synchronize()
+        with torch.cuda.stream(consumer):
+            out["y"] = use(x)
+
+    t = threading.Thread(target=consume)
+    t.start()
+    t.join()
+    return out["y"]
+
+al.check("04.event_wait_fix", handoff)
+
+# %% wrong "host": the consumer's launch goes through a thread pool whose job first waits for the producer stream
+from concurrent.futures import ThreadPoolExecutor
+
+pool = ThreadPoolExecutor(1)
+
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+
+    def consume():
+        producer.synchronize()
+        with torch.cuda.stream(consumer):
+            return use(x)
+
+    return pool.submit(consume).result()
+
+al.check("04.event_wait_fix", handoff)
+
+# %% right: the consumer's launch from a worker thread, after consumer.wait_event in the caller's thread
+import threading
+
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+        ev = producer.record_event()
+    consumer.wait_event(ev)
+    out = []
+
+    def job():
+        with torch.cuda.stream(consumer):
+            out.append(use(x))
+
+    t = threading.Thread(target=job)
+    t.start()
+    t.join()
+    return out[0]
+
+al.check("04.event_wait_fix", handoff)
+
+# %% right: a blocking event (the flag only changes how a host wait sleeps; nothing here waits on the host)
+def handoff(producer, consumer, make, use):
+    ev = torch.cuda.Event(blocking=True)
+    with torch.cuda.stream(producer):
+        x = make()
+        ev.record(producer)
+    consumer.wait_event(ev)
+    with torch.cuda.stream(consumer):
+        y = use(x)
+    return y
+
+al.check("04.event_wait_fix", handoff)
+
+# %% right: the wait, and record_stream for x read on the consumer's stream
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+    consumer.wait_stream(producer)
+    x.record_stream(consumer)
+    with torch.cuda.stream(consumer):
+        y = use(x)
+    return y
+
+al.check("04.event_wait_fix", handoff)
+
+# %% wrong "host": x.cpu() to "make sure it is written" before the consumer runs
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+        x.cpu()
+    with torch.cuda.stream(consumer):
+        y = use(x)
+    return y
+
+al.check("04.event_wait_fix", handoff)
+
+# %% wrong: the wait goes to the producer (which waits for the consumer), the wrong way round
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+    producer.wait_stream(consumer)
+    with torch.cuda.stream(consumer):
+        y = use(x)
+    return y
+
+al.check("04.event_wait_fix", handoff)

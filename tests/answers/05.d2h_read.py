@@ -870,3 +870,185 @@ def read_losses(losses, out):
     return out.tolist()
 
 al.check("05.d2h_read", read_losses)
+
+# %% right: the copy's own event, made by the current stream's record_event()
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    torch.cuda.current_stream().record_event().synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: a slice assignment out[:] = losses (a blocking copy)
+def read_losses(losses, out):
+    out[:] = losses
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: element by element, host[i] = t[i] (each a blocking copy)
+def read_losses(losses, out):
+    for i in range(losses.shape[0]):
+        out[i] = losses[i]
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: out[i].copy_(losses[i], non_blocking=True) into 0-d views, one event after the last
+def read_losses(losses, out):
+    for i in range(len(out)):
+        out[i].copy_(losses[i], non_blocking=True)
+    done = torch.cuda.Event()
+    done.record()
+    done.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong: out[i].copy_(losses[i], non_blocking=True) into 0-d views, no wait
+def read_losses(losses, out):
+    for i, view in enumerate(out.unbind()):
+        view.copy_(losses[i], non_blocking=True)
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: non_blocking copy into a fresh pageable tensor (CUDA returns from a copy to pageable memory only once it is done)
+def read_losses(losses, out):
+    host = torch.empty(losses.shape, dtype=losses.dtype)
+    host.copy_(losses, non_blocking=True)
+    return host.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: non_blocking copy into a pageable clone of out, copied back into out
+def read_losses(losses, out):
+    staging = out.clone()
+    staging.copy_(losses, non_blocking=True)
+    out.copy_(staging)
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong: losses.to("cpu", non_blocking=True) (pinned, not waited for)
+def read_losses(losses, out):
+    return losses.to("cpu", non_blocking=True).tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: losses.to("cpu") (blocking)
+def read_losses(losses, out):
+    out.copy_(losses.to("cpu"))
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: the non_blocking copy, then the GPU tensor's own tolist() (which waits)
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    return losses.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: one .item() per loss
+def read_losses(losses, out):
+    return [loss.item() for loss in losses]
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong: numpy view of the pinned buffer, read without a wait
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    return out.numpy().tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: numpy view of the pinned buffer, read after the stream's synchronize
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    torch.cuda.current_stream().synchronize()
+    return [float(v) for v in out.numpy()]
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong: the event recorded before the copy is queued
+def read_losses(losses, out):
+    ev = torch.cuda.Event()
+    ev.record()
+    out.copy_(losses, non_blocking=True)
+    ev.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: a helper thread blocks in the copy's event, the caller joins it
+import threading
+
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    ev = torch.cuda.Event()
+    ev.record()
+    t = threading.Thread(target=ev.synchronize, daemon=True)
+    t.start()
+    t.join()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: the blocking copy runs in a pool thread (on that thread's current stream, the default one)
+from concurrent.futures import ThreadPoolExecutor
+
+pool = ThreadPoolExecutor(max_workers=1)
+
+def read_losses(losses, out):
+    pool.submit(out.copy_, losses).result()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong: a daemon thread waits for the copy, but the caller reads without joining it
+import threading
+
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    ev = torch.cuda.Event()
+    ev.record()
+    threading.Thread(target=ev.synchronize, daemon=True).start()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: the copy into a 2-d view of out, the event synchronized
+def read_losses(losses, out):
+    out.view(1, -1).copy_(losses.view(1, -1), non_blocking=True)
+    ev = torch.cuda.Event()
+    ev.record()
+    ev.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: widened to float64 on the GPU, then a blocking .cpu()
+def read_losses(losses, out):
+    host = losses.double().cpu()
+    return host.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: the pinned buffer seen through numpy as the destination, an event waited for
+def read_losses(losses, out):
+    dst = torch.from_numpy(out.numpy())
+    dst.copy_(losses, non_blocking=True)
+    ev = torch.cuda.Event()
+    ev.record()
+    ev.synchronize()
+    return dst.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong: out.detach() as the destination (the same pinned memory), no wait
+def read_losses(losses, out):
+    out.detach().copy_(losses, non_blocking=True)
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)

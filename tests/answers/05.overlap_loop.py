@@ -1001,3 +1001,178 @@ def overlapped(chunks, compute):
     return torch.stack(results)
 
 al.check("05.overlap_loop", overlapped)
+
+# %% right: copy stream made once at the top, record_event / wait_event, record_stream
+copier = torch.cuda.Stream()
+
+def overlapped(chunks, compute):
+    main = torch.cuda.current_stream()
+    out = []
+    for c in chunks:
+        with torch.cuda.stream(copier):
+            g = c.to("cuda", non_blocking=True)
+        main.wait_event(copier.record_event())
+        g.record_stream(main)
+        out.append(compute(g))
+    return out
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: empty_like on the GPU, then copy_ from a slice view of the pinned chunk (a view of pinned memory is pinned)
+def overlapped(chunks, compute):
+    side, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    res = []
+    for c in chunks:
+        with torch.cuda.stream(side):
+            g = torch.empty_like(c, device="cuda")
+            g.copy_(c[:], non_blocking=True)
+            e = torch.cuda.Event()
+            e.record()
+        main.wait_event(e)
+        g.record_stream(main)
+        res.append(compute(g))
+    return res
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong: a torch.cuda.synchronize() after every compute (nothing can overlap)
+def overlapped(chunks, compute):
+    side = torch.cuda.Stream()
+    res = []
+    for c in chunks:
+        with torch.cuda.stream(side):
+            g = c.to("cuda", non_blocking=True)
+        torch.cuda.current_stream().wait_stream(side)
+        res.append(compute(g))
+        torch.cuda.synchronize()
+    return res
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong: a new copy stream for every chunk (the copies land on several streams of the pool)
+def overlapped(chunks, compute):
+    main = torch.cuda.current_stream()
+    res = []
+    for c in chunks:
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            g = c.to("cuda", non_blocking=True)
+        main.wait_stream(s)
+        g.record_stream(main)
+        res.append(compute(g))
+    return res
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong: the copy stream waits for the compute stream before each copy (copies queue behind compute)
+def overlapped(chunks, compute):
+    side, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    res = []
+    for c in chunks:
+        side.wait_stream(main)
+        with torch.cuda.stream(side):
+            g = c.to("cuda", non_blocking=True)
+        main.wait_stream(side)
+        g.record_stream(main)
+        res.append(compute(g))
+    return res
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: the copies issued from a worker thread (stream made current there), compute from the caller as each arrives
+from concurrent.futures import ThreadPoolExecutor
+
+copier = torch.cuda.Stream()
+
+def overlapped(chunks, compute):
+    main = torch.cuda.current_stream()
+
+    def upload(c):
+        with torch.cuda.stream(copier):
+            g = c.to("cuda", non_blocking=True)
+            return g, copier.record_event()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        futures = [pool.submit(upload, c) for c in chunks]
+        res = []
+        for f in futures:
+            g, ev = f.result()
+            main.wait_event(ev)
+            g.record_stream(main)
+            res.append(compute(g))
+    return res
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong: no record_stream and nothing keeps the copies alive (the copy stream reuses their memory)
+def overlapped(chunks, compute):
+    side, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    res = []
+    for c in chunks:
+        with torch.cuda.stream(side):
+            g = c.to("cuda", non_blocking=True)
+        main.wait_stream(side)
+        res.append(compute(g))
+    return res
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: record_stream for every copy after the loop (it matters only when a copy is freed)
+def overlapped(chunks, compute):
+    side, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    res, keep = [], []
+    for c in chunks:
+        with torch.cuda.stream(side):
+            g = c.to("cuda", non_blocking=True)
+        main.wait_stream(side)
+        keep.append(g)
+        res.append(compute(g))
+    for g in keep:
+        g.record_stream(main)
+    return res
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong: all copies first, one wait for them all, then all the compute (right values, nothing hidden)
+def overlapped(chunks, compute):
+    side, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    with torch.cuda.stream(side):
+        on_gpu = [c.to("cuda", non_blocking=True) for c in chunks]
+    main.wait_stream(side)
+    for g in on_gpu:
+        g.record_stream(main)
+    return [compute(g) for g in on_gpu]
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: the chunk's .data (the same page-locked memory)
+side = torch.cuda.Stream()
+
+def overlapped(chunks, compute):
+    main = torch.cuda.current_stream()
+    res = []
+    for c in chunks:
+        with torch.cuda.stream(side):
+            g = c.data.to("cuda", non_blocking=True)
+        main.wait_stream(side)
+        g.record_stream(main)
+        res.append(compute(g))
+    return res
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: a flat view of the chunk, copied, then viewed back on the GPU
+side = torch.cuda.Stream()
+
+def overlapped(chunks, compute):
+    main = torch.cuda.current_stream()
+    res = []
+    for c in chunks:
+        with torch.cuda.stream(side):
+            g = c.view(-1).to("cuda", non_blocking=True).view(c.shape)
+        main.wait_stream(side)
+        g.record_stream(main)
+        res.append(compute(g))
+    return res
+
+al.check("05.overlap_loop", overlapped)

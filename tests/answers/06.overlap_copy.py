@@ -613,3 +613,138 @@ def step(send, multiply):
     return y, z
 
 al.check("06.overlap_copy", step)
+
+# %% right: one side stream per GPU made once at the top, nested contexts, GPU 1's default stream waits
+s_send = torch.cuda.Stream(device=0)
+s_recv = torch.cuda.Stream(device=1)
+
+def step(send, multiply):
+    with torch.cuda.stream(s_send):
+        with torch.cuda.stream(s_recv):
+            y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+    torch.cuda.default_stream(1).wait_stream(s_recv)
+    return y, z
+
+al.check("06.overlap_copy", step)
+
+# %% right: GPU 1's default stream waits for the sender's stream (the copy ran there)
+s0 = torch.cuda.Stream(device=0)
+s1 = torch.cuda.Stream(device=1)
+
+def step(send, multiply):
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+        torch.cuda.current_stream().wait_stream(s0)
+    return y, z
+
+al.check("06.overlap_copy", step)
+
+# %% right: the product on a second side stream of GPU 1, both waited for by GPU 1's default stream
+s0 = torch.cuda.Stream(device=0)
+s1 = torch.cuda.Stream(device=1)
+m1 = torch.cuda.Stream(device=1)
+
+def step(send, multiply):
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    with torch.cuda.device(1), torch.cuda.stream(m1):
+        z = multiply()
+    d1 = torch.cuda.default_stream(1)
+    d1.wait_stream(s1)
+    d1.wait_stream(m1)
+    z.record_stream(d1)
+    return y, z
+
+al.check("06.overlap_copy", step)
+
+# %% right: send() run by a worker thread that makes both side streams current there
+import threading
+
+s0 = torch.cuda.Stream(device=0)
+s1 = torch.cuda.Stream(device=1)
+
+def step(send, multiply):
+    box = {}
+
+    def sender():
+        with torch.cuda.stream(s0), torch.cuda.stream(s1):
+            box["y"] = send()
+
+    t = threading.Thread(target=sender)
+    t.start()
+    t.join()
+    with torch.cuda.device(1):
+        z = multiply()
+    torch.cuda.default_stream(1).wait_stream(s1)
+    return box["y"], z
+
+al.check("06.overlap_copy", step)
+
+# %% wrong: a side stream on the receiver only (GPU 0's default stream sends, and holds GPU 1's)
+s1 = torch.cuda.Stream(device=1)
+
+def step(send, multiply):
+    with torch.cuda.stream(s1):
+        y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+    torch.cuda.default_stream(1).wait_stream(s1)
+    return y, z
+
+al.check("06.overlap_copy", step)
+
+# %% wrong: a side stream on the sender only (PyTorch makes GPU 1's current stream, the default, wait for the copy)
+s0 = torch.cuda.Stream(device=0)
+
+def step(send, multiply):
+    with torch.cuda.stream(s0):
+        y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+    return y, z
+
+al.check("06.overlap_copy", step)
+
+# %% wrong: both streams made on GPU 0 (the current device), so GPU 1 keeps its default stream
+s0, s1 = torch.cuda.Stream(), torch.cuda.Stream()
+
+def step(send, multiply):
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+    torch.cuda.current_stream(1).wait_stream(s1)
+    return y, z
+
+al.check("06.overlap_copy", step)
+
+# %% wrong: side streams on both GPUs, but GPU 1's default stream never waits for the copy
+s0 = torch.cuda.Stream(device=0)
+s1 = torch.cuda.Stream(device=1)
+
+def step(send, multiply):
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+    return y, z
+
+al.check("06.overlap_copy", step)
+
+# %% wrong: the product queued inside the side streams' block (on s1, behind the copy's wait)
+s0 = torch.cuda.Stream(device=0)
+s1 = torch.cuda.Stream(device=1)
+
+def step(send, multiply):
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+        with torch.cuda.device(1):
+            z = multiply()
+    torch.cuda.default_stream(1).wait_stream(s1)
+    return y, z
+
+al.check("06.overlap_copy", step)

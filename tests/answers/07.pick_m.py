@@ -494,3 +494,51 @@ def choose(p, target):
     return p * math.ceil(m / p)
 
 al.check("07.pick_m", choose)
+
+# %% right: count up from one until the bubble is small enough
+def choose(p, target):
+    m = 1
+    while (p - 1) / (m + p - 1) > target:
+        m += 1
+    return m
+
+al.check("07.pick_m", choose)
+
+# %% right: exact arithmetic with fractions
+from fractions import Fraction
+import math
+
+def choose(p, target):
+    t = Fraction(target)
+    return max(1, math.ceil((p - 1) * (1 - t) / t))
+
+al.check("07.pick_m", choose)
+
+# %% wrong: Megatron's (p - 1) / m <= target instead of the share of the step
+import math
+
+def choose(p, target):
+    return max(1, math.ceil((p - 1) / target))
+
+al.check("07.pick_m", choose)
+
+# %% wrong: round() instead of ceil()
+def choose(p, target):
+    return max(1, round((p - 1) * (1 - target) / target))
+
+al.check("07.pick_m", choose)
+
+# %% wrong: floor division, one short whenever the bound is not whole
+def choose(p, target):
+    return max(1, int((p - 1) * (1 - target) // target))
+
+al.check("07.pick_m", choose)
+
+# %% wrong: the bubble fraction itself, not m
+def choose(p, target):
+    m = 1
+    while (p - 1) / (m + p - 1) > target:
+        m += 1
+    return (p - 1) / (m + p - 1)
+
+al.check("07.pick_m", choose)

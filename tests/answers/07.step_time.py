@@ -429,3 +429,55 @@ def predict(p, m, t_f, t_b):
     return (m + p - 1) * (t_f + t_b) + (p - 1) * t_f
 
 al.check("07.step_time", predict)
+
+# %% right: a dynamic programme over the GPipe schedule (all forwards, then all backwards)
+def predict(p, m, t_f, t_b):
+    f = [[0.0] * (m + 1) for _ in range(p + 1)]
+    for s in range(1, p + 1):
+        for i in range(1, m + 1):
+            f[s][i] = max(f[s - 1][i], f[s][i - 1]) + t_f
+    b = [[0.0] * (m + 2) for _ in range(p + 2)]
+    for s in range(p, 0, -1):
+        for i in range(1, m + 1):
+            ready = f[p][m] if s == p and i == 1 else 0.0
+            b[s][i] = max(b[s + 1][i] if s < p else f[p][m], b[s][i - 1], ready) + t_b
+    return b[1][m]
+
+al.check("07.step_time", predict)
+
+# %% right: the ideal time divided by one minus the bubble fraction
+def predict(p, m, t_f, t_b):
+    bubble = (p - 1) / (m + p - 1)
+    return m * (t_f + t_b) / (1 - bubble)
+
+al.check("07.step_time", predict)
+
+# %% wrong: one stage-time too many, (m + p)
+def predict(p, m, t_f, t_b):
+    return (m + p) * (t_f + t_b)
+
+al.check("07.step_time", predict)
+
+# %% wrong: the fill and drain counted on the forward only
+def predict(p, m, t_f, t_b):
+    return (m + p - 1) * t_f + m * t_b
+
+al.check("07.step_time", predict)
+
+# %% wrong: rounded to whole milliseconds, round() of the formula
+def predict(p, m, t_f, t_b):
+    return round((m + p - 1) * (t_f + t_b))
+
+al.check("07.step_time", predict)
+
+# %% wrong: a formatted string
+def predict(p, m, t_f, t_b):
+    return f"{(m + p - 1) * (t_f + t_b):.3f} ms"
+
+al.check("07.step_time", predict)
+
+# %% wrong: Megatron's bubble (p - 1) / m taken as the extra share of the step
+def predict(p, m, t_f, t_b):
+    return m * (t_f + t_b) * (1 + (p - 1) / m) / p
+
+al.check("07.step_time", predict)

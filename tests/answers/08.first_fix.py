@@ -94,3 +94,47 @@ al.check("08.first_fix", d.findings[0].kind, f"{d.findings[0].lost_ms_per_step:.
 # %% wrong "not what the diagnosis says": the measured saving of section 3, not the diagnosis's
 stages = run.reference("fix_one_at_a_time")["stages"]
 al.check("08.first_fix", "dataloader_stall", 2 * stages[0]["step_ms"] - stages[1]["step_ms"])
+
+# %% right: sorted() on lost_ms_per_step, numpy float32 saving
+import numpy as np
+
+d = al.diagnose(run.reference_trace("stage0"))
+best = sorted(d.findings, key=lambda f: -f.lost_ms_per_step)[0]
+al.check("08.first_fix", best.kind, np.float32(best.lost_ms_per_step))
+
+# %% right: rounded to whole milliseconds, as read off the printed diagnosis
+d = al.diagnose(run.reference_trace("stage0"))
+al.check("08.first_fix", d.findings[0].kind, round(d.findings[0].lost_ms_per_step))
+
+# %% wrong: the kind right, the saving NaN
+d = al.diagnose(run.reference_trace("stage0"))
+al.check("08.first_fix", d.findings[0].kind, float("nan"))
+
+# %% wrong: the kind right, the saving infinite
+d = al.diagnose(run.reference_trace("stage0"))
+al.check("08.first_fix", d.findings[0].kind, float("inf"))
+
+# %% wrong: the kind right, the saving as a string
+d = al.diagnose(run.reference_trace("stage0"))
+al.check("08.first_fix", d.findings[0].kind, f"{d.findings[0].lost_ms_per_step:.1f}")
+
+# %% wrong: the kind as None, the saving right
+d = al.diagnose(run.reference_trace("stage0"))
+al.check("08.first_fix", None, d.findings[0].lost_ms_per_step)
+
+# %% wrong: the kind capitalised
+d = al.diagnose(run.reference_trace("stage0"))
+al.check("08.first_fix", "DataLoader_stall", d.findings[0].lost_ms_per_step)
+
+# %% wrong: the share of the step given as the saving
+d = al.diagnose(run.reference_trace("stage0"))
+al.check("08.first_fix", d.findings[0].kind, d.findings[0].share)
+
+# %% wrong: the finding that the text calls out (host_sync), with its own saving
+d = al.diagnose(run.reference_trace("stage0"))
+f = d.finding("host_sync")
+al.check("08.first_fix", f.kind, f.lost_ms_per_step)
+
+# %% wrong: the whole step time as the saving
+d = al.diagnose(run.reference_trace("stage0"))
+al.check("08.first_fix", d.findings[0].kind, d.step_ms)

@@ -315,3 +315,225 @@ def make_logger(every):
     return log
 
 al.check("08.quiet_logger", make_logger)
+
+# %% right: a list of detached losses, stacked and read once per logged line
+import torch
+
+def make_logger(every):
+    window = []
+
+    def log(step, loss):
+        window.append(loss.detach())
+        if step % every == 0:
+            value = torch.stack(window).mean().item()
+            window.clear()
+            return value
+        return None
+
+    return log
+
+al.check("08.quiet_logger", make_logger)
+
+# %% right: a GPU buffer of `every` slots written in place, read once
+import torch
+
+def make_logger(every):
+    buf = {}
+
+    def log(step, loss):
+        if "t" not in buf:
+            buf["t"] = torch.zeros(every, device=loss.device, dtype=loss.dtype)
+        buf["t"][(step - 1) % every] = loss.detach()
+        if step % every == 0:
+            return buf["t"].mean().item()
+
+    return log
+
+al.check("08.quiet_logger", make_logger)
+
+# %% right: a float64 running sum on the GPU
+def make_logger(every):
+    state = {"sum": None}
+
+    def log(step, loss):
+        x = loss.detach().double()
+        state["sum"] = x if state["sum"] is None else state["sum"] + x
+        if step % every == 0:
+            s, state["sum"] = state["sum"], None
+            return s.item() / every
+
+    return log
+
+al.check("08.quiet_logger", make_logger)
+
+# %% right: returns a numpy float64 (a Python float subclass)
+import torch
+import numpy as np
+
+def make_logger(every):
+    kept = []
+
+    def log(step, loss):
+        kept.append(loss.detach())
+        if step % every == 0:
+            m = np.float64(torch.stack(kept).mean().item())
+            kept.clear()
+            return m
+
+    return log
+
+al.check("08.quiet_logger", make_logger)
+
+# %% right: non_blocking copies into 0-d slots of a pinned buffer, one stream synchronize per logged line
+import torch
+
+def make_logger(every):
+    host = torch.zeros(every, pin_memory=True)
+
+    def log(step, loss):
+        host[(step - 1) % every].copy_(loss.detach(), non_blocking=True)
+        if step % every == 0:
+            torch.cuda.current_stream().synchronize()
+            return host.mean().item()
+
+    return log
+
+al.check("08.quiet_logger", make_logger)
+
+# %% wrong: non_blocking copies into a pinned buffer, read without any wait
+import torch
+
+def make_logger(every):
+    host = torch.zeros(every, pin_memory=True)
+
+    def log(step, loss):
+        host[(step - 1) % every].copy_(loss.detach(), non_blocking=True)
+        if step % every == 0:
+            return host.mean().item()
+
+    return log
+
+al.check("08.quiet_logger", make_logger)
+
+# %% wrong: non_blocking copies into a pageable buffer (each copy to pageable memory makes the host wait)
+import torch
+
+def make_logger(every):
+    host = torch.zeros(every)
+
+    def log(step, loss):
+        host[(step - 1) % every].copy_(loss.detach(), non_blocking=True)
+        if step % every == 0:
+            return host.mean().item()
+
+    return log
+
+al.check("08.quiet_logger", make_logger)
+
+# %% wrong: host[i] = loss into a CPU buffer (a blocking copy every step)
+import torch
+
+def make_logger(every):
+    host = torch.zeros(every)
+
+    def log(step, loss):
+        host[(step - 1) % every] = loss
+        if step % every == 0:
+            return float(host.mean())
+
+    return log
+
+al.check("08.quiet_logger", make_logger)
+
+# %% wrong: a worker thread calls .item() on every loss, the logger waits for it once per line
+import queue
+import threading
+
+def make_logger(every):
+    q, sums = queue.Queue(), []
+
+    def worker():
+        while True:
+            loss = q.get()
+            sums.append(loss.item())
+            q.task_done()
+
+    threading.Thread(target=worker, daemon=True).start()
+
+    def log(step, loss):
+        q.put(loss.detach())
+        if step % every == 0:
+            q.join()
+            value = sum(sums[-every:]) / every
+            return value
+
+    return log
+
+al.check("08.quiet_logger", make_logger)
+
+# %% wrong: returns the mean as a 0-d GPU tensor (never read as a Python float)
+import torch
+
+def make_logger(every):
+    window = []
+
+    def log(step, loss):
+        window.append(loss.detach())
+        if step % every == 0:
+            m = torch.stack(window).mean()
+            window.clear()
+            return m
+
+    return log
+
+al.check("08.quiet_logger", make_logger)
+
+# %% wrong: returns 0.0 instead of None between logged lines
+import torch
+
+def make_logger(every):
+    window = []
+
+    def log(step, loss):
+        window.append(loss.detach())
+        if step % every:
+            return 0.0
+        value = torch.stack(window).mean().item()
+        window.clear()
+        return value
+
+    return log
+
+al.check("08.quiet_logger", make_logger)
+
+# %% wrong: the sum of the window, not its mean
+import torch
+
+def make_logger(every):
+    window = []
+
+    def log(step, loss):
+        window.append(loss.detach())
+        if step % every == 0:
+            value = torch.stack(window).sum().item()
+            window.clear()
+            return value
+
+    return log
+
+al.check("08.quiet_logger", make_logger)
+
+# %% wrong: the window never cleared (the mean of every loss so far)
+import torch
+
+def make_logger(every):
+    seen = []
+
+    def log(step, loss):
+        seen.append(loss.detach())
+        if step % every == 0:
+            return torch.stack(seen).mean().item()
+
+    return log
+
+al.check("08.quiet_logger", make_logger)
