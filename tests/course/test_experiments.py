@@ -229,7 +229,11 @@ def test_gpu_only_experiments_explain_themselves_on_cpu():
 
 
 # -- run_all: the recording path, at CPU sizes -----------------------------------------------------
-@pytest.mark.parametrize("mod", ["01", "02", "03", "04", "05", "08"])
+#: The lessons whose run_all runs here at CPU sizes, with traces where the CPU records them.
+RUN_ON_CPU = ["01", "02", "03", "04", "05", "08"]
+
+
+@pytest.mark.parametrize("mod", RUN_ON_CPU)
 def test_run_all_on_cpu(mod, tmp_path):
     mod = experiments.for_lesson(mod)
     if mod is A:
@@ -238,10 +242,77 @@ def test_run_all_on_cpu(mod, tmp_path):
     results, traces = mod.run_all(CPU, trace_dir=tmp_path, verbose=False)
     public = {name for name in mod.CPU_KWARGS if not name.endswith("_trace")}
     assert set(results) - {"headline"} == public
+    assert_run_all_gives_the_table(mod, results, traces)
     assert is_json_ready(results)
     assert all(p.is_file() and p.stat().st_size < 1_000_000 for p in traces.values())
     gpu_only = [r for name, r in results.items() if name != "headline" and "no CUDA GPU" in str(r.get("note", ""))]
     assert traces or len(gpu_only) == len(results) - 1  # no trace on the CPU only when every experiment needs a GPU
+
+
+def assert_run_all_gives_the_table(mod, results, traces):
+    """run_all's results have the keys of the lesson's EXPERIMENTS table, in its order (plus a headline from lesson
+    03 on), and its traces are named by the table (a custom row's names may be patterns)."""
+    from fnmatch import fnmatch
+
+    assert [k for k in results if k != "headline"] == [row.key for row in mod.EXPERIMENTS]
+    assert ("headline" in results) == (mod.LESSON >= "03")
+    patterns = [name for row in mod.EXPERIMENTS for name in row.traces]
+    assert all(any(fnmatch(name, p) for p in patterns) for name in traces), sorted(traces)
+
+
+@pytest.mark.parametrize("number", experiments.with_experiments())
+def test_every_lessons_table_names_its_own_functions(number):
+    """A row's function is its module's own, named after its key (a custom row's ``_<key>``), and CPU_KWARGS sizes
+    only what the table runs; run_all is the table's."""
+    mod = experiments.for_lesson(number)
+    table = mod.EXPERIMENTS
+    assert table and all(isinstance(row, experiments.Experiment) for row in table)
+    for row in table:
+        assert getattr(mod, row.fn.__name__) is row.fn and row.fn.__module__ == mod.__name__, row.key
+        assert row.fn.__name__ == ("_" if row.custom else "") + row.key
+        assert row.trace_fn is None or getattr(mod, row.trace_fn.__name__) is row.trace_fn
+    keys = [row.key for row in table]
+    assert len(set(keys)) == len(keys)
+    assert set(mod.CPU_KWARGS) <= set(keys) | {row.trace_fn.__name__ for row in table if row.trace_fn}
+    assert mod.run_all.__name__ == "run_all" and "EXPERIMENTS" in mod.run_all.__doc__
+
+
+@pytest.mark.parametrize("number", sorted(set(experiments.with_experiments()) - set(RUN_ON_CPU)))
+def test_run_all_of_the_two_gpu_lessons_gives_the_tables_keys(number, tmp_path):
+    """The lessons that test_run_all_on_cpu leaves out (each experiment says it needs two GPUs)."""
+    mod = experiments.for_lesson(number)
+    results, traces = mod.run_all(CPU, trace_dir=tmp_path, verbose=False)
+    assert_run_all_gives_the_table(mod, results, traces)
+    assert traces == {} and all("needs two CUDA GPUs" in r["note"] for k, r in results.items() if k != "headline")
+
+
+def test_experiment_rows_call_their_functions_as_documented(tmp_path):
+    calls = []
+
+    def exp(device, path=None, n=1):
+        calls.append(("exp", device.type, path and path.name, n))
+        return n
+
+    def exp_trace(device, path, ops=1):
+        calls.append(("exp_trace", device.type, path.name, ops))
+
+    def _custom(run, **sizes):
+        calls.append(("custom", run.device.type, run.traces("c1", needs=0).name, run.traces("c2", needs=1), sizes))
+        return "c"
+
+    table = [experiments.Experiment("exp", exp, "e", gpus=0), experiments.Experiment("plain", exp),
+             experiments.Experiment("traced", exp, "t", gpus=0, trace_fn=exp_trace),
+             experiments.Experiment("custom", _custom, ("c1", "c2"), custom=True)]
+    sizes = {"exp": {"n": 2}, "exp_trace": {"ops": 5}, "custom": {"k": 3}}
+    results, traces = experiments.run_all(table, CPU, tmp_path, verbose=False, cpu_kwargs=sizes, headline=len)
+    assert results == {"exp": 2, "plain": 1, "traced": 1, "custom": "c", "headline": 4}
+    assert calls == [("exp", "cpu", "e.json.gz", 2), ("exp", "cpu", None, 1), ("exp", "cpu", None, 1),
+                     ("exp_trace", "cpu", "t.json.gz", 5), ("custom", "cpu", "c1.json.gz", None, {"k": 3})]
+    assert list(traces) == ["e", "t", "c1"] and traces["t"] == tmp_path / "t.json.gz"
+    with pytest.raises(ValueError, match="custom"):
+        experiments.Experiment("two", exp, ("a", "b"))
+    with pytest.raises(ValueError, match="trace_fn"):
+        experiments.Experiment("none", exp, trace_fn=exp_trace)
 
 
 def test_cpu_kwargs_name_real_functions():

@@ -11,7 +11,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from asynclab.course.experiments import dtype_name, native_half, resolve_device, run_setup, spin_cycles, sync, wall_ms
+from asynclab.course.experiments import Experiment, ExperimentRun, lesson_run_all
+from asynclab.course.experiments import dtype_name, native_half, resolve_device, spin_cycles, sync, wall_ms
 from asynclab.gpu.timing import event_timer, naive_timer, paired_ratio, sync_timer
 
 LESSON = "01"
@@ -618,33 +619,33 @@ def cpu_is_synchronous(n: int = 512, reps: int = 10, repeats: int = 5) -> dict[s
     }
 
 
-def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bool = True
-            ) -> tuple[dict[str, Any], dict[str, Path]]:
-    """Run every lesson 01 experiment once, as the recording script does; CPU devices use :data:`CPU_KWARGS`.
+def _d2l_benchmark(run: ExperimentRun, **sizes: Any) -> dict[str, Any]:
+    """:func:`d2l_benchmark`, printing d2l's lines when ``run_all`` is verbose."""
+    return d2l_benchmark(run.device, verbose=run.verbose, **sizes)
 
-    Returns ``(results, traces)``: results keyed by experiment function name; traces
-    ``{name: path}`` of the .json.gz files written into ``trace_dir`` (none without it).
 
-    Example:
-        >>> results, traces = run_all("cuda", "/tmp/ref01")  # doctest: +SKIP
-        >>> sorted(traces)  # doctest: +SKIP
-        ['host_runs_ahead', 'launch_overhead']
-    """
-    dev, kw, out = run_setup(device, trace_dir, CPU_KWARGS)
-    traces: dict[str, Path] = {}
-    results: dict[str, Any] = {}
-    results["d2l_benchmark"] = d2l_benchmark(dev, verbose=verbose, **kw.get("d2l_benchmark", {}))
-    path = out / "host_runs_ahead.json.gz" if out is not None else None
-    results["host_runs_ahead"], _ = host_runs_ahead(dev, path=path, **kw.get("host_runs_ahead", {}))
-    if path is not None:
-        traces["host_runs_ahead"] = path
-    results["launch_overhead"] = launch_overhead(dev, **kw.get("launch_overhead", {}))
-    if out is not None:
-        traces["launch_overhead"] = out / "launch_overhead.json.gz"
-        launch_overhead_trace(dev, traces["launch_overhead"], **kw.get("launch_overhead_trace", {}))
-    results["overhead_bound"] = overhead_bound(dev, **kw.get("overhead_bound", {}))
-    results["hidden_syncs"] = hidden_syncs(dev, **kw.get("hidden_syncs", {}))
-    results["sync_debug_blind_spots"] = sync_debug_blind_spots(dev, **kw.get("sync_debug_blind_spots", {}))
-    results["async_error"] = async_error(dev, **kw.get("async_error", {}))
-    results["cpu_is_synchronous"] = cpu_is_synchronous(**kw.get("cpu_is_synchronous", {}))
-    return results, traces
+def _host_runs_ahead(run: ExperimentRun, **sizes: Any) -> dict[str, Any]:
+    """:func:`host_runs_ahead`'s results (it returns its trace too), its trace recorded on the CPU as well."""
+    results, _ = host_runs_ahead(run.device, path=run.traces("host_runs_ahead", needs=0), **sizes)
+    return results
+
+
+def _cpu_is_synchronous(run: ExperimentRun, **sizes: Any) -> dict[str, Any]:
+    """:func:`cpu_is_synchronous`, which runs on the CPU whatever the device."""
+    return cpu_is_synchronous(**sizes)
+
+
+#: Every lesson 01 experiment, in the order ``run_all`` runs them: its key in the results, its function, the trace
+#: it writes (<trace_dir>/<name>.json.gz) and how many GPUs that trace needs (0: the CPU records it too).
+EXPERIMENTS: list[Experiment] = [
+    Experiment("d2l_benchmark", _d2l_benchmark, custom=True),
+    Experiment("host_runs_ahead", _host_runs_ahead, "host_runs_ahead", gpus=0, custom=True),
+    Experiment("launch_overhead", launch_overhead, "launch_overhead", gpus=0, trace_fn=launch_overhead_trace),
+    Experiment("overhead_bound", overhead_bound),
+    Experiment("hidden_syncs", hidden_syncs),
+    Experiment("sync_debug_blind_spots", sync_debug_blind_spots),
+    Experiment("async_error", async_error),
+    Experiment("cpu_is_synchronous", _cpu_is_synchronous, custom=True),
+]
+
+run_all = lesson_run_all(LESSON, EXPERIMENTS, CPU_KWARGS)

@@ -11,6 +11,7 @@ from typing import Any, Callable
 import torch
 
 from asynclab.course.experiments import annotate as _annotate
+from asynclab.course.experiments import Experiment, ExperimentRun, lesson_run_all
 from asynclab.course.experiments import dig, gbps, resolve_device, spin_cycles, wall_ms
 from asynclab.course.experiments import record_gpu_trace as _record_trace
 
@@ -761,41 +762,33 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bool = True
-            ) -> tuple[dict[str, Any], dict[str, Path]]:
-    """Run every lesson 05 experiment once, as the recording script does.
+def _pipeline(run: ExperimentRun, **sizes: Any) -> dict[str, Any]:
+    """:func:`pipeline` from pinned memory, then the same work from pageable memory: the pinned run's balance
+    (``reps``), so that only the memory differs."""
+    pinned = pipeline(run.device, "pinned", path=run.traces("pipeline_pinned"), **sizes)
+    pageable = pipeline(run.device, "pageable", reps=pinned["reps"], path=run.traces("pipeline_pageable"), **sizes)
+    return {"pinned": pinned, "pageable": pageable, **({"note": pinned["note"]} if "note" in pinned else {})}
 
-    Returns ``(results, traces)``: results keyed by experiment function name (the pipeline by memory),
-    plus ``"headline"``; traces ``{name: path}`` of the .json.gz files written into ``trace_dir`` (GPU only).
 
-    Example:
-        >>> results, traces = run_all("cuda", "/tmp/ref05")  # doctest: +SKIP
-        >>> sorted(traces)  # doctest: +SKIP
-        ['bidirectional', 'dataloader_pinned', 'dataloader_plain', 'early_read', 'non_blocking', 'pipeline_pageable', ...]
-    """
-    from asynclab.course.experiments import TraceFolder, run_setup
+def _dataloader(run: ExperimentRun, **sizes: Any) -> dict[str, Any]:
+    """:func:`dataloader`, with a trace of each of its two loaders."""
+    return dataloader(run.device, path_plain=run.traces("dataloader_plain"),
+                      path_pinned=run.traces("dataloader_pinned"), **sizes)
 
-    dev, _, out = run_setup(device, trace_dir, CPU_KWARGS)
-    gpu = dev.type == "cuda"
-    trace = TraceFolder(out, gpu)
 
-    pinned = pipeline(dev, "pinned", path=trace("pipeline_pinned"))
-    results: dict[str, Any] = {
-        "bandwidth": bandwidth(dev),
-        "bidirectional": bidirectional(dev, path=trace("bidirectional")),
-        "non_blocking": non_blocking(dev, path=trace("non_blocking")),
-        "pageable_sizes": pageable_sizes(dev),
-        "pin_cost": pin_cost(dev),
-        # the same work from pageable memory: the pinned run's balance, so only the memory differs
-        "pipeline": {"pinned": pinned,
-                     "pageable": pipeline(dev, "pageable", reps=pinned["reps"], path=trace("pipeline_pageable")),
-                     **({"note": pinned["note"]} if "note" in pinned else {})},
-        "copy_streams": copy_streams(dev, path=trace("copy_streams")),
-        "early_read": early_read(dev, path=trace("early_read")),
-        "source_mutation": source_mutation(dev, path=trace("source_mutation")),
-        "dataloader": dataloader(dev, path_plain=trace("dataloader_plain"), path_pinned=trace("dataloader_pinned")),
-    }
-    results["headline"] = headline(results)
-    if verbose:
-        print(f"lesson {LESSON}: {len(results) - 1} experiments on {dev}, {len(trace.written)} traces")
-    return results, trace.written
+#: Every lesson 05 experiment, in the order ``run_all`` runs them: its key in the results, its function, the
+#: trace(s) it writes (<trace_dir>/<name>.json.gz) and how many GPUs they need.
+EXPERIMENTS: list[Experiment] = [
+    Experiment("bandwidth", bandwidth),
+    Experiment("bidirectional", bidirectional, "bidirectional"),
+    Experiment("non_blocking", non_blocking, "non_blocking"),
+    Experiment("pageable_sizes", pageable_sizes),
+    Experiment("pin_cost", pin_cost),
+    Experiment("pipeline", _pipeline, ("pipeline_pinned", "pipeline_pageable"), custom=True),
+    Experiment("copy_streams", copy_streams, "copy_streams"),
+    Experiment("early_read", early_read, "early_read"),
+    Experiment("source_mutation", source_mutation, "source_mutation"),
+    Experiment("dataloader", _dataloader, ("dataloader_plain", "dataloader_pinned"), custom=True),
+]
+
+run_all = lesson_run_all(LESSON, EXPERIMENTS, CPU_KWARGS, headline)

@@ -12,7 +12,7 @@ from typing import Any, Callable
 import torch
 
 from asynclab.course.experiments import annotate as _annotate
-from asynclab.course.experiments import dig, resolve_device, spin_cycles, wall_ms
+from asynclab.course.experiments import Experiment, dig, lesson_run_all, resolve_device, spin_cycles, wall_ms
 from asynclab.course.experiments import record_gpu_trace as _record_trace
 
 LESSON = "04"
@@ -544,38 +544,19 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bool = True
-            ) -> tuple[dict[str, Any], dict[str, Path]]:
-    """Run every lesson 04 experiment once, as the recording script does.
+#: Every lesson 04 experiment, in the order ``run_all`` runs them: its key in the results, its function, the trace
+#: it writes (<trace_dir>/<name>.json.gz) and how many GPUs that trace needs.
+EXPERIMENTS: list[Experiment] = [
+    Experiment("event_api", event_api, "event_api"),
+    Experiment("race", race, "race"),
+    Experiment("sanitizer", sanitizer),
+    Experiment("allocator_reuse", allocator_reuse, "allocator_reuse"),
+    Experiment("cross_device", cross_device, "cross_device", gpus=2),
+    Experiment("event_timer_modes", event_timer_modes),
+    Experiment("who_waited", who_waited, "who_waited"),
+]
 
-    Returns ``(results, traces)``: results keyed by experiment function name, plus ``"headline"``;
-    traces ``{name: path}`` of the .json.gz files written into ``trace_dir`` (on a GPU only; the
-    cross-device trace only with two GPUs).
-
-    Example:
-        >>> results, traces = run_all("cuda", "/tmp/ref04")  # doctest: +SKIP
-        >>> sorted(traces)  # doctest: +SKIP
-        ['allocator_reuse', 'cross_device', 'event_api', 'race', 'who_waited']
-    """
-    from asynclab.course.experiments import TraceFolder, run_setup
-
-    dev, _, out = run_setup(device, trace_dir, CPU_KWARGS)
-    gpu = dev.type == "cuda"
-    trace = TraceFolder(out, gpu)
-
-    results: dict[str, Any] = {
-        "event_api": event_api(dev, path=trace("event_api")),
-        "race": race(dev, path=trace("race")),
-        "sanitizer": sanitizer(dev),
-        "allocator_reuse": allocator_reuse(dev, path=trace("allocator_reuse")),
-        "cross_device": cross_device(dev, path=trace("cross_device", needs=2)),
-        "event_timer_modes": event_timer_modes(dev),
-        "who_waited": who_waited(dev, path=trace("who_waited")),
-    }
-    results["headline"] = headline(results)
-    if verbose:
-        print(f"lesson {LESSON}: {len(results) - 1} experiments on {dev}, {len(trace.written)} traces")
-    return results, trace.written
+run_all = lesson_run_all(LESSON, EXPERIMENTS, CPU_KWARGS, headline)
 
 
 def _main(argv: list[str]) -> int:

@@ -13,6 +13,7 @@ import torch
 from asynclab.gpu import hardware
 from asynclab.course.experiments import annotate as _annotate
 from asynclab.course.experiments import record_gpu_trace as _record_trace
+from asynclab.course.experiments import Experiment, lesson_run_all
 from asynclab.course.experiments import gbps, gpu_count, native_half, resolve_device, run_annotated, spin_cycles, sync_all, wall_ms
 
 LESSON = "06"
@@ -379,30 +380,14 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bool = True
-            ) -> tuple[dict[str, Any], dict[str, Path]]:
-    """Run every lesson 06 experiment once, as the recording script does.
+#: Every lesson 06 experiment, in the order ``run_all`` runs them: its key in the results, its function, the trace
+#: it writes (<trace_dir>/<name>.json.gz) and how many GPUs that trace needs.
+EXPERIMENTS: list[Experiment] = [
+    Experiment("machine", machine),
+    Experiment("fully_parallel", fully_parallel, "fully_parallel", gpus=2),
+    Experiment("bandwidth", bandwidth, "bandwidth", gpus=2),
+    Experiment("latency", latency),
+    Experiment("matrix", matrix),
+]
 
-    Returns ``(results, traces)``: results keyed by experiment function name, plus ``"headline"``; traces
-    ``{name: path}`` of the .json.gz files written into ``trace_dir`` (two GPUs only).
-
-    Example:
-        >>> results, traces = run_all("cuda", "/tmp/ref06")  # doctest: +SKIP
-        >>> sorted(traces)  # doctest: +SKIP
-        ['bandwidth', 'fully_parallel']
-    """
-    from asynclab.course.experiments import TraceFolder, run_setup
-
-    dev, _, out = run_setup(device, trace_dir, CPU_KWARGS)
-    trace = TraceFolder(out, dev.type == "cuda")
-    results: dict[str, Any] = {
-        "machine": machine(dev),
-        "fully_parallel": fully_parallel(dev, path=trace("fully_parallel", needs=2)),
-        "bandwidth": bandwidth(dev, path=trace("bandwidth", needs=2)),
-        "latency": latency(dev),
-        "matrix": matrix(dev),
-    }
-    results["headline"] = headline(results)
-    if verbose:
-        print(f"lesson {LESSON}: {len(results) - 1} experiments on {dev}, {len(trace.written)} traces")
-    return results, trace.written
+run_all = lesson_run_all(LESSON, EXPERIMENTS, CPU_KWARGS, headline)

@@ -17,6 +17,7 @@ from torch import nn
 
 from asynclab.course.experiments import annotate as _annotate
 from asynclab.course.experiments import record_gpu_trace as _record_trace
+from asynclab.course.experiments import Experiment, ExperimentRun, lesson_run_all
 from asynclab.course.experiments import gpu_count, resolve_device, run_annotated, sync_all, wall_ms
 
 LESSON = "07"
@@ -597,37 +598,34 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bool = True
-            ) -> tuple[dict[str, Any], dict[str, Path]]:
-    """Run every lesson 07 experiment once, as the recording script does.
+def _gpipe(run: ExperimentRun, **sizes: Any) -> dict[str, Any]:
+    """:func:`gpipe`, keeping its traces (one per micro-batch count ``m``) as ``gpipe_m<m>`` on two GPUs."""
+    result = gpipe(run.device, trace_dir=run.traces.folder(needs=2), **sizes)
+    for m, path in (result.get("traces") or {}).items():
+        run.traces.add(f"gpipe_m{m}", path)
+    return result
 
-    Returns ``(results, traces)``: results keyed by experiment function name, plus ``"headline"``; traces
-    ``{name: path}`` of the .json.gz files written into ``trace_dir`` (two GPUs only).
 
-    Example:
-        >>> results, traces = run_all("cuda", "/tmp/ref07")  # doctest: +SKIP
-    """
-    from asynclab.course.experiments import TraceFolder, run_setup
+def _torch_pipelining(run: ExperimentRun, **sizes: Any) -> dict[str, Any]:
+    """:func:`torch_pipelining`, keeping each schedule's traces (one per rank) as ``pipelining_<schedule>_rank<r>``
+    on two GPUs."""
+    result = torch_pipelining(run.device, trace_dir=run.traces.folder(needs=2), **sizes)
+    for schedule, r in result.items():
+        for rank, path in ((r.get("traces") or {}) if isinstance(r, dict) else {}).items():
+            run.traces.add(f"pipelining_{schedule}_rank{rank}", path)
+    return result
 
-    dev, _, out = run_setup(device, trace_dir, CPU_KWARGS)
-    trace = TraceFolder(out, dev.type == "cuda")
-    keep = out if (out is not None and dev.type == "cuda" and gpu_count() >= 2) else None
-    results: dict[str, Any] = {
-        "one_stage": one_stage(dev),
-        "naive": naive(dev, path=trace("naive", needs=2)),
-        "asker": asker(dev, path=trace("asker", needs=2)),
-        "asker_detached": asker_detached(dev, path=trace("asker_detached", needs=2)),
-        "gpipe": gpipe(dev, trace_dir=keep),
-        "memory": memory(dev),
-        "torch_pipelining": torch_pipelining(dev, trace_dir=keep),
-    }
-    written = dict(trace.written)
-    for m, p in (results["gpipe"].get("traces") or {}).items():
-        written[f"gpipe_m{m}"] = Path(p)
-    for sched, r in results["torch_pipelining"].items():
-        for rank, p in ((r.get("traces") or {}) if isinstance(r, dict) else {}).items():
-            written[f"pipelining_{sched}_rank{rank}"] = Path(p)
-    results["headline"] = headline(results)
-    if verbose:
-        print(f"lesson {LESSON}: {len(results) - 1} experiments on {dev}, {len(written)} traces")
-    return results, written
+
+#: Every lesson 07 experiment, in the order ``run_all`` runs them: its key in the results, its function, the
+#: trace(s) it writes (<trace_dir>/<name>.json.gz) and how many GPUs they need.
+EXPERIMENTS: list[Experiment] = [
+    Experiment("one_stage", one_stage),
+    Experiment("naive", naive, "naive", gpus=2),
+    Experiment("asker", asker, "asker", gpus=2),
+    Experiment("asker_detached", asker_detached, "asker_detached", gpus=2),
+    Experiment("gpipe", _gpipe, "gpipe_m*", gpus=2, custom=True),
+    Experiment("memory", memory),
+    Experiment("torch_pipelining", _torch_pipelining, "pipelining_*_rank*", gpus=2, custom=True),
+]
+
+run_all = lesson_run_all(LESSON, EXPERIMENTS, CPU_KWARGS, headline)

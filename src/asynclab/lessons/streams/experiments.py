@@ -8,7 +8,8 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from asynclab.course.experiments import TraceFolder, dig, dtype_name, native_half, on_device, resolve_device, run_setup, spin_cycles, sync
+from asynclab.course.experiments import Experiment, lesson_run_all
+from asynclab.course.experiments import dig, dtype_name, native_half, on_device, resolve_device, spin_cycles, sync
 from asynclab.gpu.parallel import Parallel
 from asynclab.gpu.timing import event_timer, sync_timer
 
@@ -703,33 +704,17 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bool = True
-            ) -> tuple[dict[str, Any], dict[str, Path]]:
-    """Run every lesson 03 experiment once, as the recording script does; CPU devices use :data:`CPU_KWARGS`.
+#: Every lesson 03 experiment, in the order ``run_all`` runs them: its key in the results, its function, the trace
+#: it writes (<trace_dir>/<name>.json.gz) and how many GPUs that trace needs (0: the CPU records it too).
+EXPERIMENTS: list[Experiment] = [
+    Experiment("branches", branches, "branches", gpus=0, trace_fn=branches_trace),
+    Experiment("missing_wait", missing_wait, "missing_wait"),
+    Experiment("spin_kernels", spin_kernels, "spin_kernels"),
+    Experiment("matmuls", matmuls, "matmuls"),
+    Experiment("tail_effect", tail_effect, "tail_fill"),
+    Experiment("parallel_module", parallel_module, "parallel"),
+    Experiment("stream_pool", stream_pool, "priority"),
+    Experiment("cuda_graphs", cuda_graphs, "graphs"),
+]
 
-    Returns ``(results, traces)``: results keyed by experiment function name, plus ``"headline"``;
-    traces ``{name: path}`` of the .json.gz files written into ``trace_dir`` (GPU-only ones only on a GPU).
-
-    Example:
-        >>> results, traces = run_all("cuda", "/tmp/ref03")  # doctest: +SKIP
-        >>> sorted(traces)  # doctest: +SKIP
-        ['branches', 'graphs', 'matmuls', 'missing_wait', 'parallel', 'priority', 'spin_kernels', 'tail_fill']
-    """
-    dev, kw, out = run_setup(device, trace_dir, CPU_KWARGS)
-    gpu = dev.type == "cuda"
-    trace = TraceFolder(out, gpu)
-
-    results: dict[str, Any] = {"branches": branches(dev, **kw.get("branches", {}))}
-    if out is not None:
-        branches_trace(dev, trace("branches", needs=0), **kw.get("branches_trace", {}))
-    results["missing_wait"] = missing_wait(dev, path=trace("missing_wait"), **kw.get("missing_wait", {}))
-    results["spin_kernels"] = spin_kernels(dev, path=trace("spin_kernels"), **kw.get("spin_kernels", {}))
-    results["matmuls"] = matmuls(dev, path=trace("matmuls"), **kw.get("matmuls", {}))
-    results["tail_effect"] = tail_effect(dev, path=trace("tail_fill"), **kw.get("tail_effect", {}))
-    results["parallel_module"] = parallel_module(dev, path=trace("parallel"), **kw.get("parallel_module", {}))
-    results["stream_pool"] = stream_pool(dev, path=trace("priority"), **kw.get("stream_pool", {}))
-    results["cuda_graphs"] = cuda_graphs(dev, path=trace("graphs"), **kw.get("cuda_graphs", {}))
-    results["headline"] = headline(results)
-    if verbose:
-        print(f"lesson {LESSON}: {len(results) - 1} experiments on {dev}, {len(trace.written)} traces")
-    return results, trace.written
+run_all = lesson_run_all(LESSON, EXPERIMENTS, CPU_KWARGS, headline)

@@ -8,7 +8,8 @@ from typing import Any
 
 import torch
 
-from asynclab.course.experiments import dtype_name, native_half, on_device, percentile, resolve_device, run_setup, spin_cycles, sync, wall_ms
+from asynclab.course.experiments import Experiment, lesson_run_all
+from asynclab.course.experiments import dtype_name, native_half, on_device, percentile, resolve_device, spin_cycles, sync, wall_ms
 from asynclab.gpu.timing import benchmark_timer, event_timer, naive_timer, sync_timer
 
 LESSON = "02"
@@ -398,34 +399,17 @@ def event_pitfalls(device: Any = None, spin_ms: float = 100.0) -> dict[str, Any]
     return out
 
 
-def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bool = True
-            ) -> tuple[dict[str, Any], dict[str, Path]]:
-    """Run every lesson 02 experiment once, as the recording script does; CPU devices use :data:`CPU_KWARGS`.
+#: Every lesson 02 experiment, in the order ``run_all`` runs them: its key in the results, its function, the trace
+#: it writes (<trace_dir>/<name>.json.gz) and how many GPUs that trace needs (0: the CPU records it too).
+#: ``warmup_cost`` runs first, so that in a fresh process it sees the whole first-call bill.
+EXPERIMENTS: list[Experiment] = [
+    Experiment("warmup_cost", warmup_cost),
+    Experiment("timers_side_by_side", timers_side_by_side, "timers", gpus=0, trace_fn=timers_trace),
+    Experiment("spread", spread),
+    Experiment("sync_every_iteration", sync_every_iteration, "sync_every_iteration", gpus=0,
+               trace_fn=sync_every_iteration_trace),
+    Experiment("synchronize_scope", synchronize_scope),
+    Experiment("event_pitfalls", event_pitfalls),
+]
 
-    ``warmup_cost`` runs first, so that in a fresh process it sees the whole first-call bill.
-    Returns ``(results, traces)``: results keyed by experiment function name; traces
-    ``{name: path}`` of the .json.gz files written into ``trace_dir`` (none without it).
-
-    Example:
-        >>> results, traces = run_all("cuda", "/tmp/ref02")  # doctest: +SKIP
-        >>> sorted(traces)  # doctest: +SKIP
-        ['sync_every_iteration', 'timers']
-    """
-    dev, kw, out = run_setup(device, trace_dir, CPU_KWARGS)
-    results: dict[str, Any] = {}
-    traces: dict[str, Path] = {}
-    results["warmup_cost"] = warmup_cost(dev, **kw.get("warmup_cost", {}))
-    results["timers_side_by_side"] = timers_side_by_side(dev, **kw.get("timers_side_by_side", {}))
-    if out is not None:
-        traces["timers"] = out / "timers.json.gz"
-        timers_trace(dev, traces["timers"], **kw.get("timers_trace", {}))
-    results["spread"] = spread(dev, **kw.get("spread", {}))
-    results["sync_every_iteration"] = sync_every_iteration(dev, **kw.get("sync_every_iteration", {}))
-    if out is not None:
-        traces["sync_every_iteration"] = out / "sync_every_iteration.json.gz"
-        sync_every_iteration_trace(dev, traces["sync_every_iteration"], **kw.get("sync_every_iteration_trace", {}))
-    results["synchronize_scope"] = synchronize_scope(dev, **kw.get("synchronize_scope", {}))
-    results["event_pitfalls"] = event_pitfalls(dev, **kw.get("event_pitfalls", {}))
-    if verbose:
-        print(f"lesson {LESSON}: {len(results)} experiments on {dev}, {len(traces)} traces")
-    return results, traces
+run_all = lesson_run_all(LESSON, EXPERIMENTS, CPU_KWARGS)

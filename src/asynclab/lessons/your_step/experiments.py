@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterable
 
 import torch
 
-from asynclab.course.experiments import dig, dtype_name, native_half, run_setup, sync
+from asynclab.course.experiments import Experiment, ExperimentRun, dig, dtype_name, lesson_run_all, native_half, sync
 
 LESSON = "08"
 
@@ -268,21 +268,19 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def run_all(device: Any = None, trace_dir: str | Path | None = None, verbose: bool = True
-            ) -> tuple[dict[str, Any], dict[str, Path]]:
-    """Run lesson 08's experiment, as the recording script does; CPU devices use :data:`CPU_KWARGS`.
+def _fix_one_at_a_time(run: ExperimentRun, **sizes: Any) -> dict[str, Any]:
+    """:func:`fix_one_at_a_time`, which writes its stages' traces (``stage<N>``) into the trace folder itself."""
+    out = run.traces.folder(needs=0)
+    result = fix_one_at_a_time(run.device, out, **sizes)
+    for path in sorted(out.glob("stage*.json.gz")) if out is not None else []:
+        run.traces.add(path.name.removesuffix(".json.gz"), path)
+    return result
 
-    Returns ``(results, traces)``: ``{"fix_one_at_a_time": ..., "headline": ...}`` and ``{"stage<N>": path}``.
 
-    Example:
-        >>> results, traces = run_all("cuda", "/tmp/ref08")  # doctest: +SKIP
-        >>> sorted(traces)[0]  # doctest: +SKIP
-        'stage0'
-    """
-    dev, kw, out = run_setup(device, trace_dir, CPU_KWARGS)
-    results = {"fix_one_at_a_time": fix_one_at_a_time(dev, out, **kw.get("fix_one_at_a_time", {}))}
-    results["headline"] = headline(results)
-    traces = {p.name.removesuffix(".json.gz"): p for p in sorted(out.glob("stage*.json.gz"))} if out else {}
-    if verbose:
-        print(f"lesson {LESSON}: {len(results['fix_one_at_a_time']['stages'])} stages on {dev}, {len(traces)} traces")
-    return results, traces
+#: Lesson 08's experiment, as ``run_all`` runs it: its key in the results, its function, the traces it writes
+#: (<trace_dir>/stage<N>.json.gz, one per stage) and how many GPUs they need (0: the CPU records them too).
+EXPERIMENTS: list[Experiment] = [
+    Experiment("fix_one_at_a_time", _fix_one_at_a_time, "stage*", gpus=0, custom=True),
+]
+
+run_all = lesson_run_all(LESSON, EXPERIMENTS, CPU_KWARGS, headline)
