@@ -629,7 +629,7 @@ def my_time_ms(fn):
 
 al.check("02.event_timer", my_time_ms)
 
-# %% limit: functools.partial of a generic timer, with torch.cuda.synchronize bound as its sync (and time.perf_counter bound before the check, which the simulated GPU cannot move)
+# %% right: functools.partial of a generic timer, with torch.cuda.synchronize bound as its sync and time.perf_counter bound before the check
 import functools
 
 def timed(fn, clock, sync):
@@ -1097,5 +1097,140 @@ import timeit
 
 def my_time_ms(fn):
     return timeit.Timer(fn).timeit(number=1) * 1000
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: perf_counter imported by name at the top of the cell, synchronize on both sides
+from time import perf_counter
+
+def my_time_ms(fn):
+    torch.cuda.synchronize()
+    t0 = perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return (perf_counter() - t0) * 1000
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: timeit.timeit with a synchronize in the setup and in the statement
+import timeit
+
+def my_time_ms(fn):
+    def once():
+        fn()
+        torch.cuda.synchronize()
+    return timeit.timeit(once, setup=torch.cuda.synchronize, number=1) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: timeit.repeat, three repeats of one synchronized call, the minimum
+import timeit
+
+def my_time_ms(fn):
+    torch.cuda.synchronize()
+    runs = timeit.repeat(lambda: (fn(), torch.cuda.synchronize()), repeat=3, number=1)
+    return min(runs) * 1000.0
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: time.monotonic bound as a default argument, the device synchronized first and last
+def my_time_ms(fn, now=time.monotonic, sync=torch.cuda.synchronize):
+    sync()
+    t = now()
+    fn()
+    sync()
+    return 1000 * (now() - t)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: a clock made with functools.partial at the top, synchronize looked up at call time
+import functools
+
+clock = functools.partial(time.perf_counter)
+
+def my_time_ms(fn):
+    torch.cuda.synchronize()
+    a = clock()
+    fn()
+    torch.cuda.synchronize()
+    b = clock()
+    return (b - a) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: timeit's default_timer imported as timer at the top, stream synchronize
+from timeit import default_timer as timer
+
+def my_time_ms(fn):
+    s = torch.cuda.current_stream()
+    s.synchronize()
+    t0 = timer()
+    fn()
+    s.synchronize()
+    return (timer() - t0) * 1000
+
+al.check("02.event_timer", my_time_ms)
+
+# %% limit: datetime.now() around a synchronized call (datetime reads the system's clock in C: the simulation cannot move it)
+import datetime
+
+def my_time_ms(fn):
+    torch.cuda.synchronize()
+    t0 = datetime.datetime.now()
+    fn()
+    torch.cuda.synchronize()
+    return (datetime.datetime.now() - t0).total_seconds() * 1000
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: clock_gettime(CLOCK_MONOTONIC) around a synchronized call
+def my_time_ms(fn):
+    torch.cuda.synchronize()
+    t0 = time.clock_gettime(time.CLOCK_MONOTONIC)
+    fn()
+    torch.cuda.synchronize()
+    return (time.clock_gettime(time.CLOCK_MONOTONIC) - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: waits with .item() on a tiny tensor queued after the work, perf_counter bound at the top
+from time import perf_counter as pc
+
+def my_time_ms(fn):
+    flag = torch.zeros((), device="cuda")
+    flag.item()
+    t0 = pc()
+    fn()
+    (flag + 1).item()
+    return (pc() - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: a stopwatch class whose clock is a class attribute (bound when the class is made), synchronized
+class Stopwatch:
+    clock = time.perf_counter
+
+    def __enter__(self):
+        torch.cuda.synchronize()
+        self.t0 = self.clock()
+        return self
+
+    def __exit__(self, *exc):
+        torch.cuda.synchronize()
+        self.ms = (self.clock() - self.t0) * 1e3
+
+def my_time_ms(fn):
+    with Stopwatch() as sw:
+        fn()
+    return sw.ms
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: torch.utils.benchmark imported at the top, blocked_autorange's median
+from torch.utils import benchmark
+
+def my_time_ms(fn):
+    m = benchmark.Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(min_run_time=0.2)
+    return m.median * 1e3
 
 al.check("02.event_timer", my_time_ms)
