@@ -1052,3 +1052,19 @@ def read_losses(losses, out):
     return out.tolist()
 
 al.check("05.d2h_read", read_losses)
+
+# %% wrong: the pinned buffer seen through numpy as the copy's destination, read without a wait
+def read_losses(losses, out):
+    dst = torch.from_numpy(out.numpy())
+    dst.copy_(losses, non_blocking=True)
+    return dst.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% wrong: a new tensor set_() onto out's storage as the destination, no wait
+def read_losses(losses, out):
+    alias = torch.empty(0, dtype=out.dtype).set_(out.untyped_storage(), out.storage_offset(), out.shape, out.stride())
+    alias.copy_(losses, non_blocking=True)
+    return alias.tolist()
+
+al.check("05.d2h_read", read_losses)

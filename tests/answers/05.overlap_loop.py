@@ -1176,3 +1176,79 @@ def overlapped(chunks, compute):
     return res
 
 al.check("05.overlap_loop", overlapped)
+
+# %% right: the chunk seen through numpy and back (same page-locked memory, so the copy is still a DMA one)
+def overlapped(chunks, compute):
+    side, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    res = []
+    for c in chunks:
+        src = torch.from_numpy(c.numpy())
+        with torch.cuda.stream(side):
+            g = src.to("cuda", non_blocking=True)
+        main.wait_stream(side)
+        g.record_stream(main)
+        res.append(compute(g))
+    return res
+
+al.check("05.overlap_loop", overlapped)
+
+# %% raises "to have the same dtype": the chunk halved after its copy (compute's matrix product gets a half and a float)
+def overlapped(chunks, compute):
+    side, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    res = []
+    for c in chunks:
+        with torch.cuda.stream(side):
+            g = c.to("cuda", non_blocking=True).half()
+        main.wait_stream(side)
+        g.record_stream(main)
+        res.append(compute(g))
+    return res
+
+al.check("05.overlap_loop", overlapped)
+
+# %% raises "to have the same dtype": the chunk cast to bfloat16 on the host before the copy (half the bytes to move)
+def overlapped(chunks, compute):
+    side, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    res = []
+    for c in chunks:
+        with torch.cuda.stream(side):
+            g = c.to(torch.bfloat16).to("cuda", non_blocking=True)
+        main.wait_stream(side)
+        g.record_stream(main)
+        res.append(compute(g))
+    return res
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: a new tensor set_() onto the chunk's storage (the same page-locked memory)
+side = torch.cuda.Stream()
+
+def overlapped(chunks, compute):
+    main = torch.cuda.current_stream()
+    res = []
+    for c in chunks:
+        alias = torch.empty(0, dtype=c.dtype).set_(c.untyped_storage(), c.storage_offset(), c.shape, c.stride())
+        with torch.cuda.stream(side):
+            g = alias.to("cuda", non_blocking=True)
+        main.wait_stream(side)
+        g.record_stream(main)
+        res.append(compute(g))
+    return res
+
+al.check("05.overlap_loop", overlapped)
+
+# %% raises "to have the same dtype": the chunk widened to float64 on the GPU before compute
+side = torch.cuda.Stream()
+
+def overlapped(chunks, compute):
+    main = torch.cuda.current_stream()
+    res = []
+    for c in chunks:
+        with torch.cuda.stream(side):
+            g = c.to("cuda", non_blocking=True).double()
+        main.wait_stream(side)
+        g.record_stream(main)
+        res.append(compute(g))
+    return res
+
+al.check("05.overlap_loop", overlapped)

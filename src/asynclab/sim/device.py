@@ -57,7 +57,7 @@ class _Placement(TorchFunctionMode):
         if name == "pin_memory" and host:
             return self.gpu.pin(args[0].clone())
         if name == "is_pinned" and host and type(args[0]) is not PinnedTensor:
-            return False
+            return self.gpu.is_pinned_memory(args[0])
         device, pinned = kwargs.get("device"), kwargs.pop("pin_memory", False)
         on_gpu = any(isinstance(a, DeviceTensor) for a in flat_tensors((args, kwargs)))
         if name.startswith("_record_function_"):  # torch.profiler.record_function: the host's annotation
@@ -143,6 +143,7 @@ class SimGPU(Simulation):
         self._busy = False
         self._written: dict[int, float] = {}  # memory (its address) -> when work last wrote it
         self.failed: list[str] = []  # operators whose CPU run failed (the host hears of it at its next wait)
+        self._pinned: dict[int, tuple] = {}  # pinned host memory: its address -> (its bytes, a tensor that holds it)
         self.late_copies: dict[int, int] = {}  # id of a block -> the spin (cycles) that runs ahead of each copy of it
         self.watch_host(self.catch_up)
 
@@ -248,8 +249,30 @@ class SimGPU(Simulation):
             pool[:] = [(b, t) for b, t in pool if t > self.host]
 
     def pin(self, host: torch.Tensor) -> PinnedTensor:
-        """``host`` as page-locked memory."""
-        return host.as_subclass(PinnedTensor)
+        """``host`` as page-locked memory: the memory is pinned, whichever tensor reaches it (a view, ``from_numpy``
+        of its ``numpy()``, a ``set_`` onto its storage). It stays allocated until the simulation ends, as PyTorch's
+        caching host allocator keeps pinned blocks, so its address is never pageable memory's in the meantime."""
+        pinned = host.as_subclass(PinnedTensor)
+        with torch._C.DisableTorchFunctionSubclass():
+            storage = pinned.untyped_storage()
+            self._pinned[storage.data_ptr()] = (storage.nbytes(), pinned.as_subclass(torch.Tensor))
+        return pinned
+
+    def is_pinned_memory(self, host: torch.Tensor) -> bool:
+        """Whether a host tensor's memory is page-locked (:meth:`pin`).
+
+        Example:
+            >>> with SimGPU() as gpu:
+            ...     chunk = torch.zeros(4).pin_memory()
+            ...     alias = torch.from_numpy(chunk.numpy())
+            ...     gpu.is_pinned_memory(alias), gpu.is_pinned_memory(torch.zeros(4))
+            (True, False)
+        """
+        if type(host) is PinnedTensor:
+            return True
+        with torch._C.DisableTorchFunctionSubclass():
+            address = host.untyped_storage().data_ptr()
+        return any(start <= address < start + size for start, (size, _) in self._pinned.items())
 
     # -- operators ------------------------------------------------------------------------------------------------
     def dispatch(self, func: Any, args: tuple, kwargs: dict) -> Any:

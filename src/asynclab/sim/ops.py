@@ -152,6 +152,21 @@ def _copy(gpu: Simulation, args: tuple, kwargs: dict) -> Any:
     return args[0]
 
 
+#: PyTorch's C++ names of dtypes, as its error messages print them.
+_CPP_DTYPE = {torch.float32: "float", torch.float16: "c10::Half", torch.bfloat16: "c10::BFloat16",
+              torch.float64: "double"}
+
+
+@operator_rule(aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default)
+def _matrix_product(gpu: Simulation, args: tuple, kwargs: dict) -> Any:
+    """A matrix product of two dtypes raises at its launch, as the GPU's does (its meta kernel does not check)."""
+    a, b = (args[1], args[2]) if len(args) > 2 else (args[0], args[1])
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dtype != b.dtype:
+        raise RuntimeError(f"expected mat1 and mat2 to have the same dtype, but got: "
+                           f"{_CPP_DTYPE.get(a.dtype, a.dtype)} != {_CPP_DTYPE.get(b.dtype, b.dtype)}")
+    return GENERAL
+
+
 def run_operator(gpu: Simulation, func: Any, args: tuple, kwargs: dict) -> Any:
     """Run ``func`` on simulated tensors: a view at once, a copy between devices, a read by the host, or a kernel.
 
@@ -295,7 +310,7 @@ def copy_between(gpu: Simulation, dst: torch.Tensor, src: torch.Tensor, non_bloc
     if to_gpu and from_gpu:
         return _peer_copy(gpu, dst, src, nbytes)
     gpu_side, host_side = (dst, src) if to_gpu else (src, dst)
-    pinned = type(host_side) is PinnedTensor
+    pinned = gpu.is_pinned_memory(host_side)
     direction = "HtoD" if to_gpu else "DtoH"
     memory = "Pinned" if pinned else "Pageable"
     name = f"Memcpy {direction} ({memory} -> Device)" if to_gpu else f"Memcpy {direction} (Device -> {memory})"
