@@ -71,7 +71,8 @@ def first_fix(kind: Any, saving_ms: Any) -> Verdict:
         return Verdict(False, f"fixing {kind} saves {found[kind]['lost_ms_per_step']:.3f} ms per step, by the "
                               f"diagnosis; another finding loses more. The findings are sorted: look at the first.")
     if isinstance(saving_ms, bool) or not isinstance(saving_ms, numbers.Real) or not math.isfinite(saving_ms):
-        return Verdict(False, f"give the saving as a number of milliseconds, not {a_type(saving_ms)}.")
+        what = f"{saving_ms!r}" if isinstance(saving_ms, float) else a_type(saving_ms)  # nan, inf: floats, not finite
+        return Verdict(False, f"give the saving as a finite number of milliseconds, not {what}.")
     lost = right["lost_ms_per_step"]
     if abs(saving_ms - lost) > SAVING_TOLERANCE * lost:
         return Verdict(False, f"{kind} is the one; {saving_ms:g} ms per step is not what the diagnosis says it "
