@@ -674,6 +674,9 @@ _NO_GPU = ("NVIDIA driver", "CUDA driver", "not compiled with CUDA", "No CUDA GP
            "does not match recording stream's device type",
            "already associated to a python object of type DeviceTensor",  # PyTorch 2.3: as_subclass of a GPU tensor,
            "already associated to a python object of type Tensor")  # and of pinned memory under a dispatch mode
+#: Errors other than RuntimeError that mean "no GPU here": NVML's Python bindings, which torch.cuda's utilization(),
+#: temperature() and others need beside a driver, and memory_summary() of a machine whose allocator never ran.
+_NO_GPU_OTHER = {ModuleNotFoundError: ("nvidia-ml-py", "pynvml"), KeyError: ("allocated_bytes.all.current",)}
 _OURS = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))), os.path.dirname(os.path.abspath(contextlib.__file__)))
 
 
@@ -701,7 +704,8 @@ def limit_message(err: BaseException) -> str | None:
     """
     if isinstance(err, SimulationLimit):
         call, instead = err.call, err.instead
-    elif isinstance(err, (RuntimeError, AssertionError)) and any(s in str(err) for s in _NO_GPU):
+    elif (isinstance(err, (RuntimeError, AssertionError)) and any(s in str(err) for s in _NO_GPU)) or any(
+            isinstance(err, kind) and any(s in str(err) for s in texts) for kind, texts in _NO_GPU_OTHER.items()):
         line = _learner_line(err)
         call, instead = (f"`{line}`" if line else "a call that needs a real GPU"), ""
     else:
