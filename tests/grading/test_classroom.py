@@ -188,6 +188,38 @@ def test_tampering_scores_zero_and_honest_partial_answers_keep_their_points(cour
     assert grades["honest_half"]["score"] == 1.0, grades["honest_half"]["checks"]
 
 
+def test_nbgraders_own_autograde_command_grades_in_a_fresh_process(course):
+    """`nbgrader autograde` run by hand in the course folder (as formgrader's button runs it), not through asynclab:
+    the course's nbgrader_config.py regrades each exercise in a fresh process, so the three ways a notebook could
+    score in its own kernel (rebinding al.check, replacing checks.check, rewriting the registry) score zero, and a
+    solved exercise keeps its point."""
+    import shutil
+    import subprocess
+    import sys
+
+    from nbgrader.api import Gradebook
+
+    root, _ = course
+    lesson = "03_streams"
+    source = json.loads((root / "source" / lesson / f"{lesson}.ipynb").read_text())
+    released = json.loads((root / "release" / lesson / f"{lesson}.ipynb").read_text())
+    solved = next("".join(c["source"]) for c in source["cells"] if c.get("id") == "03_wait_stream_fix_answer")
+    subs = {f"cli_{name}": _with_answer(released, "03.wait_stream_fix", HOSTILE[name])
+            for name in ("rebinds_al_check", "replaces_checks_check", "rewrites_the_registry")}
+    subs["cli_honest_half"] = _with_answer(released, "03.wait_stream_fix", solved)
+    for student, nb in subs.items():
+        classroom.submit(root, lesson, student, json.dumps(nb).encode())
+    nbgrader = shutil.which("nbgrader", path=str(Path(sys.executable).parent))
+    for student in subs:
+        done = subprocess.run([nbgrader, "autograde", lesson, "--student", student, "--force"], cwd=root,
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        scores = {s: gb.find_submission(lesson, s).score for s in subs}
+    assert scores == {"cli_rebinds_al_check": 0.0, "cli_replaces_checks_check": 0.0,
+                      "cli_rewrites_the_registry": 0.0, "cli_honest_half": 1.0}, scores
+
+
 def test_the_instructors_guide_lists_the_lessons_from_the_registry():
     guide = (ROOT / "docs" / "instructors.md").read_text()
     assert classroom.lesson_table(NOTEBOOKS) in guide, "regenerate the table with asynclab.grading.classroom.lesson_table"

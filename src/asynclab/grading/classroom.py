@@ -33,6 +33,13 @@ if os.name == "posix":  # the grading kernels talk to nbgrader over local socket
     c.KernelManager.transport = "ipc"
     c.KernelManager.ip = os.path.join(tempfile.mkdtemp(prefix="asynclab-kernels-"), "kernel")
 c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE\\nraise NotImplementedError()"}}
+# nbgrader's autograde (the command and formgrader's button) grades each exercise again in a fresh process, after the
+# submission has run: nothing a notebook rebinds, prints or patches changes a grade
+from asynclab.grading.autograde import autograde_preprocessors  # noqa: E402
+from nbgrader.converters import Autograde  # noqa: E402
+
+c.Autograde.autograde_preprocessors = autograde_preprocessors(
+    Autograde.class_traits()["autograde_preprocessors"].default())
 '''
 
 
@@ -208,7 +215,7 @@ def _api(root: Path, timeout_s: int | None = None):
          {"get_config": lambda: config})
     config.CourseDirectory.root = str(root)
     if timeout_s is not None:
-        config.Execute.timeout = timeout_s
+        config.Execute.timeout = config.FreshRegrade.timeout = timeout_s
     return NbGraderAPI(config=config)
 
 
@@ -229,8 +236,9 @@ def submit(root: str | Path, assignment: str, student: str, notebook: str | byte
 
 
 def grade(root: str | Path, assignment: str, students: list[str], timeout_s: int | None = None) -> dict[str, dict]:
-    """``nbgrader autograde`` each student's submission of ``assignment``, grade every exercise again in a fresh
-    process (:func:`regrade`), then read the gradebook: ``{student: {"score", "max_score", "ok", "log", "checks"}}``.
+    """``nbgrader autograde`` each student's submission of ``assignment`` (which, with the course folder's
+    nbgrader_config.py, grades every exercise again in a fresh process: :mod:`asynclab.grading.autograde`), then read
+    the gradebook: ``{student: {"score", "max_score", "ok", "log", "checks"}}``.
     A submission nbgrader cannot grade scores zero, with nbgrader's reason in ``log``; it never stops the others.
 
     Example:
@@ -246,7 +254,7 @@ def grade(root: str | Path, assignment: str, students: list[str], timeout_s: int
         result = api.autograde(assignment, student, force=True, create=True)
         out[student] = {"ok": bool(result["success"]), "log": (result.get("log", "") + result.get("error", ""))[-4000:]}
     for student in students:
-        out[student]["checks"] = regrade(root, assignment, student, timeout_s or CELL_TIMEOUT_S)
+        out[student]["checks"] = _fresh_checks(root, assignment, student)
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
         max_score = gb.find_assignment(assignment).max_score
         for student in students:
@@ -256,6 +264,25 @@ def grade(root: str | Path, assignment: str, students: list[str], timeout_s: int
                 score = 0.0
             out[student].update(score=float(score), max_score=float(max_score))
     return out
+
+
+def _fresh_checks(root: Path, assignment: str, student: str) -> dict[str, Any]:
+    """What the fresh-process regrade said of each check cell of an autograded submission (its outputs, written by
+    :class:`asynclab.grading.autograde.FreshRegrade`): ``{check cell id: Grade}``; none where nbgrader could not grade."""
+    from asynclab.grading.fresh import Grade
+
+    path = root / "autograded" / student / assignment / f"{assignment}.ipynb"
+    try:
+        cells = json.loads(path.read_text())["cells"]
+    except (OSError, ValueError, KeyError):
+        return {}
+    checks = {}
+    for cell in cells:
+        text = "".join("".join(o.get("text", "")) or o.get("evalue", "") for o in cell.get("outputs", []))
+        if str(cell.get("id", "")).endswith("_check") and "(graded in a fresh process): " in text:
+            verdict, message = text.split(" (graded in a fresh process): ", 1)
+            checks[cell["id"]] = Grade(verdict.endswith("Right"), message.strip())
+    return checks
 
 
 def _graded_cells(source: dict) -> list[tuple[str, str, float, str, int]]:
@@ -273,32 +300,20 @@ def _graded_cells(source: dict) -> list[tuple[str, str, float, str, int]]:
     return found
 
 
-def regrade(root: str | Path, assignment: str, student: str, timeout_s: float = CELL_TIMEOUT_S) -> dict[str, Any]:
-    """Grade each exercise of a student's submission in a fresh Python process: the lesson's set-up from the
-    instructor's source notebook, then the student's answer cell, then the checker, bound before the answer runs
-    (:func:`asynclab.grading.fresh.check_in_fresh_process`). Each grade goes into the gradebook, in place of what the
-    student's own kernel said, so nothing a notebook rebinds changes a grade. A check that runs past ``timeout_s``
-    scores zero. Returns ``{check cell id: Grade}``.
+def fresh_grades(source: dict, answers: dict[str, str], timeout_s: float = CELL_TIMEOUT_S) -> dict[str, Any]:
+    """Each exercise of a submission graded in a fresh Python process: the set-up from the instructor's ``source``
+    notebook, then the student's answer (``answers``: answer cell id -> its code), then the checker, bound before the
+    answer runs. Returns ``{check cell id: Grade}``; a missing answer cell scores zero.
 
     Example:
-        >>> regrade("/tmp/course", "03_streams", "ada")  # doctest: +SKIP
-        {'03_wait_stream_fix_check': Grade(right=True, message='both races are closed ...'), ...}
+        >>> fresh_grades({"cells": []}, {})
+        {}
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from nbgrader.api import Gradebook, MissingEntry
-
     from asynclab.grading.fresh import Grade, check_in_fresh_process, setup_code
 
-    root = Path(root)
-    source = json.loads((root / "source" / assignment / f"{assignment}.ipynb").read_text())
-    try:
-        submitted = json.loads((root / "submitted" / student / assignment / f"{assignment}.ipynb").read_text())
-        answers = {c.get("id"): "".join(c["source"]) for c in submitted["cells"] if c.get("cell_type") == "code"}
-    except (OSError, ValueError, KeyError, TypeError):
-        answers = {}
     graded = _graded_cells(source)
-
     # each answer's set-up, read here in one thread (Python 3.11's parser can fail when threads parse at once)
     jobs = {check_id: (setup_code(source["cells"], at, needs=f"{answers[answer_id]}\n{call}"), answers[answer_id], call)
             for check_id, answer_id, _, call, at in graded if answer_id in answers}
@@ -309,16 +324,7 @@ def regrade(root: str | Path, assignment: str, student: str, timeout_s: float = 
         return check_in_fresh_process(*jobs[check_id], timeout_s)
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        grades = dict(zip([g[0] for g in graded], pool.map(one, [g[0] for g in graded])))
-    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
-        for check_id, _, points, _, _ in graded:
-            try:
-                cell = gb.find_grade(check_id, assignment, assignment, student)
-            except MissingEntry:
-                continue
-            cell.auto_score = points if grades[check_id].right else 0.0
-        gb.db.commit()
-    return grades
+        return dict(zip([g[0] for g in graded], pool.map(one, [g[0] for g in graded])))
 
 
 def examples(root: str | Path, notebooks: str | Path, lessons: list[str] | None = None) -> list[dict]:
