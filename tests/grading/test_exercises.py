@@ -151,7 +151,7 @@ def test_event_timer_checks_behaviour_not_words():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the simulated GPU stands in only without a real one")
 def test_event_timer_on_the_simulated_gpu_judges_only_clocks_it_drives():
-    real_clock = time.perf_counter  # bound now, before the check: the simulation cannot move it
+    real_clock = time.perf_counter  # bound now, before the check: the check points it at the simulation's clock
 
     def bound_clock_ms(fn, clock=real_clock):
         torch.cuda.synchronize()
@@ -160,9 +160,21 @@ def test_event_timer_on_the_simulated_gpu_judges_only_clocks_it_drives():
         torch.cuda.synchronize()
         return (clock() - t0) * 1e3
 
-    verdict = al.check("02.event_timer", bound_clock_ms)
+    assert al.check("02.event_timer", bound_clock_ms).right
+    assert bound_clock_ms.__defaults__ == (real_clock,)  # put back after the check
+
+    import datetime
+
+    def wall_clock_ms(fn):  # datetime reads the system's clock in C: no simulation moves it
+        torch.cuda.synchronize()
+        t0 = datetime.datetime.now()
+        fn()
+        torch.cuda.synchronize()
+        return (datetime.datetime.now() - t0).total_seconds() * 1e3
+
+    verdict = al.check("02.event_timer", wall_clock_ms)
     assert not verdict.right and not verdict.judged and str(verdict).startswith("Not judged here: ")
-    assert "functools.partial" in verdict.message and "not a fault in your answer" in verdict.message
+    assert "datetime" in verdict.message and "not a fault in your answer" in verdict.message
 
     def twice_ms(fn):  # times two calls: about 40 ms for 20 ms of work
         return sync_wall_clock_ms(lambda: (fn(), fn()))

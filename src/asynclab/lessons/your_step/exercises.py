@@ -72,7 +72,7 @@ def first_fix(kind: Any, saving_ms: Any) -> Verdict:
                               f"diagnosis; another finding loses more. The findings are sorted: look at the first.")
     if isinstance(saving_ms, bool) or not isinstance(saving_ms, numbers.Real) or not math.isfinite(saving_ms):
         what = f"{saving_ms!r}" if isinstance(saving_ms, float) else a_type(saving_ms)  # nan, inf: floats, not finite
-        return Verdict(False, f"give the saving as a finite number of milliseconds, not {what}.")
+        return Verdict(False, f"give the saving as a number of milliseconds (a finite one), not {what}.")
     lost = right["lost_ms_per_step"]
     if abs(saving_ms - lost) > SAVING_TOLERANCE * lost:
         return Verdict(False, f"{kind} is the one; {saving_ms:g} ms per step is not what the diagnosis says it "
