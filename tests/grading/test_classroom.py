@@ -166,14 +166,19 @@ def test_changing_what_the_simulation_patches_is_tampering(patch):
     assert not grade.right and "changed the course's or PyTorch's own code" in grade.message, grade
 
 
+def _released_and_solved(root: Path, lesson: str) -> tuple[dict, str]:
+    """The student version of a lesson as released, and the source's solution to 03.wait_stream_fix."""
+    source = json.loads((root / "source" / lesson / f"{lesson}.ipynb").read_text())
+    released = json.loads((root / "release" / lesson / f"{lesson}.ipynb").read_text())
+    return released, next("".join(c["source"]) for c in source["cells"] if c.get("id") == "03_wait_stream_fix_answer")
+
+
 def test_tampering_scores_zero_and_honest_partial_answers_keep_their_points(course):
     """In nbgrader itself: a submission that rebinds al.check, one that edits its graded cell, and an honest one with
     one exercise right of two."""
     root, _ = course
     lesson = "03_streams"
-    source = json.loads((root / "source" / lesson / f"{lesson}.ipynb").read_text())
-    released = json.loads((root / "release" / lesson / f"{lesson}.ipynb").read_text())
-    solved = next("".join(c["source"]) for c in source["cells"] if c.get("id") == "03_wait_stream_fix_answer")
+    released, solved = _released_and_solved(root, lesson)
     edited = _with_answer(released, "03.wait_stream_fix", _NO_STREAMS)
     for cell in edited["cells"]:  # a locked graded cell edited: nbgrader puts the instructor's back
         if cell.get("id") == "03_wait_stream_fix_check":
@@ -201,9 +206,7 @@ def test_nbgraders_own_autograde_command_grades_in_a_fresh_process(course):
 
     root, _ = course
     lesson = "03_streams"
-    source = json.loads((root / "source" / lesson / f"{lesson}.ipynb").read_text())
-    released = json.loads((root / "release" / lesson / f"{lesson}.ipynb").read_text())
-    solved = next("".join(c["source"]) for c in source["cells"] if c.get("id") == "03_wait_stream_fix_answer")
+    released, solved = _released_and_solved(root, lesson)
     subs = {f"cli_{name}": _with_answer(released, "03.wait_stream_fix", HOSTILE[name])
             for name in ("rebinds_al_check", "replaces_checks_check", "rewrites_the_registry")}
     subs["cli_honest_half"] = _with_answer(released, "03.wait_stream_fix", solved)
