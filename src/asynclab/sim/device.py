@@ -252,11 +252,10 @@ class SimGPU(Simulation):
         """``host`` as page-locked memory: the memory is pinned, whichever tensor reaches it (a view, ``from_numpy``
         of its ``numpy()``, a ``set_`` onto its storage). It stays allocated until the simulation ends, as PyTorch's
         caching host allocator keeps pinned blocks, so its address is never pageable memory's in the meantime."""
-        pinned = host.as_subclass(PinnedTensor)
         with torch._C.DisableTorchFunctionSubclass():
-            storage = pinned.untyped_storage()
-            self._pinned[storage.data_ptr()] = (storage.nbytes(), pinned.as_subclass(torch.Tensor))
-        return pinned
+            storage = host.untyped_storage()
+        self._pinned[storage.data_ptr()] = (storage.nbytes(), host)  # host: a plain tensor on the same memory
+        return host.as_subclass(PinnedTensor)
 
     def is_pinned_memory(self, host: torch.Tensor) -> bool:
         """Whether a host tensor's memory is page-locked (:meth:`pin`).
