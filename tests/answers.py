@@ -199,7 +199,9 @@ def on_this_torch(answer: Answer) -> Answer | str:
     if ".as_subclass(" in answer.code and torch.__version__ < "2.4":
         return (f"PyTorch {torch.__version__} makes a new tensor type of a simulated GPU tensor without asking it "
                 "(as_subclass), so the simulated GPU cannot keep it: the check says it cannot judge this here")
-    if answer.exercise == "08.quiet_logger" and 'to("cpu", non_blocking=True)' in answer.code and torch.__version__ < "2.4":
+    pins = ('to("cpu", non_blocking=True)', "pin_memory=True", ".pin_memory()")
+    if answer.exercise in ("01.no_sync_loop", "08.quiet_logger") and any(p in answer.code for p in pins) \
+            and torch.__version__ < "2.4":  # these two checks count host reads under a dispatch mode
         return (f"PyTorch {torch.__version__} makes a new tensor type of a copy to pinned memory while the check counts "
                 "host reads (as_subclass under a dispatch mode): the check says it cannot judge this here")
     if answer.expect == "limit" and "benchmark" in answer.code and torch.__version__ < "2.9":
