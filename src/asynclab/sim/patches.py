@@ -2,8 +2,10 @@
 
 The simulation replaces torch.cuda's streams, events and devices (:mod:`asynclab.sim.cuda`), the host's clocks and
 ``time.sleep`` while a check runs (they read the host's simulated time), ``threading.Thread.run`` (threads started in
-a check put new tensors on the simulated GPU), and a check counts the host's waits by wrapping ``synchronize``.
-Nothing else is patched, and :data:`TABLE` lists all of it: grading's tamper check watches the same names.
+a check put new tensors on the simulated GPU), timeit's and torch.utils.benchmark's clock defaults, and a check
+counts the host's waits by wrapping ``synchronize``. :data:`TABLE` lists all of it, and grading's tamper check watches
+the same names. Besides, while a check runs, the clocks an answer bound before it (``from time import perf_counter``)
+look themselves up in ``time`` (:func:`answer_clocks`).
 """
 from __future__ import annotations
 
