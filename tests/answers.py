@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -204,10 +204,6 @@ def on_this_torch(answer: Answer) -> Answer | str:
             and torch.__version__ < "2.4":  # these two checks count host reads under a dispatch mode
         return (f"PyTorch {torch.__version__} makes a new tensor type of a copy to pinned memory while the check counts "
                 "host reads (as_subclass under a dispatch mode): the check says it cannot judge this here")
-    if answer.expect == "limit" and "benchmark" in answer.code and torch.__version__ < "2.9":
-        # torch.utils.benchmark's timer synchronizes with torch.cuda.synchronize() before PyTorch 2.9 (with
-        # torch.accelerator's from 2.9): the simulated GPU covers the former, so the answer is right without a GPU too
-        return replace(answer, expect="right")
     return answer
 
 

@@ -247,7 +247,7 @@ def my_time_ms(fn):
 
 al.check("02.event_timer", my_time_ms)
 
-# %% limit: the device-generic torch.Event
+# %% right: the device-generic torch.Event
 def my_time_ms(fn):
     start = torch.Event(device="cuda", enable_timing=True)
     end = torch.Event(device="cuda", enable_timing=True)
@@ -259,7 +259,7 @@ def my_time_ms(fn):
 
 al.check("02.event_timer", my_time_ms)
 
-# %% limit: torch.accelerator.synchronize() around a wall clock
+# %% right: torch.accelerator.synchronize() around a wall clock
 def my_time_ms(fn):
     torch.accelerator.synchronize()
     t0 = time.perf_counter()
@@ -269,7 +269,17 @@ def my_time_ms(fn):
 
 al.check("02.event_timer", my_time_ms)
 
-# %% limit: torch.utils.benchmark, which synchronizes for you (imported inside the function)
+
+# %% wrong "timed the launch": torch.accelerator.synchronize() only before the call
+def my_time_ms(fn):
+    torch.accelerator.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: torch.utils.benchmark, which synchronizes for you (imported inside the function)
 def my_time_ms(fn):
     from torch.utils import benchmark
 
@@ -779,7 +789,7 @@ def my_time_ms(fn):
 
 al.check("02.event_timer", my_time_ms)
 
-# %% limit: the device-generic torch.Event with no device named
+# %% right: the device-generic torch.Event with no device named
 def my_time_ms(fn):
     start, end = torch.Event(enable_timing=True), torch.Event(enable_timing=True)
     start.record()
@@ -790,7 +800,7 @@ def my_time_ms(fn):
 
 al.check("02.event_timer", my_time_ms)
 
-# %% limit: torch.accelerator.current_stream().synchronize() around a wall clock
+# %% right: torch.accelerator.current_stream().synchronize() around a wall clock
 def my_time_ms(fn):
     stream = torch.accelerator.current_stream()
     stream.synchronize()

@@ -721,7 +721,7 @@ def on_side_stream(work, x):
 
 al.check("03.wait_stream_fix", on_side_stream)
 
-# %% limit: the caller's stream from torch.accelerator.current_stream()
+# %% right: the caller's stream from torch.accelerator.current_stream()
 side = torch.cuda.Stream()
 
 def on_side_stream(work, x):

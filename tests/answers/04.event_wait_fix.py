@@ -732,7 +732,7 @@ def handoff(producer, consumer, make, use):
 
 al.check("04.event_wait_fix", handoff)
 
-# %% limit: torch.Event (the device-generic event of PyTorch 2.4+), recorded on the producer by name
+# %% right: torch.Event (the device-generic event of PyTorch 2.4+), recorded on the producer by name
 def handoff(producer, consumer, make, use):
     done = torch.Event()
     with torch.cuda.stream(producer):
@@ -744,7 +744,7 @@ def handoff(producer, consumer, make, use):
 
 al.check("04.event_wait_fix", handoff)
 
-# %% limit: torch.Event recorded with no argument inside the producer's block, waited for with event.wait(consumer)
+# %% right: torch.Event recorded with no argument inside the producer's block, waited for with event.wait(consumer)
 def handoff(producer, consumer, make, use):
     with torch.cuda.stream(producer):
         x = make()
@@ -756,7 +756,20 @@ def handoff(producer, consumer, make, use):
 
 al.check("04.event_wait_fix", handoff)
 
-# %% limit: torch.accelerator.set_stream to switch streams, the caller's stream put back
+
+# %% wrong "read x before make() had written it": torch.Event recorded on the producer before make()
+def handoff(producer, consumer, make, use):
+    done = torch.Event()
+    done.record(producer)
+    with torch.cuda.stream(producer):
+        x = make()
+    done.wait(consumer)
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+al.check("04.event_wait_fix", handoff)
+
+# %% right: torch.accelerator.set_stream to switch streams, the caller's stream put back
 def handoff(producer, consumer, make, use):
     before = torch.accelerator.current_stream()
     torch.accelerator.set_stream(producer)

@@ -505,7 +505,7 @@ def read_losses(losses, out):
 
 al.check("05.d2h_read", read_losses)
 
-# %% limit: torch.accelerator.synchronize() after the copy
+# %% right: torch.accelerator.synchronize() after the copy
 def read_losses(losses, out):
     out.copy_(losses, non_blocking=True)
     torch.accelerator.synchronize()
@@ -513,11 +513,22 @@ def read_losses(losses, out):
 
 al.check("05.d2h_read", read_losses)
 
-# %% limit: torch.Event recorded after the copy, synchronized on
+# %% right: torch.Event recorded after the copy, synchronized on
 def read_losses(losses, out):
     out.copy_(losses, non_blocking=True)
     copied = torch.Event()
     copied.record()
+    copied.synchronize()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+
+# %% wrong "before the copy had landed": torch.Event recorded before the copy, synchronized on
+def read_losses(losses, out):
+    copied = torch.Event()
+    copied.record()
+    out.copy_(losses, non_blocking=True)
     copied.synchronize()
     return out.tolist()
 

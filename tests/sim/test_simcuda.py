@@ -130,6 +130,25 @@ def test_pytorch_stream_and_event_api():
         assert side.query() and e2.query()
 
 
+@pytest.mark.skipif(not hasattr(torch, "accelerator"), reason="torch.Event and torch.accelerator need PyTorch 2.6")
+def test_pytorch_device_generic_api():
+    """torch.Event, torch.Stream and torch.accelerator, as a GPU's CUDA streams and events."""
+    with SimGPU() as gpu:
+        acc = torch.accelerator
+        assert acc.is_available() and acc.device_count() == 1 and acc.current_device_index() == 0
+        assert acc.current_accelerator() == torch.device("cuda") and acc.current_stream() is torch.cuda.current_stream()
+        side = torch.Stream()
+        start, end = torch.Event(enable_timing=True), torch.Event(device="cuda", enable_timing=True)
+        start.record(side)
+        acc.set_stream(side)
+        _busy(gpu, 3.0)
+        end.record()
+        acc.set_stream(torch.cuda.default_stream())
+        assert not end.query() and end.device == torch.device("cuda", 0)
+        acc.synchronize()
+        assert start.elapsed_time(end) == pytest.approx(3.0, abs=0.01) and gpu.host == pytest.approx(3.0, abs=0.05)
+
+
 def test_pinned_host_memory_shows_a_copy_when_it_lands():
     """numpy() shares a host tensor's memory, as on a GPU's host: a copy shows in it when it lands; np.array copies."""
     import numpy as np
@@ -207,10 +226,12 @@ def test_simulations_put_torch_cuda_back():
     from asynclab.sim import cuda as simcuda
 
     with simcuda.outside():  # as in a process where no notebook session put the stand-ins in place
-        before = torch.cuda.Stream
+        before, generic = torch.cuda.Stream, (torch.Stream, getattr(torch, "accelerator", None))
+        waits = vars(generic[1]).get("synchronize") if generic[1] else None
         with Simulation():
-            assert torch.cuda.is_available() and torch.cuda.Stream is simcuda.Stream
-        assert torch.cuda.Stream is before
+            assert torch.cuda.is_available() and torch.cuda.Stream is simcuda.Stream and torch.Stream is simcuda.Stream
+        assert torch.cuda.Stream is before and torch.Stream is generic[0]
+        assert waits is None or torch.accelerator.synchronize is waits
 
 
 def test_the_session_keeps_the_current_stream_and_an_events_device():

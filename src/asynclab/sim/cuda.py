@@ -343,11 +343,60 @@ def _fakes() -> dict[str, Any]:
     return fakes
 
 
-def _real(name: str) -> Any:
-    """torch.cuda's own ``name``, whether or not the stand-ins are in place."""
+class GenericEvent(Event):
+    """A stand-in for ``torch.Event``, PyTorch's device-generic event: a CUDA event where the accelerator is a GPU.
+
+    Example:
+        >>> with Simulation() as sim:
+        ...     done = GenericEvent(enable_timing=True)
+        ...     done.record()
+        ...     done.query()
+        True
+    """
+
+    def __init__(self, device: Any = None, *, enable_timing: bool = False, blocking: bool = False,
+                 interprocess: bool = False) -> None:
+        super().__init__(enable_timing, blocking, interprocess)
+        if device is not None:
+            self._device = active().index(device)
+
+    @property
+    def device(self) -> Any:
+        import torch
+
+        return torch.device("cuda", self._device if self._device is not None else active().device)
+
+
+def _accelerator_fakes() -> dict[str, Any]:
+    """torch.accelerator's names (PyTorch 2.6+) and their stand-ins: the current GPU's, as torch.cuda's."""
     import torch
 
-    return _INSTALLED[0].originals[name] if _INSTALLED else getattr(torch.cuda, name)
+    fakes = _fakes()
+
+    def real(name: str) -> Any:
+        return _real(name, "torch.accelerator")
+
+    def set_device_index(index: Any) -> None:
+        fakes["set_device"](index)
+
+    return {
+        "current_accelerator": lambda check_available=False: (torch.device("cuda") if in_check()
+                                                              else real("current_accelerator")(check_available)),
+        "is_available": lambda: True if in_check() else real("is_available")(),
+        "device_count": lambda: active().devices if in_check() else real("device_count")(),
+        "current_device_index": fakes["current_device"], "current_device_idx": fakes["current_device"],
+        "set_device_index": set_device_index, "set_device_idx": set_device_index,
+        "current_stream": fakes["current_stream"], "set_stream": fakes["set_stream"],
+        "synchronize": fakes["synchronize"],
+    }
+
+
+def _real(name: str, path: str = "torch.cuda") -> Any:
+    """torch.cuda's own ``name`` (or that of the module at ``path``), whether or not the stand-ins are in place."""
+    for done in _INSTALLED:
+        if done.path == path and name in done.originals:
+            return done.originals[name]
+    return getattr(patches.owner_of(path), name)
 
 
 def _register_as_torch_kinds() -> None:
@@ -373,6 +422,14 @@ def _install() -> None:
         return
     _register_as_torch_kinds()
     _INSTALLED.append(patches.install("torch.cuda", _fakes()))
+    generic = {"torch": {"Event": GenericEvent, "Stream": Stream}, "torch.accelerator": _accelerator_fakes()}
+    assert {path: set(names) for path, names in generic.items()} == {
+        path: set(patches.TABLE[path]) for path in generic}, "the stand-ins are those the table of patches lists"
+    for path, fakes in generic.items():  # PyTorch's device-generic API, where this PyTorch has it
+        owner = patches.owner_of(path)
+        here = {name: fake for name, fake in fakes.items() if owner is not None and hasattr(owner, name)}
+        if here:
+            _INSTALLED.append(patches.install(path, here))
 
 
 def _uninstall() -> None:

@@ -1,6 +1,7 @@
 """The one place that patches torch and the standard library: a table of all that is replaced, and how it is put in place.
 
-The simulation replaces torch.cuda's streams, events and devices (:mod:`asynclab.sim.cuda`), the host's clocks and
+The simulation replaces torch.cuda's streams, events and devices, and PyTorch's device-generic ``torch.Event``, ``torch.Stream`` and
+``torch.accelerator`` (:mod:`asynclab.sim.cuda`), the host's clocks and
 ``time.sleep`` while a check runs (they read the host's simulated time), ``threading.Thread.run`` (threads started in
 a check put new tensors on the simulated GPU), timeit's and torch.utils.benchmark's clock defaults, and a check
 counts the host's waits by wrapping ``synchronize``. :data:`TABLE` lists all of it, and grading's tamper check watches
@@ -14,7 +15,7 @@ import importlib
 import sys
 from typing import Any, Iterator
 
-__all__ = ["CLOCK_DEFAULTS", "CPU_CLOCKS", "Installed", "TIME_FUNCTIONS", "answer_clocks", "clock_defaults", "is_time_function", "TABLE", "TORCH_CUDA", "WAITS", "WALL_CLOCKS", "install", "owner_of", "patched",
+__all__ = ["ACCELERATOR", "CLOCK_DEFAULTS", "CPU_CLOCKS", "Installed", "TIME_FUNCTIONS", "answer_clocks", "clock_defaults", "is_time_function", "TABLE", "TORCH_CUDA", "WAITS", "WALL_CLOCKS", "install", "owner_of", "patched",
            "replaced"]
 
 #: torch.cuda's names that have stand-ins on a simulated GPU.
@@ -22,6 +23,9 @@ TORCH_CUDA = ("Stream", "Event", "StreamContext", "device", "stream", "set_strea
               "default_stream", "current_device", "synchronize", "_sleep", "empty_cache", "set_sync_debug_mode",
               "get_sync_debug_mode", "get_device_capability", "get_device_name", "is_bf16_supported",
               "is_available", "device_count")
+#: torch.accelerator's names (PyTorch 2.6 and later) that have stand-ins on a simulated GPU.
+ACCELERATOR = ("current_accelerator", "is_available", "device_count", "current_device_index", "current_device_idx",
+               "set_device_index", "set_device_idx", "current_stream", "set_stream", "synchronize")
 #: The ``time`` module's wall clocks, and how many of their units make a millisecond.
 WALL_CLOCKS = {"perf_counter": 1e-3, "monotonic": 1e-3, "time": 1e-3, "perf_counter_ns": 1e6, "monotonic_ns": 1e6,
                "time_ns": 1e6}
@@ -38,11 +42,13 @@ CLOCK_DEFAULTS = ("timeit.timeit", "timeit.repeat", "timeit.Timer.__init__",
 #: a default argument, ``functools.partial``) at the ``time`` module's own (:func:`answer_clocks`).
 TABLE: dict[str, tuple[str, ...]] = {
     "torch.cuda": TORCH_CUDA,
+    "torch": ("Event", "Stream"),  # PyTorch's device-generic event and stream (2.4 and later)
     "time": ("sleep", *WALL_CLOCKS, *CPU_CLOCKS, "clock_gettime", "clock_gettime_ns"),
     "timeit": ("default_timer",),
     **{path: ("__defaults__",) for path in CLOCK_DEFAULTS},
     "threading.Thread": ("run",),
     **{path: ("synchronize",) for path in WAITS[1:]},
+    "torch.accelerator": ACCELERATOR,
 }
 #: The ``time`` functions that read or spend the host's time.
 TIME_FUNCTIONS = frozenset(TABLE["time"])
