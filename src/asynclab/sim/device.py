@@ -72,16 +72,45 @@ class _Placement(TorchFunctionMode):
         return self.gpu.pin(out) if pinned and isinstance(out, torch.Tensor) else out
 
 
-def _placed(run: Callable) -> Callable:
-    """``Thread.run`` with the running simulated GPU's placement of new tensors in force in that thread (a torch
-    function mode holds for one thread only)."""
+def _threads(run: Callable, join: Callable) -> dict[str, Callable]:
+    """``Thread.run`` and ``Thread.join`` for threads the check's code starts: each runs with the simulated GPU's
+    placement of new tensors in force (a torch function mode holds for one thread only) and a host clock of its own;
+    a ``join`` waits, in the joiner's time, until the thread ended."""
     def placed_run(thread: threading.Thread) -> None:
         gpu = gpu_of(required=False)
         if gpu is None:
             return run(thread)
-        with _Placement(gpu):
-            return run(thread)
-    return placed_run
+        gpu.thread_started()
+        try:
+            with _Placement(gpu):
+                return run(thread)
+        finally:
+            gpu.thread_ended(thread)
+
+    def timed_join(thread: threading.Thread, timeout: float | None = None) -> None:
+        join(thread, timeout)
+        gpu = gpu_of(required=False)
+        if gpu is not None:
+            gpu.joined(thread)
+    return {"run": placed_run, "join": timed_join}
+
+
+def _signals(notify: Callable, wait: Callable) -> dict[str, Callable]:
+    """``Condition.notify`` and ``Condition.wait`` (under ``threading.Event``, ``queue.Queue`` and a future's
+    ``result()``): a thread woken by another catches up with the time at which that one signalled."""
+    def timed_notify(cond: threading.Condition, n: int = 1) -> None:
+        gpu = gpu_of(required=False)
+        if gpu is not None:
+            gpu.signalled(cond)
+        notify(cond, n)
+
+    def timed_wait(cond: threading.Condition, timeout: float | None = None) -> bool:
+        woken = wait(cond, timeout)
+        gpu = gpu_of(required=False)
+        if gpu is not None and woken:
+            gpu.woken(cond)
+        return woken
+    return {"notify": timed_notify, "wait": timed_wait}
 
 
 def _is_cuda(device: Any) -> bool:
@@ -372,11 +401,14 @@ class SimGPU(Simulation):
         self._placement = _Placement(self)
         self._placement.__enter__()
         # threads started in the check place tensors there too
-        self._threads = patches.install("threading.Thread", {"run": _placed(threading.Thread.run)})
+        self._threads = [patches.install("threading.Thread", _threads(threading.Thread.run, threading.Thread.join)),
+                         patches.install("threading.Condition", _signals(threading.Condition.notify,
+                                                                         threading.Condition.wait))]
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._threads.undo()
+        while self._threads:
+            self._threads.pop().undo()
         self._placement.__exit__(*exc)
         torch.__future__.set_overwrite_module_params_on_conversion(self._overwrite)
         self.finish()
