@@ -14,6 +14,7 @@ import importlib
 import importlib.abc
 import importlib.util
 import sys
+import types
 from typing import Any
 
 __version__ = "0.1.0"
@@ -92,3 +93,17 @@ class _FlatNames(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 sys.meta_path.append(_FlatNames())
+
+
+class _Facade(types.ModuleType):
+    """The package's module: a function of :data:`_NAMES` keeps its name when a flat module name that is the same
+    word is imported (``import asynclab.diagnose`` leaves ``al.diagnose`` the function; the module is in
+    ``sys.modules``)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _HOME and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Facade
