@@ -7,7 +7,7 @@ from typing import Iterable
 import numpy as np
 
 __all__ = ["KIND_COLORS", "KIND_LABELS", "FINDING_COLORS", "to_rgb", "over_white", "lab", "delta_e",
-           "deuteranopia", "closest_pair"]
+           "deuteranopia", "lch", "closest_pair"]
 
 # Built from Okabe & Ito's colour-blind-safe set and Paul Tol's "bright" and "muted" sets, placed so that kinds
 # that share a figure differ in hue *and* lightness (what a reader with deuteranopia still sees). Lesson texts name
@@ -22,15 +22,15 @@ KIND_COLORS = {
     "d2h": "#009E73",          # bluish green (Okabe-Ito)
     "d2d": "#4B1F6F",          # dark purple
     "p2p": "#4B1F6F",
-    "memset": "#A6761D",       # brown
+    "memset": "#86622A",       # brown
     "sync": "#8E0E1E",         # dark red: the GPU waits (a strip under its lane)
     "other": "#8C8C8C",        # grey
     "cpu_op": "#D9D9D9",       # light grey
     "launch": "#3F3F3F",       # dark grey
     "host_sync": "#F4A0A8",    # pink: the host waits in a synchronize call
-    "forward": "#56B4E9",      # sky blue (Okabe-Ito): a pipeline stage's forward
-    "backward": "#0B3C78",     # deep blue: its backward
-    "weight_grad": "#E69F00",  # orange: ZB-H1's weight gradient
+    "forward": "#88CCEE",      # cyan (Tol muted): a pipeline stage's forward
+    "backward": "#882255",     # wine (Tol muted): its backward
+    "weight_grad": "#44AA99",  # teal (Tol muted): ZB-H1's weight gradient
 }
 #: Legend text of each kind.
 KIND_LABELS = {
@@ -54,15 +54,15 @@ KIND_LABELS = {
 FINDING_COLORS = {
     "host_sync": "#D55E00",          # vermillion (Okabe-Ito)
     "launch_bound": "#F0E442",       # yellow (Okabe-Ito)
-    "pageable_copy": "#882255",      # wine (Tol muted)
+    "pageable_copy": "#EE7733",      # orange (Tol vibrant)
     "exposed_copy": "#DDCC77",       # sand (Tol muted)
     "small_copies": "#999933",       # olive (Tol muted)
     "dataloader_stall": "#AA4499",   # purple (Tol muted)
-    "exposed_comm": "#44AA99",       # teal (Tol muted)
-    "pipeline_bubble": "#000000",    # black
-    "alloc_churn": "#88CCEE",        # cyan (Tol muted)
+    "exposed_comm": "#117733",       # green (Tol muted)
+    "pipeline_bubble": "#56B4E9",    # sky blue (Okabe-Ito)
+    "alloc_churn": "#000000",        # black
     "underfilled_gpu": "#332288",    # indigo (Tol muted)
-    "stream_wait": "#117733",        # green (Tol muted)
+    "stream_wait": "#BBCC33",        # pear (Tol light)
 }
 
 # Machado, Oliveira & Fernandes (2009), severity 1.0, applied to linear RGB.
@@ -141,13 +141,24 @@ def lab(color: str | Iterable[float]) -> tuple[float, float, float]:
     return float(116 * f[1] - 16), float(500 * (f[0] - f[1])), float(200 * (f[1] - f[2]))
 
 
+def lch(color: str | Iterable[float]) -> tuple[float, float, float]:
+    """CIE LCh of an sRGB colour: lightness, chroma (how colourful) and hue angle in degrees.
+
+    Example:
+        >>> [round(x) for x in lch("#0072B2")]  # a blue
+        [46, 41, 266]
+    """
+    L, a, b = lab(color)
+    return L, float(np.hypot(a, b)), float(np.degrees(np.arctan2(b, a)) % 360)
+
+
 def delta_e(a: str | Iterable[float], b: str | Iterable[float], vision: str = "normal") -> float:
     """How far apart two colours look: CIE76 ΔE, the distance in L*a*b*; ``vision="deuteranopia"`` compares what
     a reader without green cones sees. Around 2 is barely noticeable; over 20, two different colours.
 
     Example:
-        >>> round(delta_e("#d0d0d0", "#d8d8d8"), 1)  # two light greys
-        3.0
+        >>> round(delta_e("#d0d0d0", "#d8d8d8"))  # two light greys
+        3
     """
     if vision not in ("normal", "deuteranopia"):
         raise ValueError(f"vision must be 'normal' or 'deuteranopia', not {vision!r}")
