@@ -33,12 +33,17 @@ def widen(slot: np.ndarray, start: np.ndarray, end: np.ndarray, min_w: float) ->
     run_end = np.empty(len(so))
     for a, b in zip(np.flatnonzero(first), np.flatnonzero(last) + 1):
         run_end[a:b] = np.maximum.accumulate(eo[a:b])
-    left = np.where(first, -np.inf, np.r_[-np.inf, run_end[:-1]])
-    right = np.where(last, np.inf, np.r_[so[1:], np.inf])
+    thin = (eo - so) < min_w
+    prev_end = np.r_[-np.inf, run_end[:-1]]
+    next_start = np.r_[so[1:], np.inf]
+    # a gap between two bars that both grow is shared: each takes up to its middle
+    left = np.where(first, -np.inf, np.where(np.r_[False, thin[:-1]], np.maximum(prev_end, (prev_end + so) / 2), prev_end))
+    right = np.where(last, np.inf, np.where(np.r_[thin[1:], False], np.minimum(next_start, (eo + next_start) / 2),
+                                           next_start))
     c = 0.5 * (so + eo)
     ns = np.minimum(so, np.maximum(c - min_w / 2, left))
     ne = np.maximum(eo, np.minimum(c + min_w / 2, right))
-    grow = ((eo - so) < min_w) & ((ne - eo > 1e-12 * min_w) | (so - ns > 1e-12 * min_w))
+    grow = thin & ((ne - eo > 1e-12 * min_w) | (so - ns > 1e-12 * min_w))
     s[order] = np.where(grow, ns, so)
     e[order] = np.where(grow, ne, eo)
     widened = np.zeros(len(s), dtype=bool)
