@@ -41,7 +41,7 @@ def _name(args: argparse.Namespace) -> str:
 
 
 def _check_output(out: str) -> None:
-    from asynclab.trace.timeline import check_image_path
+    from asynclab.trace.image import check_image_path
 
     try:
         check_image_path(out)

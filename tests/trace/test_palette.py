@@ -103,7 +103,8 @@ FIGURES = {
     "05_copy_streams": [_ref(5, "copy_streams", host=False)],
     "05_early_read": [_ref(5, "early_read")],
     "05_source_mutation": [_ref(5, "source_mutation", annotation=a) for a in ("unfixed", "fixed")],
-    "05_dataloader": [_window(5, f"dataloader_{n}", "step", occurrence=8, length_us=12_000) for n in ("plain", "pinned")],
+    "05_dataloader": [_window(5, f"dataloader_{n}", "step", occurrence=8, length_us=12_000)
+                      for n in ("plain", "pinned")],
     "06_fully_parallel": [_ref(6, "fully_parallel", host=False)],
     "06_bandwidth": [_ref(6, "bandwidth")],
     "07_naive": [_ref(7, "naive", annotation="naive step")],

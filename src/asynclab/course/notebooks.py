@@ -25,7 +25,7 @@ def save_figure(fig, name: str) -> None:
         return None
     if not name.endswith(".png"):
         raise ValueError(f"course figures are PNG (SVG is never stable under nbval): {name!r}")
-    from asynclab.trace.timeline import save_image
+    from asynclab.trace.image import save_image
 
     path = Path(folder) / name
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -53,7 +53,7 @@ def sharp_figures(scale: float = 2.0) -> bool:
 
     from matplotlib.figure import Figure
 
-    from asynclab.trace.timeline import png_bytes
+    from asynclab.trace.image import png_bytes
 
     def show(fig: Figure) -> Any:
         if not fig.axes and not fig.lines:

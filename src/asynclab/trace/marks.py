@@ -37,7 +37,8 @@ def widen(slot: np.ndarray, start: np.ndarray, end: np.ndarray, min_w: float) ->
     prev_end = np.r_[-np.inf, run_end[:-1]]
     next_start = np.r_[so[1:], np.inf]
     # a gap between two bars that both grow is shared: each takes up to its middle
-    left = np.where(first, -np.inf, np.where(np.r_[False, thin[:-1]], np.maximum(prev_end, (prev_end + so) / 2), prev_end))
+    left = np.where(first, -np.inf,
+                    np.where(np.r_[False, thin[:-1]], np.maximum(prev_end, (prev_end + so) / 2), prev_end))
     right = np.where(last, np.inf, np.where(np.r_[thin[1:], False], np.minimum(next_start, (eo + next_start) / 2),
                                            next_start))
     c = 0.5 * (so + eo)

@@ -10,10 +10,11 @@ import numpy as np
 import pandas as pd
 
 from asynclab.trace import Trace, fmt_us, load_trace
+from asynclab.trace.image import SAVE_DPI, save_image
 from asynclab.trace.marks import MIN_BAR_PX, FittedLabel, draw_callout, parse_callout, widen
 from asynclab.trace.palette import FINDING_COLORS, KIND_COLORS, KIND_LABELS, lab
 
-__all__ = ["draw_timeline", "Timeline", "KIND_COLORS", "KIND_LABELS", "FINDING_COLORS", "save_image", "png_bytes"]
+__all__ = ["draw_timeline", "Timeline", "KIND_COLORS", "KIND_LABELS", "FINDING_COLORS"]
 
 _GPU_DRAW = ("compute", "comm", "h2d", "d2h", "d2d", "p2p", "memset", "sync", "other")
 _HOST_DRAW = ("cpu_op", "launch", "host_sync")
@@ -35,9 +36,6 @@ _MAX_LABELS = 500  # names written into GPU bars at most (labels=True)
 FIGURE_WIDTH_IN = 7.0
 #: The smallest text a timeline draws, in points (12.5 px as a notebook shows it: over 9 px wherever it is read).
 MIN_FONT_PT = 9.0
-#: The resolution PNGs are saved at: 2x the 100 dpi a notebook shows, so that a figure stays sharp zoomed in
-#: on a phone (1400 px for the 7-inch width).
-SAVE_DPI = 200
 #: How far under the axes the legend's row starts (below the tick labels and the x label), in points.
 _LEGEND_DROP_PT = 30.0
 
@@ -71,66 +69,6 @@ class Timeline:
             >>> draw_timeline(EXAMPLE_TRACE).savefig("/tmp/asynclab_doctest.svg")  # doctest: +SKIP
         """
         return save_image(self.fig, path, dpi=dpi, **kwargs)
-
-
-def png_bytes(fig: Any, dpi: float = SAVE_DPI, **kwargs: Any) -> bytes:
-    """The figure as PNG, cropped to what it draws, in at most 256 colours (a timeline has few: a third of the
-    bytes, so a figure drawn sharp for a phone stays small).
-
-    Example:
-        >>> import matplotlib.figure
-        >>> png_bytes(matplotlib.figure.Figure(figsize=(1, 1)), dpi=50)[:4]
-        b'\\x89PNG'
-    """
-    import io
-
-    from PIL import Image
-
-    kwargs.setdefault("bbox_inches", "tight")
-    raw = io.BytesIO()
-    fig.savefig(raw, format="png", dpi=dpi, **kwargs)
-    raw.seek(0)
-    img = Image.open(raw).convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT,
-                                                  dither=Image.Dither.NONE)
-    out = io.BytesIO()
-    img.save(out, format="png", optimize=True)
-    return out.getvalue()
-
-
-def save_image(fig: Any, path: str | os.PathLike, dpi: float = SAVE_DPI, **kwargs: Any) -> str:
-    """Save a figure as .png (with :func:`png_bytes`) or .svg, chosen by the file name; returns the path.
-
-    Example:
-        >>> save_image(draw_timeline(EXAMPLE_TRACE).fig, "/tmp/asynclab_doctest.png")  # doctest: +SKIP
-        '/tmp/asynclab_doctest.png'
-    """
-    p = check_image_path(path)
-    if p.lower().endswith(".png"):
-        with open(p, "wb") as f:
-            f.write(png_bytes(fig, dpi=dpi, **kwargs))
-    else:
-        kwargs.setdefault("bbox_inches", "tight")
-        fig.savefig(p, dpi=dpi, **kwargs)
-    return p
-
-
-def check_image_path(path: str | os.PathLike) -> str:
-    """Validate where a timeline image goes: a .png or .svg name in an existing folder; ValueError otherwise.
-
-    Example:
-        >>> check_image_path("/tmp/out.png")
-        '/tmp/out.png'
-    """
-    p = os.fspath(path)
-    ext = os.path.splitext(p)[1].lower()
-    if ext not in (".png", ".svg"):
-        raise ValueError(f"{p}: unsupported output format {ext or '(no extension)'!r}; use .png or .svg")
-    folder = os.path.dirname(os.path.abspath(p))
-    if not os.path.isdir(folder):
-        raise ValueError(f"{p}: the folder {os.path.dirname(p) or folder} does not exist")
-    if os.path.isdir(p):
-        raise ValueError(f"{p}: is a directory")
-    return p
 
 
 _SCALES = {"µs": 1.0, "ms": 1e3, "s": 1e6}
@@ -769,7 +707,8 @@ def _draw_callouts(ax: Any, fr: _Frame, sel: _Rows, lay: _Layout, callout: Any) 
             y = lay.y0[sel.L[i]] + lay.sub[i] + 0.5
             text = c.text or names[i]
         else:
-            x, y, text = float(c.at) / fr.scale, float(lay.y0.min()) + 0.5 if len(lay.y0) else 0.5, c.text or fmt_us(c.at)
+            x, text = float(c.at) / fr.scale, c.text or fmt_us(c.at)
+            y = float(lay.y0.min()) + 0.5 if len(lay.y0) else 0.5
         drawn.append(draw_callout(ax, x, y, text, MIN_FONT_PT))
     return drawn
 
