@@ -464,7 +464,8 @@ def _draw_bars(ax: Any, fr: _Frame, sel: _Rows, lay: _Layout, px: float) -> tupl
     slot = (sel.L * _MAX_SUBLANES + lay.sub) * (nk + 1) + cls
     order = np.array([_DRAW_ORDER.index(k) for k in kinds] or [0], dtype=np.int64)
     a_slot, a_kind, a_s, a_e, f_lo, f_hi = _bars(slot, sel.KC, sel.S, sel.E, px, fr.w0, fr.w1, nk, order)
-    a_s, a_e, widened = widen(a_slot, a_s, a_e, MIN_BAR_PX * px)
+    on_top = order[a_kind] > _DRAW_ORDER.index("compute") if len(a_kind) else np.zeros(0, dtype=bool)
+    a_s, a_e, widened = widen(a_slot, a_s, a_e, MIN_BAR_PX * px, on_top)
     ls = a_slot // (nk + 1)
     a_sub, a_lane = ls % _MAX_SUBLANES, ls // _MAX_SUBLANES
     xs, xe = (a_s - fr.w0) / fr.scale, (a_e - fr.w0) / fr.scale
