@@ -89,18 +89,33 @@ class FittedLabel:
         self.text.draw = draw
 
     def fits(self, renderer: Any) -> bool:
-        """Whether the name, as drawn now, fits between its bar's ends (with ``pad_pt`` points on each side)."""
+        """Whether the name, as drawn now, fits between its bar's ends (with ``pad_pt`` points on each side).
+
+        Example:
+            >>> import matplotlib.pyplot as plt
+            >>> fig, ax = plt.subplots(figsize=(7, 2))
+            >>> ax.set_xlim(0, 100)
+            (0.0, 100.0)
+            >>> renderer = fig.canvas.get_renderer()
+            >>> FittedLabel(ax, 0, 50, 0.5, "B3").fits(renderer), FittedLabel(ax, 0, 0.5, 0.5, "B3").fits(renderer)
+            (True, False)
+        """
         ax = self.text.axes
         (a, _), (b, _) = ax.transData.transform([(self.x0, 0.0), (self.x1, 0.0)])
         self.text.set_visible(True)
         need = self.text.get_window_extent(renderer).width + 2 * renderer.points_to_pixels(self.pad_pt)
-        return abs(b - a) >= need
+        return bool(abs(b - a) >= need)
 
 
 @dataclass(frozen=True)
 class Callout:
     """The event a figure is about: ``at`` is an event name (the first drawn event whose name contains it)
-    or a time in µs from the window start; ``text`` is the label (the event's name if empty)."""
+    or a time in µs from the window start; ``text`` is the label (the event's name if empty).
+
+    Example:
+        >>> Callout("MulFunctor", "y = x * 2").text
+        'y = x * 2'
+    """
 
     at: str | float
     text: str = ""
