@@ -544,6 +544,9 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+#: The event each trace's figures are about, called out on them: (part of the event's name, label).
+CALLOUTS = {"race": [("CUDAFunctorOnSelf_add", "the consumer's y = x + 1")]}
+
 #: Every lesson 04 experiment, in the order ``run_all`` runs them: its key in the results, its function, the trace
 #: it writes (<trace_dir>/<name>.json.gz) and how many GPUs that trace needs.
 EXPERIMENTS: list[Experiment] = [

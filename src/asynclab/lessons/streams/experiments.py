@@ -704,6 +704,9 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+#: The event each trace's figures are about, called out on them: (part of the event's name, label).
+CALLOUTS = {"missing_wait": [("MulFunctor", "y = x * 2, on the side stream")]}
+
 #: Every lesson 03 experiment, in the order ``run_all`` runs them: its key in the results, its function, the trace
 #: it writes (<trace_dir>/<name>.json.gz) and how many GPUs that trace needs (0: the CPU records it too).
 EXPERIMENTS: list[Experiment] = [
