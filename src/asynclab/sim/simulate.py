@@ -43,10 +43,21 @@ class _Autocast(TorchFunctionMode):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         if name in LOWER_PRECISION or name in FULL_PRECISION:
-            if torch.is_autocast_enabled("cuda"):
-                dtype = torch.float32 if name in FULL_PRECISION else torch.get_autocast_dtype("cuda")
+            lower = _autocast_dtype()
+            if lower is not None:
+                dtype = torch.float32 if name in FULL_PRECISION else lower
                 args, kwargs = _cast(args, dtype), {k: _cast(v, dtype) for k, v in kwargs.items()}
         return func(*args, **kwargs)
+
+
+def _autocast_dtype() -> torch.dtype | None:
+    """The dtype ``torch.autocast("cuda")`` casts to now, None when it is off (PyTorch 2.4 and later name the device;
+    before, the functions without arguments are CUDA's)."""
+    try:
+        on = torch.is_autocast_enabled("cuda")
+    except TypeError:
+        return torch.get_autocast_gpu_dtype() if torch.is_autocast_enabled() else None
+    return torch.get_autocast_dtype("cuda") if on else None
 
 
 def _cast(value: Any, dtype: torch.dtype) -> Any:

@@ -76,8 +76,9 @@ def no_sync_loop(fast_loop) -> Verdict:
     import torch
 
     values = torch.rand(50)
-    values[0] += (0.5 - float(values.sum())) % 1  # a total halfway between integers (int() or round() is never
-    # right), every loss still positive: an answer that keeps out zero losses sums them all
+    values[0] += (0.5625 - float(values.sum())) % 1  # a total of a fraction 9/16: never an integer (int() or round()
+    # is never right), and halfway between two bfloat16 numbers (a bfloat16 accumulator is never right either), every
+    # loss still positive: an answer that keeps out zero losses sums them all
     expected = float(values.sum())
     got, _, verdict = run_answer(fast_loop, "fast_loop", on_late_losses, values)
     if verdict is not None:
