@@ -263,7 +263,7 @@ class SimGPU(Simulation):
             base = pool.pop(min(fits)[1])[0].base if fits else fresh_memory(need)
             self.mallocs += not fits
             elem = shaped_on(base, like)
-        block = Block(base, device, stream)
+        block = Block(base, device, stream, self)
         weakref.finalize(block, self._free, base, device, stream, block.recorded)
         return DeviceTensor(elem, block)
 
@@ -271,7 +271,7 @@ class SimGPU(Simulation):
         """A block no tensor uses: back to its stream's pool, at once, or once the streams record_stream named have
         done what is queued on them now."""
         free_at = max([self.host] + [self.ready(s) for s in recorded if s.device_index == device and s is not stream])
-        self._pools.setdefault((device, stream), []).append((Block(base, device, stream), free_at))
+        self._pools.setdefault((device, stream), []).append((Block(base, device, stream, self), free_at))
 
     def cached_blocks(self) -> int:
         """How many free blocks the caching allocator holds now (what ``empty_cache`` gives back)."""

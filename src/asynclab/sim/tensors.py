@@ -42,10 +42,13 @@ def register_tensor_methods(methods: dict[str, Callable]) -> None:
 
 class Block:
     """A piece of simulated memory: its bytes (a CPU tensor), the GPU and stream that allocated it (None: pinned host
-    memory), and the streams ``record_stream`` named. When no tensor uses it any more, it goes back to its pool."""
+    memory), the streams ``record_stream`` named, and the simulation it belongs to. When no tensor uses it any more,
+    it goes back to its pool."""
 
-    def __init__(self, base: torch.Tensor, device: int | None, stream: Stream | None):
+    def __init__(self, base: torch.Tensor, device: int | None, stream: Stream | None,
+                 simulation: Simulation | None = None):
         self.base, self.device, self.stream, self.recorded = base, device, stream, set()
+        self.simulation = simulation
 
 
 def fresh_memory(nbytes: int) -> torch.Tensor:
@@ -105,8 +108,22 @@ class DeviceTensor(torch.Tensor):
     is_cuda = property(lambda self: True)
     is_cpu = property(lambda self: False)
 
+    @property
+    def simulation(self) -> Simulation:
+        """The simulated GPU this tensor lives on, as a FakeTensor knows its mode: the one whose memory it is, while
+        that one runs; a tensor kept from an earlier check lives on in the check running now, as on a GPU.
+
+        Example:
+            >>> from asynclab.sim.device import SimGPU
+            >>> with SimGPU() as gpu:
+            ...     torch.ones(2, device="cuda").simulation is gpu
+            True
+        """
+        own = self.block.simulation
+        return own if own is not None and own in running_simulations() else gpu_of()
+
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # printing a GPU tensor reads it on the host
-        text = repr(gpu_of().to_host(self, non_blocking=False, pinned=False))
+        text = repr(self.simulation.to_host(self, non_blocking=False, pinned=False))
         return text[:-1] + f", device='cuda:{self.block.device}')"
 
     __str__ = __repr__
@@ -134,7 +151,9 @@ class DeviceTensor(torch.Tensor):
 
     @classmethod
     def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        return gpu_of().dispatch(func, args, kwargs or {})
+        kwargs = kwargs or {}
+        owner = next((t for t in flat_tensors((args, kwargs)) if isinstance(t, DeviceTensor)), None)
+        return (owner.simulation if owner is not None else gpu_of()).dispatch(func, args, kwargs)
 
 
 class PinnedTensor(torch.Tensor):
@@ -213,7 +232,7 @@ def moves_trained(func: Any, args: tuple, kwargs: dict) -> Any:
     if name == "get_device":
         return t.block.device
     if name == "cpu":
-        return gpu_of().to_host(t, non_blocking=False, pinned=False)
+        return t.simulation.to_host(t, non_blocking=False, pinned=False)
     if name == "to":
         device, dtype, non_blocking, _ = torch._C._nn._parse_to(*args[1:], **kwargs)
     elif name == "cuda":
@@ -223,7 +242,7 @@ def moves_trained(func: Any, args: tuple, kwargs: dict) -> Any:
     else:
         return NotImplemented
     if device is not None and device.type == "cpu":
-        host = gpu_of().to_host(t, non_blocking=non_blocking, pinned=non_blocking)
+        host = t.simulation.to_host(t, non_blocking=non_blocking, pinned=non_blocking)
         return host if dtype in (None, t.dtype) else host.to(dtype)
     here = device is None or (device.type == "cuda" and device.index in (None, t.block.device))
     return t if here and dtype in (None, t.dtype) else NotImplemented
