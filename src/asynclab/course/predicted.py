@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import torch
@@ -22,7 +24,7 @@ __all__ = ["LABEL", "FIGURES", "CLAIMS", "VALUES", "Prediction", "refusals", "pr
 LABEL = "simulated H100 (predicted)"
 
 #: Experiments whose results count wrong values: they run with values computed (slower); the others are timed only.
-VALUES = {("03", "missing_wait"), ("03", "parallel_module"), ("04", "race"), ("04", "allocator_reuse"),
+VALUES = {("03", "missing_wait"), ("04", "race"), ("04", "allocator_reuse"),
           ("04", "cross_device"), ("05", "early_read"), ("05", "source_mutation")}
 
 #: The headline figures per lesson: (experiment, path into its results), the numbers the lesson's text and claims use.
@@ -185,6 +187,17 @@ def _refuse(call: str, instead: str) -> Callable[..., Any]:
     return refused
 
 
+def _python_refused(popen: Any) -> Any:
+    """``subprocess.Popen`` that refuses a fresh Python process (an experiment run in one has a real GPU of its own)
+    and runs any other command (a library that looks for a shared library with ``ldconfig``)."""
+    def start(args: Any, *rest: Any, **kwargs: Any) -> Any:
+        first = str(args[0] if isinstance(args, (list, tuple)) else args).split()[0]
+        if first == sys.executable or Path(first).name.startswith("python"):
+            raise SimulationLimit("a fresh Python process (subprocess)", "not simulated")
+        return popen(args, *rest, **kwargs)
+    return start
+
+
 @contextlib.contextmanager
 def refusals() -> Iterator[None]:
     """While a prediction runs, what the simulated GPU does not cover raises :class:`SimulationLimit` instead of
@@ -202,7 +215,7 @@ def refusals() -> Iterator[None]:
 
     swaps = [(torch.cuda, "CUDAGraph", _refuse("torch.cuda.CUDAGraph (CUDA graphs)", "not simulated")),
              (torch.cuda, "graph", _refuse("torch.cuda.graph (CUDA graphs)", "not simulated")),
-             (subprocess, "Popen", _refuse("a subprocess", "not simulated")),
+             (subprocess, "Popen", _python_refused(subprocess.Popen)),
              (dist, "init_process_group", _refuse("torch.distributed (NCCL)", "not simulated"))]
     before = [(owner, name, getattr(owner, name, None)) for owner, name, _ in swaps]
     try:
@@ -271,8 +284,9 @@ def predict(lesson: str | int, keys: list[str] | None = None) -> dict[str, Predi
         try:
             out[row.key] = predict_one(item.number, row.key)
         except Exception as err:  # noqa: BLE001 - listed with its reason, not hidden
-            out[row.key] = Prediction(item.number, row.key, None, f"fails in the simulation: {type(err).__name__}: "
-                                      f"{str(err).splitlines()[0][:120] if str(err) else ''}")
+            first = str(err).strip().splitlines()[0][:100] if str(err).strip() else ""
+            out[row.key] = Prediction(item.number, row.key, None,
+                                      f"fails in the simulation{_where(err)}: {type(err).__name__}: {first}")
     return out
 
 
