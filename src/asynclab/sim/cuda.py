@@ -308,6 +308,25 @@ class device:  # noqa: N801 - the name torch.cuda uses
         active().device = self._before
 
 
+def device_properties(sim: Any) -> Any:
+    """``torch.cuda.get_device_properties`` of a simulated GPU: its name, compute capability 9.0 (an H100), its SM
+    count and, as ``clock_rate`` (kHz), the spin rate ``torch.cuda._sleep`` runs at (an H100's figures where the
+    simulation has none of its own).
+
+    Example:
+        >>> import torch
+        >>> with Simulation() as sim:
+        ...     props = torch.cuda.get_device_properties(0)
+        >>> props.major, props.clock_rate > 0
+        (9, True)
+    """
+    from types import SimpleNamespace
+
+    return SimpleNamespace(name="a simulated GPU", major=9, minor=0,
+                           multi_processor_count=int(getattr(sim, "SM_COUNT", 132)),
+                           clock_rate=int(getattr(sim, "CYCLES_PER_MS", 1_980_000)), total_memory=80 * 2**30)
+
+
 def _fakes() -> dict[str, Any]:
     """torch.cuda's names and their stand-ins."""
     real = _real
@@ -335,6 +354,8 @@ def _fakes() -> dict[str, Any]:
         "get_device_capability": lambda device=None: ((9, 0) if in_check() else  # the cost model's GPU: an H100
                                                       real("get_device_capability")(device)),
         "get_device_name": lambda device=None: ("a simulated GPU" if in_check() else real("get_device_name")(device)),
+        "get_device_properties": lambda device=None: (device_properties(active()) if in_check()
+                                                      else real("get_device_properties")(device)),
         "is_bf16_supported": lambda *a, **k: True if in_check() else real("is_bf16_supported")(*a, **k),
         "is_available": lambda: True if in_check() else real("is_available")(),
         "device_count": lambda: active().devices if in_check() else real("device_count")(),

@@ -22,7 +22,7 @@ __all__ = ["ACCELERATOR", "CLOCK_DEFAULTS", "CPU_CLOCKS", "Installed", "TIME_FUN
 #: torch.cuda's names that have stand-ins on a simulated GPU.
 TORCH_CUDA = ("Stream", "Event", "StreamContext", "device", "stream", "set_stream", "set_device", "current_stream",
               "default_stream", "current_device", "synchronize", "_sleep", "empty_cache", "set_sync_debug_mode",
-              "get_sync_debug_mode", "get_device_capability", "get_device_name", "is_bf16_supported",
+              "get_sync_debug_mode", "get_device_capability", "get_device_name", "get_device_properties", "is_bf16_supported",
               "is_available", "device_count")
 #: torch.accelerator's names (PyTorch 2.6 and later) that have stand-ins on a simulated GPU.
 ACCELERATOR = ("current_accelerator", "is_available", "device_count", "current_device_index", "current_device_idx",

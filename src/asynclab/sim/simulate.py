@@ -101,8 +101,9 @@ class Predictor(SimGPU):
     def dispatch(self, func: Any, args: tuple, kwargs: dict) -> Any:
         start = self.host
         name = func._schema.name.split("::")[-1]
-        if func._schema.returns and not any(r.alias_info is not None for r in func._schema.returns):
-            self.host += self.HOST_OP_MS  # a view costs the host next to nothing
+        views = [r for r in func._schema.returns if r.alias_info is not None and not r.alias_info.is_write]
+        if func._schema.returns and not views:  # an in-place op (x.add_) costs as much as any; a view next to nothing
+            self.host += self.HOST_OP_MS
         out = super().dispatch(func, args, kwargs)
         self.ops.append((f"aten::{name}", start, self.host))
         return out
