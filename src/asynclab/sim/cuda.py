@@ -20,6 +20,7 @@ import traceback
 from typing import Any, Iterator
 
 from asynclab.sim import patches
+from asynclab.sim.figures import card_figures, rates
 
 
 class SimulationLimit(RuntimeError):
@@ -322,9 +323,11 @@ def device_properties(sim: Any) -> Any:
     """
     from types import SimpleNamespace
 
+    card = rates(card_figures("H100"))
     return SimpleNamespace(name="a simulated GPU", major=9, minor=0,
-                           multi_processor_count=int(getattr(sim, "SM_COUNT", 132)),
-                           clock_rate=int(getattr(sim, "CYCLES_PER_MS", 1_980_000)), total_memory=80 * 2**30)
+                           multi_processor_count=int(getattr(sim, "SM_COUNT", card["SM_COUNT"])),
+                           clock_rate=int(getattr(sim, "CYCLES_PER_MS", card["CYCLES_PER_MS"])),
+                           total_memory=80 * 2**30)
 
 
 def _fakes() -> dict[str, Any]:
@@ -397,16 +400,13 @@ def _accelerator_fakes() -> dict[str, Any]:
     def real(name: str) -> Any:
         return _real(name, "torch.accelerator")
 
-    def set_device_index(index: Any) -> None:
-        fakes["set_device"](index)
-
     return {
         "current_accelerator": lambda check_available=False: (torch.device("cuda") if in_check()
                                                               else real("current_accelerator")(check_available)),
         "is_available": lambda: True if in_check() else real("is_available")(),
         "device_count": lambda: active().devices if in_check() else real("device_count")(),
         "current_device_index": fakes["current_device"], "current_device_idx": fakes["current_device"],
-        "set_device_index": set_device_index, "set_device_idx": set_device_index,
+        "set_device_index": fakes["set_device"], "set_device_idx": fakes["set_device"],
         "current_stream": fakes["current_stream"], "set_stream": fakes["set_stream"],
         "synchronize": fakes["synchronize"],
     }
