@@ -12,6 +12,7 @@ belongs to.
 """
 from __future__ import annotations
 
+import _thread
 import contextlib
 import linecache
 import os
@@ -517,6 +518,7 @@ class Simulation:
         self._hosts: dict[int, float] = {self._owner: 0.0}  # each host thread's time, in ms
         self._slept: dict[int, float] = {self._owner: 0.0}  # how long each has slept (its CPU-time clocks stood still)
         self._ended: dict[threading.Thread, float] = {}  # when each thread started in the simulation ended
+        self._blocked: set[int] = set()  # threads blocked in a join or a wait: their clocks hold no one back
         self._signals: dict[Any, float] = {}  # the latest time each condition was signalled at (see signalled)
         self._ready: dict[Stream, float] = {}
         self._recorded: dict[Event, float] = {}
@@ -542,6 +544,47 @@ class Simulation:
         self._hosts[self._thread()] = t
         for watcher in self._watchers:
             watcher()
+
+    @property
+    def horizon(self) -> float:
+        """How far the GPU's work may have happened, in ms: the earliest clock of the host threads that run now (the
+        caller's included; one blocked in a join or a wait is left out). A thread that waits for a copy does not
+        make it land for another thread that reads the memory earlier in its own time."""
+        here = self._thread()
+        running = [t for i, t in self._hosts.items() if i == here or i not in self._blocked]
+        return min(running)
+
+    #: Real seconds a thread that waits for the others' time to catch up gives them without any moving on, before it
+    #: goes ahead (one stuck outside the simulation's view, as in a lock's ``acquire``, must not hold it forever).
+    STALL_S = 0.02
+
+    def await_others(self) -> None:
+        """The calling thread's clock moved past those of other threads that run (it waited for the GPU): as threads
+        run side by side, give those the real time to reach its time first, so what they do earlier in their time
+        (read memory that a copy has not yet reached) happens before what this one does next."""
+        if len(self._hosts) < 2:
+            return
+        here, pause = self._thread(), _thread.allocate_lock()
+        pause.acquire()
+        last, still = None, 0.0
+        while still < self.STALL_S:
+            mine = self._hosts.get(here, self.host)
+            behind = {i: t for i, t in dict(self._hosts).items() if i != here and i not in self._blocked and t < mine}
+            if not behind:
+                return
+            last, still = behind, (still + 0.001 if behind == last else 0.0)
+            pause.acquire(timeout=0.001)
+
+    @contextlib.contextmanager
+    def blocked(self) -> Iterator[None]:
+        """The calling thread is blocked (in a join or a wait) meanwhile: other threads' GPU time is not held back by
+        its clock."""
+        here = threading.get_ident()
+        self._blocked.add(here)
+        try:
+            yield
+        finally:
+            self._blocked.discard(here)
 
     @property
     def slept(self) -> float:

@@ -89,10 +89,12 @@ def _threads(run: Callable, join: Callable) -> dict[str, Callable]:
             gpu.thread_ended(thread)
 
     def timed_join(thread: threading.Thread, timeout: float | None = None) -> None:
-        join(thread, timeout)
         gpu = gpu_of(required=False)
-        if gpu is not None:
-            gpu.joined(thread)
+        if gpu is None:
+            return join(thread, timeout)
+        with gpu.blocked():
+            join(thread, timeout)
+        gpu.joined(thread)
     return {"run": placed_run, "join": timed_join}
 
 
@@ -106,9 +108,12 @@ def _signals(notify: Callable, wait: Callable) -> dict[str, Callable]:
         notify(cond, n)
 
     def timed_wait(cond: threading.Condition, timeout: float | None = None) -> bool:
-        woken = wait(cond, timeout)
         gpu = gpu_of(required=False)
-        if gpu is not None and woken:
+        if gpu is None:
+            return wait(cond, timeout)
+        with gpu.blocked():
+            woken = wait(cond, timeout)
+        if woken:
             gpu.woken(cond)
         return woken
     return {"notify": timed_notify, "wait": timed_wait}
@@ -179,23 +184,26 @@ class SimGPU(Simulation):
         heapq.heappush(self._queue, (t, starts, next(_SEQ), action))
         self.catch_up()
 
-    def catch_up(self) -> None:
-        """Let everything the GPU does up to the host's time happen, in time order."""
+    def catch_up(self, upto: float | None = None) -> None:
+        """Let everything the GPU does up to ``upto`` happen, in time order (by default the :attr:`horizon`: the
+        host's time, or with threads the earliest clock of those that run)."""
         if self._busy:  # an action that moves the host on: the loop below goes on with it
             return
         self._busy = True
         try:
             with torch.inference_mode(False):  # the GPU's work, whatever mode the host is in when it happens
-                while self._queue and self._queue[0][0] <= self.host:
+                while self._queue and self._queue[0][0] <= (self.horizon if upto is None else upto):
                     heapq.heappop(self._queue)[-1]()
         finally:
             self._busy = False
 
     def wait_until(self, t: float, sleep: bool = False) -> None:
         """The host waits until ``t``; an operator that failed meanwhile is reported now, as CUDA reports a kernel's
-        error at the next synchronization."""
+        error at the next synchronization. With threads, the others first reach its time (see await_others); then
+        what it waited for has happened."""
         super().wait_until(t, sleep)
-        self.catch_up()
+        self.await_others()
+        self.catch_up(self.host)
         if self.failed:
             what = self.failed.pop(0)
             self.failed.clear()
