@@ -38,7 +38,7 @@ class Diagnosis:
     steps' host threads and GPU streams read as a dependency graph, changed as the fix would change them and
     replayed (:mod:`asynclab.trace.whatif`). ``step_ms`` is the replayed step without the profiler's own cost (the
     units of every prediction), ``profiled_ms`` the same steps as recorded, ``fixed_ms`` the replayed step with each
-    replayed finding's fix and ``all_fixed_ms`` with all of them. No finding claims more than the step, nor do
+    replayed finding's fix and ``all_fixed_ms`` with all of them (less the time the kinds not replayed claim). No finding claims more than the step, nor do
     they together. ``underfilled_gpu`` and the kinds of several ranks (exposed_comm, rank_skew, pipeline_bubble)
     are not replayed: they claim the time they explain, in the step's units.
 
@@ -227,7 +227,7 @@ class _Context:
 
 def _where(pieces: pd.DataFrame, ev: pd.DataFrame, ctx: _Context, per_step_us: float) -> dict[str, Any]:
     """The op, line and kernel that carry most of a kind's time (from its 30 longest pieces), and the steps where
-    it matters: those with at least a quarter of its mean time per step (``per_step_us``)."""
+    it matters: those with at least a tenth of its mean time per step (``per_step_us``)."""
     top = pieces.nlargest(30, "dur")
     ops: dict[str, float] = {}
     lines: dict[str, float] = {}
@@ -257,7 +257,7 @@ def _where(pieces: pd.DataFrame, ev: pd.DataFrame, ctx: _Context, per_step_us: f
     if "_SingleProcessDataLoaderIter" in str(where.get("op", "")):
         where["loader"] = "num_workers=0: the batches are made in the training process"
     by_step = pieces.groupby("step")["dur"].sum()
-    steps = sorted(int(s) for s in by_step.index[by_step >= 0.25 * per_step_us])
+    steps = sorted(int(s) for s in by_step.index[by_step >= 0.1 * per_step_us])
     where.update(steps=steps, count=int(len(pieces)))
     return where
 
@@ -358,9 +358,10 @@ def _summarise(tr: Trace, pieces: pd.DataFrame, spans: list[float], counts: list
              [f.kind for f in findings if f.kind in REPLAYED_KINDS]}
     outliers = sorted({o for h in hosts for o in h[3]})
     notes = _notes(tr, findings, steps, ctx, hosts, replays)
+    not_replayed = sum(f.lost_ms_per_step for f in findings if f.kind not in REPLAYED_KINDS)
+    all_fixed = max(float(np.mean([r.all_fixed_ms for r in replays])) - not_replayed, 0.0)
     return Diagnosis(tr.source, steps, step_ms, idle_ms, idle_ms - explained, findings, notes, pieces,
-                     profiled_ms=profiled_ms, fixed_ms=fixes,
-                     all_fixed_ms=float(np.mean([r.all_fixed_ms for r in replays])), outliers=outliers)
+                     profiled_ms=profiled_ms, fixed_ms=fixes, all_fixed_ms=all_fixed, outliers=outliers)
 
 
 def _replays(tr: Trace, hosts: list, kinds: list[str]) -> list[Savings]:
@@ -397,7 +398,7 @@ def _notes(tr: Trace, findings: list[Finding], steps: list[int], ctx: _Context, 
     for h in hosts:
         if h[3]:
             dur = h[2].set_index("step")["dur_us"] / 1e3
-            told = ", ".join(f"step {o} ({dur[o]:.1f} ms)" for o in h[3])
+            told = ", ".join(f"{o} ({dur[o]:.1f} ms)" for o in h[3])
             notes.append(f"outlier step{'s' if len(h[3]) > 1 else ''} {told}: over {OUTLIER_FACTOR:g}x the "
                          f"median of the others ({dur.drop(h[3]).median():.1f} ms), shown here and not averaged in")
             break

@@ -179,16 +179,20 @@ def _fix_alloc(g: Graph, lo: float, hi: float, ctx: dict) -> None:
 
 
 def _fix_launch_bound(g: Graph, lo: float, hi: float, ctx: dict) -> None:
-    """The step's eager launches are replayed from a CUDA graph: the ops that launched them take no host time, each
-    launch costs :data:`GRAPH_LAUNCH_US`, and the kernels follow each other as the GPU allows."""
+    """The step's eager launches are replayed from CUDA graphs, one per run of launches between host waits (a step
+    that waits for the GPU cannot be captured across the wait): in a run, every launch after the first costs
+    :data:`GRAPH_LAUNCH_US`, and the ops that made them and the host's time from one to the next take none; the
+    kernels follow each other as the GPU allows."""
     hm, gm = _in(g, lo, hi)
     launch = hm & np.array([bool(_KERNEL_LAUNCH.search(str(n))) and "Graph" not in str(n) for n in ctx["call_names"]],
                            dtype=bool)
-    idx = np.flatnonzero(launch)
+    after = g.h_after
+    in_run = launch & (after >= 0) & ~g.h_block[np.maximum(after, 0)]
+    idx = np.flatnonzero(in_run)
     s, e = _outer_ops(g, idx, ctx)
     _remove_host_time(g, s, e, lo, hi)
-    between = idx[launch[np.maximum(g.h_after[idx], 0)] & (g.h_after[idx] >= 0)]
-    g.h_gap[between] = np.minimum(g.h_gap[between], 0.0)  # the host time from one launch to the next
+    between = idx[launch[np.maximum(after[idx], 0)]]
+    g.h_gap[between] = np.minimum(g.h_gap[between], 0.0)  # the host's time from one launch to the next
     g.h_dur[idx] = GRAPH_LAUNCH_US
     g.h_own[idx] = GRAPH_LAUNCH_US
     ours = gm & (g.g_launch >= 0) & np.isin(g.g_launch, idx)
