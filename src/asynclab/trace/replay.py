@@ -291,13 +291,13 @@ def host_time_in(g: Graph, starts: np.ndarray, ends: np.ndarray, lo: float, hi: 
     rs, re_ = union(np.asarray(starts, np.float64), np.asarray(ends, np.float64))
     cum = np.concatenate([[0.0], np.cumsum(re_ - rs)])
 
-    def covered(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def _covered(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.clip(_cum_at(rs, re_, cum, b) - _cum_at(rs, re_, cum, a), 0.0, None)
 
     prev_end = np.where(g.h_after >= 0, g.h_end[np.maximum(g.h_after, 0)], g.h_start)
     mine = (g.h_start >= lo) & (g.h_start < hi)
-    gap = np.where(mine, np.minimum(covered(prev_end, g.h_start), np.clip(g.h_gap, 0, None)), 0.0)
-    dur = np.where(mine, covered(g.h_start, g.h_end), 0.0)
+    gap = np.where(mine, np.minimum(_covered(prev_end, g.h_start), np.clip(g.h_gap, 0, None)), 0.0)
+    dur = np.where(mine, _covered(g.h_start, g.h_end), 0.0)
     return gap, dur
 
 

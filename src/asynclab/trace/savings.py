@@ -143,13 +143,13 @@ def predict_savings(events: pd.DataFrame, rank: Any, steps: pd.DataFrame, kinds:
     g0 = profiler_free(g, per_op, lo_all, hi_all)
     ctx = context(g, steps)
 
-    def step_of(graph) -> float:
+    def _step_of(graph) -> float:
         return sum(span(graph, lo, hi, host_hi) for lo, hi, host_hi, _ in segs) / n / 1e3
 
-    base = step_of(g0)
+    base = _step_of(g0)
     todo = [k for k in kinds if k in REPLAYED_KINDS]
-    fixed_ms = {k: step_of(fixed(g0, [k], lo_all, hi_all, ctx)) for k in todo}
-    all_fixed = step_of(fixed(g0, todo, lo_all, hi_all, ctx)) if todo else base
+    fixed_ms = {k: _step_of(fixed(g0, [k], lo_all, hi_all, ctx)) for k in todo}
+    all_fixed = _step_of(fixed(g0, todo, lo_all, hi_all, ctx)) if todo else base
     profiled = sum(hi - lo for lo, hi, _, _ in segs) / n / 1e3
     return Savings(base, profiled, fixed_ms, min(all_fixed, base), outliers, per_op)
 

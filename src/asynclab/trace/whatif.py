@@ -217,7 +217,16 @@ REPLAYED_KINDS = tuple(TRANSFORMS)
 
 
 def context(g: Graph, steps: pd.DataFrame) -> dict:
-    """What the transforms look up: call names and threads, ops, the pinned rate and the steps."""
+    """What the transforms look up: call names and threads, ops, the pinned rate, a runtime call's usual cost (µs)
+    and the steps.
+
+    Example:
+        >>> from asynclab.trace import load_trace
+        >>> from asynclab.trace.replay import build_graph
+        >>> g = build_graph(load_trace("tests/fixtures/diagnose/pageable_copy-bad.json.gz").events, pd.NA)
+        >>> context(g, pd.DataFrame({"start_us": [0.0]}))["pinned"] == PINNED_BYTES_PER_US  # no pinned copy there
+        True
+    """
     h = g.host
     return {"call_names": h.loc[g.h_label, "name"].astype(str).to_numpy(dtype=object),
             "call_tids": h.loc[g.h_label, "tid"].to_numpy(dtype=object),
