@@ -199,7 +199,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "run: every stretch in which a GPU computes nothing is given a cause (host_sync, "
                                    "launch_bound, pageable_copy, exposed_copy, small_copies, dataloader_stall, "
                                    "exposed_comm, rank_skew, pipeline_bubble, alloc_churn, stream_wait) or counted as "
-                                   "unexplained; underfilled_gpu is time a lone kernel left most SMs empty.")
+                                   "unexplained; underfilled_gpu is time a lone kernel left most SMs empty. What each "
+                                   "fix saves is predicted by replaying the step without the mistake, without the "
+                                   "profiler's own cost.")
     p.add_argument("trace", nargs="+", help="trace file (.json or .json.gz), several rank files, or their folder")
     p.add_argument("--json", action="store_true", help="print one JSON object with every finding")
     p.add_argument("--step", type=int, default=None, help="diagnose only step N (its ProfilerStep#N)")

@@ -1,7 +1,6 @@
 """Replay a step's host threads and GPU streams as a dependency graph, unchanged or as a fix would change it (Daydream)."""
 from __future__ import annotations
 
-import heapq
 import re
 from dataclasses import dataclass, replace
 from typing import Any
@@ -203,39 +202,39 @@ def replay(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         True
     """
     nh, ng = len(g.h_start), len(g.g_start)
-    HS, HE, GS, GE = (np.full(n, np.nan) for n in (nh, nh, ng, ng))
-    queue = [(float(g.h_start[i]), 1, i) for i in range(nh)]
-    queue += [(float(g.h_end[i]), 0, i) for i in np.flatnonzero(g.h_block)]
+    block = np.flatnonzero(g.h_block)
     launch_s = np.where(g.g_launch >= 0, g.h_start[np.maximum(g.g_launch, 0)], -np.inf)
-    queue += [(float(max(g.g_start[i], launch_s[i])), 2, i) for i in range(ng)]
-    heapq.heapify(queue)
-    while queue:
-        _, what, i = heapq.heappop(queue)
-        if what == 1:
-            a = g.h_after[i]
-            HS[i] = g.h_start[i] if a < 0 else _val(HE[a], g.h_end[a]) + g.h_gap[i]
-            if not g.h_block[i]:
-                HE[i] = HS[i] + g.h_dur[i]
-        elif what == 0:
-            w = g.h_waits[i]
-            done = np.nanmax(GE[w]) if w is not None and len(w) and np.isfinite(GE[w]).any() else -np.inf
-            HE[i] = max(HS[i] + (g.h_own[i] if done > -np.inf else g.h_dur[i]), done + g.h_own[i])
+    keys = np.concatenate([g.h_start, g.h_end[block], np.maximum(g.g_start, launch_s)])
+    what = np.concatenate([np.ones(nh, np.int8), np.zeros(len(block), np.int8), np.full(ng, 2, np.int8)])
+    idx = np.concatenate([np.arange(nh), block, np.arange(ng)])
+    order = np.lexsort((what, keys))  # by time; at one time a wait's end, then host calls, then GPU tasks
+    hs0, he0, gs0, ge0 = (a.tolist() for a in (g.h_start, g.h_end, g.g_start, g.g_end))
+    HS, HE, GS, GE = list(hs0), list(he0), list(gs0), list(ge0)  # the original until replayed
+    after, gap, dur, own, blk = (a.tolist() for a in (g.h_after, g.h_gap, g.h_dur, g.h_own, g.h_block))
+    launch, lat, prev, pgap, dep, dgap, gdur = (a.tolist() for a in (g.g_launch, g.g_lat, g.g_prev, g.g_gap, g.g_dep,
+                                                                    g.g_dgap, g.g_dur))
+    for w, i in zip(what[order].tolist(), idx[order].tolist()):
+        if w == 1:
+            a = after[i]
+            HS[i] = hs0[i] if a < 0 else HE[a] + gap[i]
+            if not blk[i]:
+                HE[i] = HS[i] + dur[i]
+        elif w == 0:
+            waits = g.h_waits[i]
+            done = max((GE[k] for k in waits.tolist()), default=None) if waits is not None else None
+            HE[i] = HS[i] + dur[i] if done is None else max(HS[i] + own[i], done + own[i])
         else:
             t = -np.inf
-            if g.g_launch[i] >= 0:
-                t = _val(HS[g.g_launch[i]], g.h_start[g.g_launch[i]]) + g.g_lat[i]
-            elif g.g_prev[i] < 0:
-                t = g.g_start[i]
-            if g.g_prev[i] >= 0:
-                t = max(t, _val(GE[g.g_prev[i]], g.g_end[g.g_prev[i]]) + g.g_gap[i])
-            if g.g_dep[i] >= 0:
-                t = max(t, _val(GE[g.g_dep[i]], g.g_end[g.g_dep[i]]) + g.g_dgap[i])
-            GS[i], GE[i] = t, t + g.g_dur[i]
-    return HS, HE, GS, GE
-
-
-def _val(x: float, fallback: float) -> float:
-    return fallback if np.isnan(x) else x
+            if launch[i] >= 0:
+                t = HS[launch[i]] + lat[i]
+            elif prev[i] < 0:
+                t = gs0[i]
+            if prev[i] >= 0:
+                t = max(t, GE[prev[i]] + pgap[i])
+            if dep[i] >= 0:
+                t = max(t, GE[dep[i]] + dgap[i])
+            GS[i], GE[i] = t, t + gdur[i]
+    return tuple(np.array(v, dtype=np.float64) for v in (HS, HE, GS, GE))
 
 
 def replayed_span(g: Graph, result: tuple, lo: float, hi: float, host_hi: float | None = None) -> float:

@@ -61,20 +61,27 @@ def _remove_host_time(g: Graph, starts: np.ndarray, ends: np.ndarray, lo: float,
 
 def _fix_host_sync(g: Graph, lo: float, hi: float, ctx: dict) -> None:
     hm, _ = _in(g, lo, hi)
-    names = ctx["call_names"]
-    for i in np.flatnonzero(hm & g.h_block):
-        if not ALLOC.search(str(names[i])) and _waited_for(g, i) == "host_sync":
-            _unblock(g, np.array([i]))
+    _unblock(g, hm & g.h_block & (ctx["waited"] == "host_sync"))
 
 
-def _waited_for(g: Graph, i: int) -> str:
-    w = g.h_waits[i]
-    if w is None or not len(w):
-        return "host_sync"
-    row = g.work.iloc[int(w[np.argmax(g.g_end[w])])]
-    if row["kind"] == "h2d" and "Pageable" in str(row["name"]):
-        return "small_copies" if float(row["bytes"] or 0) <= SMALL_COPY_BYTES else "pageable_copy"
-    return "host_sync"
+def _waited(g: Graph, names: np.ndarray) -> np.ndarray:
+    """What each blocking call waited for: the allocator, a pageable copy (small_copies when tiny), or anything
+    (host_sync); "" for calls that do not block."""
+    w = g.work
+    pageable = ((w["kind"] == "h2d").to_numpy(dtype=bool)
+                & w["name"].astype(str).str.contains("Pageable").to_numpy(dtype=bool))
+    tiny = (w["bytes"] <= SMALL_COPY_BYTES).fillna(False).to_numpy(dtype=bool)
+    out = np.full(len(g.h_start), "", dtype=object)
+    for i in np.flatnonzero(g.h_block):
+        waits = g.h_waits[i]
+        out[i] = "host_sync"
+        if ALLOC.search(str(names[i])):
+            out[i] = "alloc_churn"
+        elif waits is not None and len(waits):
+            last = int(waits[np.argmax(g.g_end[waits])])
+            if pageable[last]:
+                out[i] = "small_copies" if tiny[last] else "pageable_copy"
+    return out
 
 
 def _pageable(g: Graph, lo: float, hi: float) -> np.ndarray:
@@ -91,9 +98,7 @@ def _fix_pageable_copy(g: Graph, lo: float, hi: float, ctx: dict) -> None:
     calls = np.zeros(len(g.h_start), dtype=bool)
     calls[g.g_launch[m & (g.g_launch >= 0)]] = True
     hm, _ = _in(g, lo, hi)
-    for i in np.flatnonzero(hm & g.h_block):
-        if _waited_for(g, i) == "pageable_copy":
-            calls[i] = True
+    calls |= hm & g.h_block & (ctx["waited"] == "pageable_copy")
     _unblock(g, calls, ctx["call_us"])
     g.g_lat[m] = np.minimum(g.g_lat[m], g.g_typical_lat)
 
@@ -147,21 +152,29 @@ def _fix_small_copies(g: Graph, lo: float, hi: float, ctx: dict) -> None:
 
 def _outer_ops(g: Graph, calls: np.ndarray, ctx: dict) -> tuple[np.ndarray, np.ndarray]:
     """The outermost op around each host call (the call itself where it is in none)."""
-    ops = ctx["ops"]
-    os_, oe = ops["start_us"].to_numpy(np.float64), ops["end_us"].to_numpy(np.float64)
-    otid = ops["tid"].to_numpy(dtype=object)
-    tids = ctx["call_tids"]
-    starts, ends = [], []
-    for i in calls:
-        m = (os_ <= g.h_start[i]) & (oe >= g.h_end[i]) & (otid == tids[i])
-        if m.any():
-            k = np.flatnonzero(m)[np.argmin(os_[m])]
-            starts.append(os_[k])
-            ends.append(oe[k])
-        else:
-            starts.append(g.h_start[i])
-            ends.append(g.h_end[i])
-    return np.array(starts, dtype=np.float64), np.array(ends, dtype=np.float64)
+    starts, ends = g.h_start[calls].copy(), g.h_end[calls].copy()
+    tids = ctx["call_tids"][calls] if len(calls) else np.zeros(0, dtype=object)
+    for tid, (os_, oe) in ctx["outer_ops"].items():
+        m = np.flatnonzero(tids == tid)
+        if not len(m) or not len(os_):
+            continue
+        k = np.searchsorted(os_, starts[m], side="right") - 1
+        kk = np.maximum(k, 0)
+        inside = (k >= 0) & (oe[kk] >= ends[m])
+        starts[m[inside]], ends[m[inside]] = os_[kk[inside]], oe[kk[inside]]
+    return starts, ends
+
+
+def _outermost(ops: pd.DataFrame) -> dict:
+    """Per thread, the ops that are in no other op: (starts, ends), sorted."""
+    out = {}
+    for tid, o in ops.sort_values("start_us", kind="stable").groupby("tid", sort=False):
+        s, e = o["start_us"].to_numpy(np.float64), o["end_us"].to_numpy(np.float64)
+        reach = np.maximum.accumulate(e)
+        top = np.ones(len(s), dtype=bool)
+        top[1:] = e[1:] > reach[:-1]
+        out[tid] = (s[top], e[top])
+    return out
 
 
 def _fix_dataloader(g: Graph, lo: float, hi: float, ctx: dict) -> None:
@@ -228,9 +241,10 @@ def context(g: Graph, steps: pd.DataFrame) -> dict:
         True
     """
     h = g.host
-    return {"call_names": h.loc[g.h_label, "name"].astype(str).to_numpy(dtype=object),
+    names = h.loc[g.h_label, "name"].astype(str).to_numpy(dtype=object)
+    return {"call_names": names, "waited": _waited(g, names),
             "call_tids": h.loc[g.h_label, "tid"].to_numpy(dtype=object),
-            "ops": h[h["kind"] == "cpu_op"], "pinned": pinned_rate(g.work), "steps": steps,
+            "outer_ops": _outermost(h[h["kind"] == "cpu_op"]), "pinned": pinned_rate(g.work), "steps": steps,
             "call_us": float(np.median(g.h_dur[~g.h_block])) if (~g.h_block).any() else 5.0}
 
 
