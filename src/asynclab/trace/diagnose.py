@@ -358,6 +358,12 @@ def _summarise(tr: Trace, pieces: pd.DataFrame, spans: list[float], counts: list
              [f.kind for f in findings if f.kind in REPLAYED_KINDS]}
     outliers = sorted({o for h in hosts for o in h[3]})
     notes = _notes(tr, findings, steps, ctx, hosts, replays)
+    rest = pieces[pieces["kind"] == "unexplained"]
+    if idle_ms - explained >= FOLD_SHARE * profiled_ms and len(rest):
+        named = _where_text({k: v for k, v in _where(rest, tr.events, ctx, 0.0).items() if k in ("op", "line")})
+        if named:
+            notes.append(f"the unexplained idle time ({idle_ms - explained:.3f} ms/step) is mostly while the host "
+                         f"was in {named}")
     not_replayed = sum(f.lost_ms_per_step for f in findings if f.kind not in REPLAYED_KINDS)
     all_fixed = max(float(np.mean([r.all_fixed_ms for r in replays])) - not_replayed, 0.0)
     return Diagnosis(tr.source, steps, step_ms, idle_ms, idle_ms - explained, findings, notes, pieces,
