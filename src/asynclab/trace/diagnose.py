@@ -15,7 +15,7 @@ from asynclab.trace.events import WORK_KINDS, TraceError
 from asynclab.trace.findings import Finding
 from asynclab.trace.idle import SMALL_COPY_BYTES, GpuView, Pieces, idle_pieces, underfilled_pieces
 from asynclab.trace.metrics import gpus_with_work, rows_on_gpu, profiler_steps, as_trace
-from asynclab.trace.savings import OUTLIER_FACTOR, Savings, outlier_steps, predict_savings, startup_end
+from asynclab.trace.savings import OUTLIER_FACTOR, Savings, outlier_steps, predict_savings_of_ranks, startup_end
 from asynclab.trace.whatif import REPLAYED_KINDS
 from asynclab.trace import Trace
 
@@ -371,17 +371,14 @@ def _summarise(tr: Trace, pieces: pd.DataFrame, spans: list[float], counts: list
 
 
 def _replays(tr: Trace, hosts: list, kinds: list[str]) -> list[Savings]:
-    """The replay of each rank (a process's GPUs share one replay)."""
-    out, seen = [], set()
-    for rank_steps in hosts:
-        steps = rank_steps[2]
-        rank = rank_steps[5]
-        key = -1 if pd.isna(rank) else int(rank)
-        if key in seen:
-            continue
-        seen.add(key)
-        out.append(predict_savings(tr.events, rank, steps, kinds))
-    return out
+    """The replay of each rank (a process's GPUs share one), the ranks replayed together."""
+    ranks, seen = [], set()
+    for h in hosts:
+        key = -1 if pd.isna(h[5]) else int(h[5])
+        if key not in seen:
+            seen.add(key)
+            ranks.append((h[5], h[2]))
+    return predict_savings_of_ranks(tr.events, ranks, kinds)
 
 
 def _cap(findings: list[Finding], step_ms: float) -> None:

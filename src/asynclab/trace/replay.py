@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from asynclab.trace.collectives import latest_peer_start
 from asynclab.trace.events import WORK_KINDS
 from asynclab.trace.intervals import union
 
@@ -36,7 +37,8 @@ class Graph:
     own cost after the wait (``h_own``). GPU tasks (``g_*``): kernels, copies and memsets, each after its launch
     (``g_launch``, a host position or -1) plus a latency (``g_lat``), the previous task on its stream (``g_prev``)
     and, where it waited for another stream, that stream's task (``g_dep``); ``g_gap``/``g_dgap`` keep the small
-    gaps after them; ``g_typical_lat`` is the launch latency of a task on an idle stream.
+    gaps after them; ``g_typical_lat`` is the launch latency of a task on an idle stream. A collective of several
+    ranks (``g_comm_key``) ends its own time (``g_intrinsic``) after the last rank joined (``g_peer_start``).
     """
 
     h_start: np.ndarray
@@ -61,6 +63,9 @@ class Graph:
     g_typical_lat: float
     host: pd.DataFrame   # the rank's host rows (ops, annotations, Python), for host-time transforms
     work: pd.DataFrame   # the GPU rows, in g_* order
+    g_comm_key: np.ndarray = field(default=None, repr=False)     # a collective's name#n, the same on every rank
+    g_peer_start: np.ndarray = field(default=None, repr=False)   # when the last rank started it (NaN: no peers)
+    g_intrinsic: np.ndarray = field(default=None, repr=False)    # its time once every rank has joined
 
     def copy(self) -> "Graph":
         """A copy whose arrays can be changed without touching this one."""
@@ -108,8 +113,14 @@ def build_graph(events: pd.DataFrame, rank: Any) -> Graph:
     gs, ge = work["start_us"].to_numpy(np.float64), work["end_us"].to_numpy(np.float64)
     g = _gpu_edges(work, gs, ge, g_launch, hs)
     block, own, waits = _blocking(calls, work, g_launch, hs, he, gs, ge)
+    peer = latest_peer_start(events, work.index.to_numpy(np.int64))
+    comm = (work["kind"] == "comm").to_numpy(dtype=bool) & np.isfinite(peer)
+    seq = work.groupby("name", sort=False).cumcount().to_numpy()
+    key = np.where(comm, work["name"].astype(str).to_numpy(dtype=object) + "#" + seq.astype(str), None)
+    intrinsic = np.where(comm, ge - np.maximum(gs, np.where(comm, peer, 0.0)), np.nan)
     return Graph(hs, he, after, gap, he - hs, block, own, waits, calls.index.to_numpy(np.int64),
-                 gs, ge, ge - gs, g_launch, *g[:5], work.index.to_numpy(np.int64), g[5], host, work)
+                 gs, ge, ge - gs, g_launch, *g[:5], work.index.to_numpy(np.int64), g[5], host, work,
+                 key, np.where(comm, peer, np.nan), intrinsic)
 
 
 def _ended_last_before(s: np.ndarray, e: np.ndarray) -> np.ndarray:
@@ -186,13 +197,14 @@ def _blocking(calls: pd.DataFrame, work: pd.DataFrame, g_launch: np.ndarray, hs:
     return block, own, waits
 
 
-def replay(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def replay(g: Graph, peer_start: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Simulate a graph: (host start, host end, GPU start, GPU end), all in µs.
 
     A host call starts when the call before it ends plus the host time between them; a blocking call ends at the
     later of its start plus its own cost and the end of the GPU work it waits for plus that cost; a GPU task starts
-    at the latest of its launch plus latency, its stream's previous task and the task it waited for. The unchanged
-    graph reproduces the trace.
+    at the latest of its launch plus latency, its stream's previous task and the task it waited for; a collective
+    ends its own time after the last rank joined it (``peer_start``, per task; the trace's when not given). The
+    unchanged graph reproduces the trace.
 
     Example:
         >>> from asynclab.trace import load_trace
@@ -213,6 +225,8 @@ def replay(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     after, gap, dur, own, blk = (a.tolist() for a in (g.h_after, g.h_gap, g.h_dur, g.h_own, g.h_block))
     launch, lat, prev, pgap, dep, dgap, gdur = (a.tolist() for a in (g.g_launch, g.g_lat, g.g_prev, g.g_gap, g.g_dep,
                                                                     g.g_dgap, g.g_dur))
+    peer = g.g_peer_start if peer_start is None else peer_start
+    joins = {i: (float(peer[i]), float(g.g_intrinsic[i])) for i in np.flatnonzero(np.isfinite(peer)).tolist()}
     for w, i in zip(what[order].tolist(), idx[order].tolist()):
         if w == 1:
             a = after[i]
@@ -234,6 +248,8 @@ def replay(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
             if dep[i] >= 0:
                 t = max(t, GE[dep[i]] + dgap[i])
             GS[i], GE[i] = t, t + gdur[i]
+            if i in joins:
+                GE[i] = max(t, joins[i][0]) + joins[i][1]
     return tuple(np.array(v, dtype=np.float64) for v in (HS, HE, GS, GE))
 
 

@@ -7,14 +7,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from asynclab.trace.replay import build_graph
-from asynclab.trace.whatif import REPLAYED_KINDS, context, fixed, profiler_free, span
+from asynclab.trace.replay import build_graph, replay, replayed_span
+from asynclab.trace.whatif import REPLAYED_KINDS, context, fixed, profiler_free
 
-__all__ = ["Savings", "predict_savings", "outlier_steps", "profiler_cost_per_op", "startup_end",
+__all__ = ["Savings", "predict_savings", "predict_savings_of_ranks", "JOINT_ROUNDS", "outlier_steps", "profiler_cost_per_op", "startup_end",
            "OUTLIER_FACTOR", "STARTUP_US"]
 
 #: A step whose host time is more than this many times the median of the others' is an outlier.
 OUTLIER_FACTOR = 2.0
+#: Rounds of replaying the ranks of a run together, each with when the others joined the collectives in the last.
+JOINT_ROUNDS = 3
 #: A runtime call this long (µs) before a trace's first GPU work is CUDA start-up (context, first cudaFree).
 STARTUP_US = 10_000.0
 _STARTUP = r"(?:Ctx|Init|SetDevice|GetDevice|DeviceGet|Free|Malloc|Register|ModuleLoad|Primary)"
@@ -132,6 +134,25 @@ def predict_savings(events: pd.DataFrame, rank: Any, steps: pd.DataFrame, kinds:
         >>> 0 < s.saving_ms("host_sync") < s.step_ms
         True
     """
+    return predict_savings_of_ranks(events, [(rank, steps)], kinds)[0]
+
+
+@dataclass
+class _Rank:
+    """One rank's graph without the profiler's cost, what its fixes look up, its steady segments and steps."""
+
+    graph: Any
+    ctx: dict
+    segs: list
+    n: int
+    lo: float
+    hi: float
+    outliers: list
+    per_op: float
+    profiled_ms: float
+
+
+def _rank(events: pd.DataFrame, rank: Any, steps: pd.DataFrame) -> _Rank:
     outliers = outlier_steps(steps) if "dur_us" in steps else []
     segs = _segments(steps, outliers) or _segments(steps, [])
     outliers = outliers if _segments(steps, outliers) else []
@@ -139,17 +160,46 @@ def predict_savings(events: pd.DataFrame, rank: Any, steps: pd.DataFrame, kinds:
     same = events["rank"].isna() if pd.isna(rank) else (events["rank"] == rank).fillna(False)
     per_op = profiler_cost_per_op(events[same.to_numpy(dtype=bool) & events["device"].isna().to_numpy(dtype=bool)])
     n = sum(s[3] for s in segs)
-    lo_all, hi_all = min(s[0] for s in segs), max(s[1] for s in segs)
-    g0 = profiler_free(g, per_op, lo_all, hi_all)
-    ctx = context(g, steps)
+    lo, hi = min(s[0] for s in segs), max(s[1] for s in segs)
+    profiled = sum(b - a for a, b, _, _ in segs) / n / 1e3
+    return _Rank(profiler_free(g, per_op, lo, hi), context(g, steps), segs, n, lo, hi, outliers, per_op, profiled)
 
-    def _step_of(graph) -> float:
-        return sum(span(graph, lo, hi, host_hi) for lo, hi, host_hi, _ in segs) / n / 1e3
 
-    base = _step_of(g0)
+def _joint_steps(ranks: list[_Rank], kinds: list[str] | None) -> list[float]:
+    """The replayed step (ms) of each rank with the fixes of ``kinds`` (None: unchanged), the ranks replayed
+    together: a collective ends after its last rank joined it, as replayed (a few rounds, until they agree)."""
+    graphs = [r.graph if kinds is None else fixed(r.graph, kinds, r.lo, r.hi, r.ctx) for r in ranks]
+    peers = [None] * len(graphs)
+    for _ in range(JOINT_ROUNDS if len(graphs) > 1 else 1):
+        results = [replay(g, p) for g, p in zip(graphs, peers)]
+        joined: dict = {}
+        for g, res in zip(graphs, results):
+            for key, t in zip(g.g_comm_key.tolist(), res[2].tolist()):
+                if key is not None:
+                    joined[key] = max(joined.get(key, -np.inf), t)
+        peers = [np.array([joined.get(k, np.nan) if k is not None else np.nan for k in g.g_comm_key.tolist()],
+                          dtype=np.float64) for g in graphs]
+    return [sum(replayed_span(g, res, lo, hi, host_hi) for lo, hi, host_hi, _ in r.segs) / r.n / 1e3
+            for g, res, r in zip(graphs, results, ranks)]
+
+
+def predict_savings_of_ranks(events: pd.DataFrame, ranks: list[tuple[Any, pd.DataFrame]],
+                             kinds: list[str]) -> list[Savings]:
+    """:func:`predict_savings` for the ranks of one run, replayed together (a collective waits for its last rank).
+
+    Example:
+        >>> from asynclab.trace import load_trace
+        >>> from asynclab.trace.metrics import profiler_steps
+        >>> tr = load_trace("tests/fixtures/diagnose/host_sync-bad.json.gz")
+        >>> st = profiler_steps(tr)
+        >>> st = st.assign(host_end_us=st["end_us"], end_us=list(st["start_us"].iloc[1:]) + [st["end_us"].max()])
+        >>> len(predict_savings_of_ranks(tr.events, [(pd.NA, st)], []))
+        1
+    """
+    rs = [_rank(events, rank, steps) for rank, steps in ranks]
     todo = [k for k in kinds if k in REPLAYED_KINDS]
-    fixed_ms = {k: _step_of(fixed(g0, [k], lo_all, hi_all, ctx)) for k in todo}
-    all_fixed = _step_of(fixed(g0, todo, lo_all, hi_all, ctx)) if todo else base
-    profiled = sum(hi - lo for lo, hi, _, _ in segs) / n / 1e3
-    return Savings(base, profiled, fixed_ms, min(all_fixed, base), outliers, per_op)
-
+    base = _joint_steps(rs, None)
+    fixed_ms = {k: _joint_steps(rs, [k]) for k in todo}
+    all_fixed = _joint_steps(rs, todo) if todo else base
+    return [Savings(base[i], r.profiled_ms, {k: v[i] for k, v in fixed_ms.items()}, min(all_fixed[i], base[i]),
+                    r.outliers, r.per_op) for i, r in enumerate(rs)]
