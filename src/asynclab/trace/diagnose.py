@@ -332,7 +332,7 @@ def _summarise(tr: Trace, pieces: pd.DataFrame, spans: list[float], counts: list
     kinds = [k for k in pieces["kind"].unique() if k not in ("unexplained", "profiler")]
     replays = _replays(tr, hosts, kinds)
     step_ms = float(np.mean([r.step_ms for r in replays]))
-    unit = step_ms / profiled_ms if profiled_ms else 1.0
+    unit = step_ms / float(np.mean([r.profiled_ms for r in replays]))  # profiled to unprofiled, as replayed
     findings = []
     for kind, g in pieces.groupby("kind", sort=False):
         if kind in ("unexplained", "profiler"):
@@ -367,18 +367,21 @@ def _summarise(tr: Trace, pieces: pd.DataFrame, spans: list[float], counts: list
     not_replayed = sum(f.lost_ms_per_step for f in findings if f.kind not in REPLAYED_KINDS)
     all_fixed = max(float(np.mean([r.all_fixed_ms for r in replays])) - not_replayed, 0.0)
     return Diagnosis(tr.source, steps, step_ms, idle_ms, idle_ms - explained, findings, notes, pieces,
-                     profiled_ms=profiled_ms, fixed_ms=fixes, all_fixed_ms=all_fixed, outliers=outliers)
+                     profiled_ms=float(np.mean([r.profiled_ms for r in replays])), fixed_ms=fixes, all_fixed_ms=all_fixed, outliers=outliers)
 
 
 def _replays(tr: Trace, hosts: list, kinds: list[str]) -> list[Savings]:
     """The replay of each rank (a process's GPUs share one), the ranks replayed together."""
-    ranks, seen = [], set()
+    by_rank: dict[int, tuple] = {}
     for h in hosts:
         key = -1 if pd.isna(h[5]) else int(h[5])
-        if key not in seen:
-            seen.add(key)
-            ranks.append((h[5], h[2]))
-    return predict_savings_of_ranks(tr.events, ranks, kinds)
+        if key in by_rank:  # another GPU of the same process: its steps end when the later GPU's work does
+            steps = by_rank[key][1].copy()
+            steps["end_us"] = np.maximum(steps["end_us"].to_numpy(np.float64), h[2]["end_us"].to_numpy(np.float64))
+            by_rank[key] = (h[5], steps)
+        else:
+            by_rank[key] = (h[5], h[2])
+    return predict_savings_of_ranks(tr.events, list(by_rank.values()), kinds)
 
 
 def _cap(findings: list[Finding], step_ms: float) -> None:
