@@ -24,7 +24,7 @@ __all__ = ["diagnose", "Diagnosis", "FOLD_SHARE"]
 #: The text view folds findings under this share of the step into one line.
 FOLD_SHARE = 0.02
 #: A finding whose fix would save less than this share of the step is not reported.
-MIN_SHARE = 0.001
+MIN_SHARE = 1e-4
 _FRAME = re.compile(r"^(?P<file>.+?\.py)\((?P<line>\d+)\): (?P<func>.+)$")
 _LIBRARY = re.compile(r"(^|/)(torch/|asynclab/(?!lessons/)|site-packages/|dist-packages/|threading\.py|multiprocessing/|"
                       r"<frozen)|/lib/python3")
