@@ -27,7 +27,7 @@ from asynclab.course import launch  # noqa: E402
 from asynclab.course import registry  # noqa: E402
 
 #: Files copied into the book as they are in the repository; links from them to anything else go to the repository.
-PAGES = ("docs/instructors.md", "CONTRIBUTING.md")
+PAGES = ("docs/instructors.md", "docs/predicted.md", "CONTRIBUTING.md")
 #: The modules the API page documents, in the order a reader meets them.
 API_MODULES = ("trace", "timeline", "metrics", "timing", "record", "ranks", "parallel", "schedules", "hardware",
                "lessons", "lessonrun", "checks", "reference", "launch", "classroom")
@@ -89,6 +89,7 @@ def landing_page() -> str:
         "## Run it yourself", readme_section("Get it and run it"),
         "## More",
         "- [The `asynclab` command](cli.md) and [the Python API](api.md)\n"
+        "- [Predicted against recorded](docs/predicted.md): the lessons' experiments on a simulated H100\n"
         "- [The instructor's guide](docs/instructors.md): labs, machines, grading with nbgrader\n"
         "- [Contributing a lesson](CONTRIBUTING.md)\n"
         f"- [The repository]({launch.repository()}), with the workflows a course user copies in "
@@ -174,6 +175,7 @@ parts:
     chapters:
       - file: cli
       - file: api
+      - file: docs/predicted
   - caption: Teaching and contributing
     chapters:
       - file: docs/instructors

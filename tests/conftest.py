@@ -3,6 +3,8 @@
 The Makefile loads this file as a plugin for the nbval run (`-p tests.conftest`), so the
 notebook rules apply to notebooks/ as well as to tests/.
 """
+import re
+
 import pytest
 
 # nbval compares every output of an unmarked cell. These output types are never stable across
@@ -23,10 +25,40 @@ def pytest_collectstart(collector):
 OUTPUT_TIMEOUT_S = 60
 
 
+#: Figure cells whose stored output was drawn on a GPU before the timeline's current drawing, and so differs from it
+#: in the figure's size: their ``<Figure size ...>`` line is left out of the comparison until the notebook is
+#: re-executed on a GPU (``scripts/gpu_check.sh --refresh``). An entry whose stored output matches again fails the
+#: run, so that it is removed. Everything else in these cells is still compared.
+AWAITING_GPU_REFRESH = {
+    ("00_welcome.ipynb", "Cell 7"): "the bracket of the copy_and_compute range is drawn now",
+    ("08_your_step.ipynb", "Cell 5"): "the findings are drawn in a strip of their own, not over the kernels",
+    ("08_your_step.ipynb", "Cell 10"): "the findings are drawn in a strip of their own, not over the kernels",
+}
+_FIGURE_SIZE = re.compile(r"<Figure size [0-9.]+x[0-9.]+ with")
+
+
+def _figure_size_left_out(item):
+    """``item``'s comparison with the size of its figures left out, which fails if the sizes match again."""
+    compare, sanitize = item.compare_outputs, item.sanitize
+
+    def compare_outputs(test, ref, skip_compare=None):
+        if compare(test, ref, skip_compare):
+            pytest.fail(f"{item.parent.path.name} {item.name}: its stored figure matches the drawing again: remove it "
+                        "from AWAITING_GPU_REFRESH in tests/conftest.py", pytrace=False)
+        item.sanitize = lambda s: _FIGURE_SIZE.sub("<Figure size SIZE with", sanitize(s)) if isinstance(s, str) else s
+        try:
+            return compare(test, ref, skip_compare)
+        finally:
+            item.sanitize = sanitize
+    item.compare_outputs = compare_outputs
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if hasattr(item, "output_timeout"):  # an nbval notebook cell
             item.output_timeout = OUTPUT_TIMEOUT_S
+            if (item.parent.path.name, item.name) in AWAITING_GPU_REFRESH:
+                _figure_size_left_out(item)
     try:
         import torch
 

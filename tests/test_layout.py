@@ -136,6 +136,13 @@ def test_a_flat_name_of_before_the_layers_still_imports(flat):
     assert importlib.import_module(f"asynclab.{flat}") is importlib.import_module(f"asynclab.{asynclab.MODULES[flat]}")
 
 
+def test_a_flat_module_name_leaves_the_function_of_that_name_in_place():
+    for flat in sorted(set(asynclab.MODULES) & set(asynclab.__all__)):
+        module = importlib.import_module(f"asynclab.{flat}")
+        assert callable(getattr(asynclab, flat)) or getattr(asynclab, flat) is module
+    assert callable(asynclab.diagnose) and callable(asynclab.record)
+
+
 def test_no_private_name_is_imported_from_another_module():
     private = [(m, mod, name) for m in MODULES for mod, name in _imports(m)
                if mod.startswith("asynclab") and name and name.startswith("_") and not name.startswith("__")]

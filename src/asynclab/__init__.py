@@ -14,6 +14,7 @@ import importlib
 import importlib.abc
 import importlib.util
 import sys
+import types
 from typing import Any
 
 __version__ = "0.1.0"
@@ -26,7 +27,7 @@ MODULES = {
     "collectives": "trace.collectives", "idle": "trace.idle", "findings": "trace.findings",
     "diagnose": "trace.diagnose", "timeline": "trace.timeline", "schedules": "trace.schedules", "trace": "trace",
     "simcuda": "sim.cuda", "simdevice": "sim.device", "simops": "sim.ops", "simmethods": "sim.methods",
-    "simtrace": "sim.trace",
+    "simtrace": "sim.trace", "simfigures": "sim.figures",
     "record": "gpu.record", "timing": "gpu.timing", "parallel": "gpu.parallel", "hardware": "gpu.hardware",
     "reference": "course.reference", "experiments": "course.experiments", "lessonrun": "course.lessonrun",
     "launch": "course.launch", "course": "course", "lessons": "lessons",
@@ -46,6 +47,7 @@ _NAMES = {
                       "concurrent_time", "hidden_fraction", "host_lead", "idle_gaps", "launch_latency", "launchers",
                       "overlap", "step_breakdown", "stream_waits", "summary", "time_breakdown", "top_kernels"),
     "gpu.record": ("record",),
+    "sim.simulate": ("simulate",),
     "trace.timeline": ("Timeline", "draw_timeline"),
     "gpu.timing": ("benchmark_timer", "compare", "event_timer", "fmt_ms", "naive_timer", "paired_ratio",
                    "sync_timer"),
@@ -91,3 +93,17 @@ class _FlatNames(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 sys.meta_path.append(_FlatNames())
+
+
+class _Facade(types.ModuleType):
+    """The package's module: a function of :data:`_NAMES` keeps its name when a flat module name that is the same
+    word is imported (``import asynclab.diagnose`` leaves ``al.diagnose`` the function; the module is in
+    ``sys.modules``)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _HOME and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Facade

@@ -769,6 +769,39 @@ def handoff(producer, consumer, make, use):
 
 al.check("04.event_wait_fix", handoff)
 
+
+# %% right: the consumer waits for an event, and a daemon thread holds x until the producer's event completes
+import threading
+
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+        done = torch.cuda.Event()
+        done.record()
+    consumer.wait_event(done)
+    with torch.cuda.stream(consumer):
+        out = use(x)
+    threading.Thread(target=lambda: (done.synchronize(), x), daemon=True).start()
+    return out
+
+al.check("04.event_wait_fix", handoff)
+
+# %% wrong "host waited for the producer": the event is synchronized in a thread, which the caller joins
+import threading
+
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+        done = torch.cuda.Event()
+        done.record()
+    waiter = threading.Thread(target=done.synchronize)
+    waiter.start()
+    waiter.join()
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+al.check("04.event_wait_fix", handoff)
+
 # %% right: torch.accelerator.set_stream to switch streams, the caller's stream put back
 def handoff(producer, consumer, make, use):
     before = torch.accelerator.current_stream()

@@ -534,6 +534,33 @@ def read_losses(losses, out):
 
 al.check("05.d2h_read", read_losses)
 
+
+# %% wrong "before the copy had landed": a daemon thread waits for the copy, but the caller reads without joining it
+import threading
+
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    ev = torch.cuda.Event()
+    ev.record()
+    threading.Thread(target=ev.synchronize, daemon=True).start()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
+# %% right: a worker thread waits for the copy's event, and the caller joins it before reading
+import threading
+
+def read_losses(losses, out):
+    out.copy_(losses, non_blocking=True)
+    ev = torch.cuda.Event()
+    ev.record()
+    waiter = threading.Thread(target=ev.synchronize)
+    waiter.start()
+    waiter.join()
+    return out.tolist()
+
+al.check("05.d2h_read", read_losses)
+
 # %% right: out[...] = losses (a blocking copy into the whole buffer)
 def read_losses(losses, out):
     out[...] = losses

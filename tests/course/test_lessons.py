@@ -109,3 +109,21 @@ def test_notebooks_keep_the_test_scaffolding_out_of_sight():
         assert "".join(code[0]["source"]).startswith("# On Colab or Kaggle"), path.name
         assert "remove-cell" in code[0]["metadata"].get("tags", []), path.name
         assert any("nbval-ignore-output" in c["metadata"].get("tags", []) for c in code), path.name
+
+
+@pytest.mark.parametrize("number, name, windows", [(3, "missing_wait", ["no wait", "wait_stream"]),
+                                                  (4, "race", ["no wait", "wait_event", "synchronize"])])
+def test_reference_traces_carry_the_callouts_of_their_figures(number, name, windows):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from asynclab.trace.timeline import draw_timeline
+
+    trace = lessonrun.LessonRun(lessons.lesson(number), Hardware()).reference_trace(name)
+    assert trace.meta["callouts"]
+    for window in windows:  # every panel of the figure points at its event
+        tl = draw_timeline(trace, annotation=window)
+        assert [a.get_text() for a in tl.collections["callouts"]] == [text for _, text in trace.meta["callouts"]]
+    plt.close("all")

@@ -294,20 +294,61 @@ def test_sleeping_moves_the_simulated_host_on():
 
 
 def test_a_daemon_thread_keeps_the_real_clock_during_a_check():
-    """A notebook kernel's own threads (daemons) sleep and read clocks while a check runs: they do not move the
-    simulated host on, while the check's own thread does."""
+    """A notebook kernel's own threads (daemons, started before the check) sleep and read clocks while a check runs:
+    they do not move the simulated host on, while the check's own thread does."""
+    import threading
+    import time
+
+    from asynclab.sim.device import SimGPU
+
+    go, done = threading.Event(), threading.Event()
+
+    def kernel_thread():
+        go.wait()
+        for _ in range(5):
+            time.sleep(0.01)
+            time.monotonic()
+        done.set()
+
+    worker = threading.Thread(target=kernel_thread, daemon=True)
+    worker.start()
+    with SimGPU() as gpu:
+        go.set()
+        done.wait()
+        assert gpu.host < 1.0
+        time.sleep(0.5)
+        assert gpu.host >= 500.0
+    worker.join()
+
+
+def test_each_host_thread_started_in_a_check_has_its_own_clock():
+    """Threads run side by side: one that waits for the GPU (or sleeps) does not hold up the check's thread, which
+    catches up with it only when it joins it. A thread starts at its starter's time and launches at its own."""
     import threading
     import time
 
     from asynclab.sim.device import SimGPU
 
     with SimGPU() as gpu:
-        worker = threading.Thread(target=lambda: [time.sleep(0.01) or time.monotonic() for _ in range(5)], daemon=True)
+        _busy(gpu, 20.0)
+        done = torch.cuda.current_stream().record_event()
+        seen = {}
+
+        def waiter():
+            seen["start"] = gpu.host
+            done.synchronize()  # blocks this thread until the spin ends...
+            seen["woke"] = gpu.host
+            time.sleep(0.005)
+
+        worker = threading.Thread(target=waiter, daemon=True)
         worker.start()
+        while worker.is_alive():
+            time.sleep(0)  # the real thread finishes; the simulated host thread only moves its own clock
+        assert gpu.host < 1.0 and not done.query()  # ...not the check's thread, which went on
+        assert seen["start"] < 1.0 and seen["woke"] >= 20.0
         worker.join()
-        assert gpu.host < 1.0
-        time.sleep(0.5)
-        assert gpu.host >= 500.0
+        assert gpu.host == pytest.approx(25.0, abs=0.1) and done.query()
+
 
 
 def test_a_wrong_argument_fails_as_it_does_on_a_gpu():

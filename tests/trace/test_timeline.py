@@ -259,3 +259,117 @@ def test_labels_name_the_bars_they_fit():
     narrow = draw_timeline(simulate_trace("gpipe", 2, 64), labels=True)  # 128 ops a GPU: too narrow for names
     assert len(narrow.collections["labels"]) == 0
     plt.close("all")
+
+
+def _tiny_beside_long() -> dict:
+    """A long kernel, and far from it a 0.1 µs one: at 700 px the short one is a fraction of a pixel."""
+    b = TraceBuilder()
+    b.launch(0, 2, corr=1)
+    b.launch(3, 2, corr=2)
+    b.kernel(5, 900, corr=1, name="long")
+    b.kernel(2000, 0.1, corr=2, name="tiny")
+    return b.to_dict()
+
+
+def test_short_work_is_widened_into_free_space_and_the_legend_says_so():
+    from asynclab.trace.marks import MIN_BAR_PX
+
+    tl = draw_timeline(_tiny_beside_long(), host=False, width_px=700)
+    widths = sorted(b - a for a, b in bar_extents(tl, "compute"))
+    px = widths[-1] / 900 * 2000.1 / 700  # a pixel in the axis' unit (the long kernel is 900 µs)
+    assert widths[0] == pytest.approx(MIN_BAR_PX * px, rel=0.01)
+    assert tl.widened == 1
+    legend = [t.get_text() for t in tl.ax.get_legend().get_texts()]
+    assert f"short work widened to {MIN_BAR_PX:g} px" in legend
+    plain = draw_timeline(simple_trace().to_dict())
+    assert plain.widened == 0
+    assert not any("widened" in t.get_text() for t in plain.ax.get_legend().get_texts())
+
+
+def test_widening_never_covers_a_neighbour():
+    from asynclab.trace.marks import widen
+
+    s, e, w = widen(np.array([0, 0, 0]), np.array([0.0, 1.0, 1.3]), np.array([0.1, 1.2, 5.0]), 2.0)
+    assert w.tolist() == [True, True, False]
+    assert e[0] <= s[1] + 1e-9 and e[1] <= s[2] + 1e-9  # grew only into the gaps
+    assert e[0] == pytest.approx(0.55) and s[0] == pytest.approx(-0.95)  # the gap to a growing neighbour is shared
+
+
+def test_labels_hide_when_their_bar_becomes_too_narrow():
+    from asynclab.trace.schedules import simulate_trace
+
+    tl = draw_timeline(simulate_trace("1f1b", 2, 4), labels=True)
+    tl.fig.canvas.draw()
+    assert all(t.get_visible() for t in tl.collections["labels"])
+    left, right = tl.ax.get_xlim()
+    tl.ax.set_xlim(left, left + 20 * (right - left))  # as a shared, longer x axis does
+    tl.fig.canvas.draw()
+    assert not any(t.get_visible() for t in tl.collections["labels"])
+
+
+def test_pipeline_forwards_and_backwards_are_coloured_apart():
+    from asynclab.trace.schedules import simulate_trace
+
+    tl = draw_timeline(simulate_trace("zb-h1", 2, 4, t_b=1.0, t_w=1.0), labels=True)
+    assert {"forward", "backward", "weight_grad"} <= set(tl.collections) and "compute" not in tl.collections
+    legend = [t.get_text() for t in tl.ax.get_legend().get_texts()]
+    assert legend == ["forward (F)", "backward (B)", "weight gradient (W)"]
+    inks = {t.get_text()[0]: t.get_color() for t in tl.collections["labels"]}
+    assert inks["B"] == "white"  # names stay readable on the dark backward bars
+
+
+def test_callout_points_at_the_named_event():
+    tl = draw_timeline(simple_trace().to_dict(), callout=("C", "this one"))
+    (ann,) = tl.collections["callouts"]
+    assert ann.get_text() == "this one"
+    assert ann.xy[0] == pytest.approx((23 + 38) / 2 - 0.0, abs=1.0)  # the middle of kernel C, x from the trace start
+    assert tl.ax.get_yticklabels()[1].get_text() == "GPU 0 · stream 13"
+    at_time = draw_timeline(simple_trace().to_dict(), callout=(40.0, "here"))
+    assert at_time.collections["callouts"][0].xy[0] == pytest.approx(40.0)
+    with pytest.raises(ValueError, match="no drawn event"):
+        draw_timeline(simple_trace().to_dict(), callout="nothing of that name")
+
+
+def test_callouts_the_trace_carries_are_drawn_where_their_event_is():
+    t = load_trace(simple_trace().to_dict())
+    t.meta["callouts"] = [("B", "kernel B"), ("missing", "not in this trace")]
+    tl = draw_timeline(t)
+    assert [a.get_text() for a in tl.collections["callouts"]] == ["kernel B"]
+    assert "callouts" not in draw_timeline(t, start_us=0, end_us=20).collections  # B is outside the window
+
+
+def test_findings_sit_in_a_strip_above_the_lanes_and_behind_the_work():
+    from asynclab.trace.diagnose import diagnose
+
+    trace = load_trace(FIX / "diagnose" / "launch_bound-bad.json.gz")
+    tl = draw_timeline(trace, diagnosis=diagnose(trace))
+    bars = min(c.get_zorder() for k, c in tl.collections.items() if k in KIND_COLORS)
+    gpu_top = min(tl.ax.get_yticks()[i] - tl.sublanes[lane] / 2 for i, lane in enumerate(tl.lanes) if "GPU" in lane)
+    ours = {id(c) for c in tl.collections.values()}
+    shading = [c for c in tl.ax.collections if id(c) not in ours and type(c).__name__ == "PolyCollection"]
+    assert shading
+    for c in shading:
+        ys = np.concatenate([p.vertices[:, 1] for p in c.get_paths()])
+        if c.get_zorder() >= bars:  # drawn over the bars' level: only in the strip above the GPU lanes
+            assert ys.max() <= gpu_top + 1e-9
+        else:
+            assert c.get_alpha() is not None and c.get_alpha() <= 0.2
+
+
+def test_the_range_a_window_was_cut_by_is_drawn_when_one_occurrence_was_picked():
+    from asynclab.course import reference
+
+    trace = reference.trace(0, "two_streams")
+    one = draw_timeline(trace, annotation="copy_and_compute", occurrence=1)
+    assert "copy_and_compute" in [t.get_text() for t in one.ax.texts]
+    every = draw_timeline(trace, annotation="copy_and_compute")
+    assert "copy_and_compute" not in [t.get_text() for t in every.ax.texts]
+
+
+def test_png_is_sharp_for_a_phone_and_small(tmp_path):
+    from PIL import Image
+
+    path = draw_timeline(simple_trace().to_dict()).savefig(tmp_path / "t.png")
+    with Image.open(path) as img:
+        assert img.size[0] >= 1200 and img.mode == "P"  # 200 dpi, at most 256 colours
+    assert Path(path).stat().st_size < 250_000

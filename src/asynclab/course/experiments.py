@@ -191,6 +191,31 @@ def gpu_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
+def no_gpu(dev: torch.device, note: str, /, **fields: Any) -> dict[str, Any]:
+    """What an experiment returns where it cannot run on ``dev``: the device, a ``note`` that says why, and ``fields``
+    (its results, None, or its settings).
+
+    Example:
+        >>> no_gpu(torch.device("cpu"), "no CUDA GPU", spin_ms=None)
+        {'device': 'cpu', 'note': 'no CUDA GPU', 'spin_ms': None}
+    """
+    return {"device": str(dev), "note": note, **fields}
+
+
+def gpu_or_note(device: Any, note: str, /, *, min_gpus: int = 1, **fields: Any) -> tuple[torch.device, Any]:
+    """The device an experiment runs on (:func:`resolve_device`), and what it returns instead (:func:`no_gpu`) where
+    that is no CUDA GPU or this machine has fewer than ``min_gpus``; None where it can run.
+
+    Example:
+        >>> gpu_or_note("cpu", "no CUDA GPU", spin_ms=None)
+        (device(type='cpu'), {'device': 'cpu', 'note': 'no CUDA GPU', 'spin_ms': None})
+    """
+    dev = resolve_device(device)
+    if dev.type != "cuda" or (min_gpus > 1 and not gpu_count() >= min_gpus):
+        return dev, no_gpu(dev, note, **fields)
+    return dev, None
+
+
 def sync_all() -> None:
     """Wait for every GPU (``torch.cuda.synchronize`` waits for the current one only)."""
     for i in range(gpu_count()):

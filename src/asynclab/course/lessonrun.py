@@ -113,10 +113,23 @@ class LessonRun:
         return results[name]
 
     def reference_trace(self, name: str):
-        """The profiler trace ``name`` recorded with this lesson's reference, loaded as a Trace."""
+        """The profiler trace ``name`` recorded with this lesson's reference, loaded as a Trace; it carries the
+        callouts the lesson's ``experiments.CALLOUTS`` names for it (the event each of its figures is about),
+        which ``draw_timeline`` draws where that event is in the window.
+
+        Example:
+            >>> run = LessonRun(lesson(3), hardware.Hardware())
+            >>> run.reference_trace("missing_wait").meta["callouts"]  # doctest: +SKIP
+            [('MulFunctor', 'y = x * 2, on the side stream')]
+        """
         from asynclab.course import reference
 
-        return reference.trace(self.lesson.number, name)
+        trace = reference.trace(self.lesson.number, name)
+        if self.lesson.has("experiments"):
+            callouts = getattr(self.lesson.module("experiments"), "CALLOUTS", {}).get(name)
+            if callouts:
+                trace.meta["callouts"] = list(callouts)
+        return trace
 
     @property
     def reference_gpu(self) -> str:
@@ -164,6 +177,9 @@ def start(number: str | int) -> LessonRun:
     """
     from asynclab.sim.cuda import stand_in_for_cuda
 
+    from asynclab.course.notebooks import sharp_figures
+
+    sharp_figures()  # in a notebook: figures stay sharp zoomed in on a phone
     run = LessonRun(lesson(number), hardware.inventory())
     if run.simulates_exercises:
         stand_in_for_cuda(max(1, run.lesson.gpus))  # learner code may make streams and events in any cell

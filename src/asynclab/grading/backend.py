@@ -154,3 +154,36 @@ def backend(gpus: int = 1, peer_access: bool = True) -> Backend:
 
     have = gpus_here()
     return Backend() if have >= gpus else Simulated(gpus, have, peer_access)
+
+
+def run_answer(answer: Any, name: str, scenario: Callable[..., Any], *args: Any, gpus: int = 1,
+               known: tuple[type[BaseException], ...] = ()) -> tuple[Any, str, Any]:
+    """Run a checker's ``scenario(b, answer, *args)`` inside ``with b:``, ``b`` the :func:`backend` for ``gpus`` GPUs.
+
+    Returns ``(what the scenario returned, b.where, None)``; or ``(None, where, verdict)`` when ``answer``, the
+    learner's function ``name``, is not callable (:func:`asynclab.grading.checks.not_a_function`), when the scenario
+    raised one of ``known`` (the verdict is its message), or when it raised anything else
+    (:func:`asynclab.grading.checks.raised`: the learner's code failed).
+
+    Example:
+        >>> print(run_answer(len("ab"), "count", lambda b, fn: fn())[2])
+        Not yet: pass your function count itself (no parentheses).
+        >>> got, where, verdict = run_answer(lambda: 2, "count", lambda b, fn, x: fn() + x, 1)
+        >>> got, verdict
+        (3, None)
+        >>> print(run_answer(lambda: 1 / 0, "count", lambda b, fn: fn())[2])
+        Not yet: your function raised ZeroDivisionError: division by zero
+    """
+    from asynclab.grading.checks import Verdict, not_a_function, raised
+
+    verdict = not_a_function(answer, name)
+    if verdict is not None:
+        return None, "", verdict
+    b = backend(gpus)
+    try:
+        with b:
+            return scenario(b, answer, *args), b.where, None
+    except known as err:
+        return None, b.where, Verdict(False, f"{err}.")
+    except Exception as err:  # noqa: BLE001 - the learner's code
+        return None, b.where, raised(err)

@@ -105,6 +105,21 @@ def raised(err: BaseException) -> Verdict:
     return Verdict(False, f"your function raised {type(err).__name__}: {err}")
 
 
+def not_a_function(answer: Any, name: str) -> Verdict | None:
+    """The verdict for an ``answer`` that should be the learner's function ``name`` but is not callable (the learner
+    passed what it returned, with parentheses); None when it is callable.
+
+    Example:
+        >>> print(not_a_function(3, "step"))
+        Not yet: pass your function step itself (no parentheses).
+        >>> not_a_function(len, "step") is None
+        True
+    """
+    if callable(answer):
+        return None
+    return Verdict(False, f"pass your function {name} itself (no parentheses).")
+
+
 def brief(text: str, limit: int = 60) -> str:
     """``text`` cut to at most ``limit`` characters at a space or a comma, never inside a number or a word.
 

@@ -261,7 +261,7 @@ class Event:
             raise ValueError("Both events must be recorded before calculating elapsed time.")
         if not (sim.now() >= sim.recorded(self) and sim.now() >= sim.recorded(end)):
             raise RuntimeError("Both events must be completed before calculating elapsed time.")
-        sim.timer_reads += 1
+        sim.timer_read("elapsed", sim.recorded(end) - sim.recorded(self))
         return sim.recorded(end) - sim.recorded(self)
 
     def __getattr__(self, name: str) -> Any:
@@ -308,6 +308,25 @@ class device:  # noqa: N801 - the name torch.cuda uses
         active().device = self._before
 
 
+def device_properties(sim: Any) -> Any:
+    """``torch.cuda.get_device_properties`` of a simulated GPU: its name, compute capability 9.0 (an H100), its SM
+    count and, as ``clock_rate`` (kHz), the spin rate ``torch.cuda._sleep`` runs at (an H100's figures where the
+    simulation has none of its own).
+
+    Example:
+        >>> import torch
+        >>> with Simulation() as sim:
+        ...     props = torch.cuda.get_device_properties(0)
+        >>> props.major, props.clock_rate > 0
+        (9, True)
+    """
+    from types import SimpleNamespace
+
+    return SimpleNamespace(name="a simulated GPU", major=9, minor=0,
+                           multi_processor_count=int(getattr(sim, "SM_COUNT", 132)),
+                           clock_rate=int(getattr(sim, "CYCLES_PER_MS", 1_980_000)), total_memory=80 * 2**30)
+
+
 def _fakes() -> dict[str, Any]:
     """torch.cuda's names and their stand-ins."""
     real = _real
@@ -335,6 +354,8 @@ def _fakes() -> dict[str, Any]:
         "get_device_capability": lambda device=None: ((9, 0) if in_check() else  # the cost model's GPU: an H100
                                                       real("get_device_capability")(device)),
         "get_device_name": lambda device=None: ("a simulated GPU" if in_check() else real("get_device_name")(device)),
+        "get_device_properties": lambda device=None: (device_properties(active()) if in_check()
+                                                      else real("get_device_properties")(device)),
         "is_bf16_supported": lambda *a, **k: True if in_check() else real("is_bf16_supported")(*a, **k),
         "is_available": lambda: True if in_check() else real("is_available")(),
         "device_count": lambda: active().devices if in_check() else real("device_count")(),
@@ -492,24 +513,76 @@ class Simulation:
 
     def __init__(self) -> None:
         self._watchers: list[Any] = []  # called whenever the host's time moves on (see watch_host)
-        self.host = 0.0
+        self._owner = threading.get_ident()  # the thread that runs the check; its threads get clocks of their own
+        self._hosts: dict[int, float] = {self._owner: 0.0}  # each host thread's time, in ms
+        self._slept: dict[int, float] = {self._owner: 0.0}  # how long each has slept (its CPU-time clocks stood still)
+        self._ended: dict[threading.Thread, float] = {}  # when each thread started in the simulation ended
+        self._signals: dict[Any, float] = {}  # the latest time each condition was signalled at (see signalled)
         self._ready: dict[Stream, float] = {}
         self._recorded: dict[Event, float] = {}
         self._numbers: dict[Stream, int] = {}
         self.sync_debug_mode = 0
-        self.slept = 0.0  # how long the host has slept (its CPU-time clocks stood still)
         self.timer_reads = 0  # how often learner code read a host clock or an event's elapsed time
+
+    def _thread(self) -> int:
+        """The host thread whose clock the calling thread reads: its own if it started in this simulation, else the
+        check's (a thread from before the check shares the check's clock)."""
+        here = threading.get_ident()
+        return here if here in self._hosts else self._owner
 
     @property
     def host(self) -> float:
-        """The host's logical time, in ms: the simulations move it on as the host launches, waits and sleeps."""
-        return self._host
+        """The calling host thread's logical time, in ms: the simulations move it on as the thread launches, waits
+        and sleeps. Each thread started during the simulation keeps a clock of its own, as threads run side by side:
+        one that waits does not hold up the others (it catches up with them only when joined)."""
+        return self._hosts[self._thread()]
 
     @host.setter
     def host(self, t: float) -> None:
-        self._host = t
+        self._hosts[self._thread()] = t
         for watcher in self._watchers:
             watcher()
+
+    @property
+    def slept(self) -> float:
+        """How long the calling host thread has slept, in ms (its CPU-time clocks stood still meanwhile)."""
+        return self._slept[self._thread()]
+
+    @slept.setter
+    def slept(self, ms: float) -> None:
+        self._slept[self._thread()] = ms
+
+    def thread_started(self) -> None:
+        """The calling thread was just started by the check's code: its clock starts at the check's time."""
+        here = threading.get_ident()
+        self._hosts[here], self._slept[here] = self._hosts[self._owner], 0.0
+
+    def thread_ended(self, thread: threading.Thread) -> None:
+        """``thread`` (the calling one) is done: keep when it ended, for a ``join``, and free its clock."""
+        here = threading.get_ident()
+        if here != self._owner and here in self._hosts:
+            self._ended[thread] = self._hosts.pop(here)
+            self._slept.pop(here, None)
+
+    def joined(self, thread: threading.Thread) -> None:
+        """The calling thread joined ``thread``: it has waited until ``thread`` ended."""
+        if thread in self._ended and not thread.is_alive():
+            self.host = max(self.host, self._ended[thread])
+
+    def signalled(self, cond: Any) -> None:
+        """The calling thread signals ``cond`` now (a ``notify``): whoever it wakes goes on from this time."""
+        if threading.get_ident() in self._hosts:  # (never current_thread(): a thread starting up signals too)
+            self._signals[cond] = max(self._signals.get(cond, 0.0), self.host)
+
+    def woken(self, cond: Any) -> None:
+        """The calling thread was woken from a wait on ``cond``: it catches up with the time it was signalled at."""
+        if threading.get_ident() in self._hosts and cond in self._signals:
+            self.host = max(self.host, self._signals[cond])
+
+    def _simulated_thread(self) -> bool:
+        """Whether the calling thread is part of the host program the check runs (the check's thread, one it
+        started, or a non-daemon thread): a notebook kernel's own daemon threads are not, and keep real time."""
+        return threading.get_ident() in self._hosts or not threading.current_thread().daemon
 
     def watch_host(self, watcher: Any) -> None:
         """Call ``watcher()`` whenever the host's time moves on (a host array that shows copies as they land)."""
@@ -539,17 +612,17 @@ class Simulation:
     def _clock(self, real: Any, per_ms: float, cpu: bool = False) -> Any:
         """A stand-in for the ``time`` clock ``real``: it reads the host's logical time (from ``real``'s reading now;
         ``cpu``: less the time the host slept), and each reading costs the host :data:`CLOCK_READ_MS`, so a busy-wait
-        loop moves the host on as on a GPU. Daemon threads (a notebook kernel's own, which poll their clocks all the
+        loop moves the host on as on a GPU. A notebook kernel's own daemon threads (which poll their clocks all the
         time) read the real clock: they are not the host program the check runs; so does a stand-in kept past its
         check (bound by a module imported during it)."""
         first = real()
         start, whole = first - self._host_clock(cpu) * per_ms, isinstance(first, int)
 
         def read() -> Any:
-            if threading.current_thread().daemon or self not in _STACK:
+            if not self._simulated_thread() or self not in _STACK:
                 return real()
             self.host += self.CLOCK_READ_MS
-            self.timer_reads += 1
+            self.timer_read("clock", self.host)
             now = start + self._host_clock(cpu) * per_ms
             return int(now) if whole else now
         return read
@@ -575,6 +648,11 @@ class Simulation:
             return clocks[by_id[clk_id] + "_ns"]() if clk_id in by_id else real_ns(clk_id)
         return {"clock_gettime": gettime, "clock_gettime_ns": gettime_ns}
 
+    def timer_read(self, kind: str, ms: float) -> None:
+        """Learner code read a host clock (``kind`` "clock", the host at ``ms``) or an event's elapsed time
+        ("elapsed", ``ms`` long)."""
+        self.timer_reads += 1
+
     def _host_clock(self, cpu: bool) -> float:
         return self.host - (self.slept if cpu else 0.0)
 
@@ -587,8 +665,8 @@ class Simulation:
 
     def sleep(self, seconds: float) -> None:
         """``time.sleep`` in learner code during a check: the host's time moves on, and the GPU's work with it. A
-        daemon thread (a notebook kernel's own) really sleeps: it is not the host program the check runs."""
-        if threading.current_thread().daemon and getattr(self, "_patches", None):
+        notebook kernel's own daemon thread really sleeps: it is not the host program the check runs."""
+        if not self._simulated_thread() and getattr(self, "_patches", None):
             self._patches[0].originals["sleep"](seconds)
             return
         self.slept += max(0.0, float(seconds)) * 1e3

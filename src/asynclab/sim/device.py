@@ -24,6 +24,7 @@ from torch.overrides import TorchFunctionMode
 from asynclab.sim import methods  # noqa: F401 - registers the tensor methods a simulated GPU tensor runs
 from asynclab.sim import patches
 from asynclab.sim.cuda import Simulation, SimulationLimit, Stream
+from asynclab.sim.figures import card_figures, rates
 from asynclab.sim.ops import copy_between, run_operator
 from asynclab.sim.tensors import (Block, DeviceTensor, PinnedTensor, flat_tensors, fresh_memory, gpu_of, memory_of,
                                   needed_bytes, shaped_on)
@@ -72,16 +73,45 @@ class _Placement(TorchFunctionMode):
         return self.gpu.pin(out) if pinned and isinstance(out, torch.Tensor) else out
 
 
-def _placed(run: Callable) -> Callable:
-    """``Thread.run`` with the running simulated GPU's placement of new tensors in force in that thread (a torch
-    function mode holds for one thread only)."""
+def _threads(run: Callable, join: Callable) -> dict[str, Callable]:
+    """``Thread.run`` and ``Thread.join`` for threads the check's code starts: each runs with the simulated GPU's
+    placement of new tensors in force (a torch function mode holds for one thread only) and a host clock of its own;
+    a ``join`` waits, in the joiner's time, until the thread ended."""
     def placed_run(thread: threading.Thread) -> None:
         gpu = gpu_of(required=False)
         if gpu is None:
             return run(thread)
-        with _Placement(gpu):
-            return run(thread)
-    return placed_run
+        gpu.thread_started()
+        try:
+            with _Placement(gpu):
+                return run(thread)
+        finally:
+            gpu.thread_ended(thread)
+
+    def timed_join(thread: threading.Thread, timeout: float | None = None) -> None:
+        join(thread, timeout)
+        gpu = gpu_of(required=False)
+        if gpu is not None:
+            gpu.joined(thread)
+    return {"run": placed_run, "join": timed_join}
+
+
+def _signals(notify: Callable, wait: Callable) -> dict[str, Callable]:
+    """``Condition.notify`` and ``Condition.wait`` (under ``threading.Event``, ``queue.Queue`` and a future's
+    ``result()``): a thread woken by another catches up with the time at which that one signalled."""
+    def timed_notify(cond: threading.Condition, n: int = 1) -> None:
+        gpu = gpu_of(required=False)
+        if gpu is not None:
+            gpu.signalled(cond)
+        notify(cond, n)
+
+    def timed_wait(cond: threading.Condition, timeout: float | None = None) -> bool:
+        woken = wait(cond, timeout)
+        gpu = gpu_of(required=False)
+        if gpu is not None and woken:
+            gpu.woken(cond)
+        return woken
+    return {"notify": timed_notify, "wait": timed_wait}
 
 
 def _is_cuda(device: Any) -> bool:
@@ -109,29 +139,23 @@ class SimGPU(Simulation):
         [0.0, 0.0, 0.0, 0.0]
     """
 
-    #: Host time one launch costs, in ms.
-    LAUNCH_MS = 0.004
-    #: Host time entering or leaving a ``record_function`` range costs, in ms.
-    ANNOTATION_MS = 0.001
-    #: The shortest kernel, in ms.
-    KERNEL_MS = 0.003
-    #: A spin kernel's clock (cycles per ms), and the memory, compute and copy rates (bytes or FLOPs per ms).
-    CYCLES_PER_MS = 1.98e6
-    MEMORY_BYTES_PER_MS = 3.0e9
-    FLOPS_PER_MS = 5.0e10
-    #: Matrix products in 16-bit types run on the tensor cores, this much faster.
-    HALF_SPEEDUP = 12.0
-    PINNED_BYTES_PER_MS = 5.0e7
-    PAGEABLE_BYTES_PER_MS = 8.0e6
-    PEER_BYTES_PER_MS = 3.9e8
+    #: The cost model: an H100's figures (:mod:`asynclab.sim.figures`, from ``sim/cards/h100.json``) as constants in
+    #: ms and in bytes or FLOPs per ms: the host time of a launch (``LAUNCH_MS``) and of entering or leaving a
+    #: ``record_function`` range (``ANNOTATION_MS``), the shortest kernel (``KERNEL_MS``), a spin kernel's clock
+    #: (``CYCLES_PER_MS``), the memory, compute and copy rates; 16-bit matrix products run on the tensor cores,
+    #: ``HALF_SPEEDUP`` times faster. The figures only :func:`asynclab.sim.simulate.simulate` uses (the host's time
+    #: per operator, cudaMalloc and cudaFree, the launch queue's depth) are here too; a check never uses them.
+    locals().update(rates(card_figures("H100")))
     #: Operators on simulated GPU tensors run here (:func:`asynclab.sim.tensors.gpu_of` finds it).
     runs_tensors = True
+    #: Whether kernels compute their values on the CPU (False: timing only, the memory keeps what it held).
+    computes = True
 
     def __init__(self, devices: int = 1, peer_access: bool = True, scale: float = 1.0) -> None:
         super().__init__()
         self.devices, self.peer_access, self.scale = devices, peer_access, scale
         for rate in ("MEMORY_BYTES_PER_MS", "FLOPS_PER_MS", "PINNED_BYTES_PER_MS", "PAGEABLE_BYTES_PER_MS",
-                     "PEER_BYTES_PER_MS"):  # a GPU `scale` times smaller and slower: its tensors' times are a GPU's
+                     "PEER_BYTES_PER_MS", "VIA_HOST_BYTES_PER_MS"):  # a GPU `scale` times smaller and slower: its tensors' times are a GPU's
             setattr(self, rate, getattr(type(self), rate) / scale)
         self._queue: list[tuple[float, bool, int, Callable]] = []  # (when, a start?, order, what happens then)
         self._pools: dict[tuple, list[tuple[Block, float]]] = {}  # (device, stream) -> free blocks, free from when
@@ -144,6 +168,7 @@ class SimGPU(Simulation):
         self._written: dict[int, float] = {}  # memory (its address) -> when work last wrote it
         self.failed: list[str] = []  # operators whose CPU run failed (the host hears of it at its next wait)
         self._pinned: dict[int, tuple] = {}  # pinned host memory: its address -> (its bytes, a tensor that holds it)
+        self.mallocs = 0  # blocks the caching allocator asked the driver for (cudaMalloc)
         self.late_copies: dict[int, int] = {}  # id of a block -> the spin (cycles) that runs ahead of each copy of it
         self.watch_host(self.catch_up)
 
@@ -181,6 +206,10 @@ class SimGPU(Simulation):
         with torch.inference_mode(False):
             while self._queue:
                 heapq.heappop(self._queue)[-1]()
+
+    def matmul_rate(self, dtype: torch.dtype) -> float:
+        """FLOPs per ms of a matrix product with output of ``dtype``: 16-bit types run on the tensor cores."""
+        return self.FLOPS_PER_MS * (self.HALF_SPEEDUP if dtype in (torch.float16, torch.bfloat16) else 1.0)
 
     def cycles(self, ms: float) -> int:
         """The ``torch.cuda._sleep`` argument that spins for ``ms``."""
@@ -232,8 +261,9 @@ class SimGPU(Simulation):
                 if need <= b.base.numel() <= 2 * max(need, 512) and free_at <= self.host]
         with torch.inference_mode(False):  # memory the simulation writes later, whatever mode the host is in then
             base = pool.pop(min(fits)[1])[0].base if fits else fresh_memory(need)
+            self.mallocs += not fits
             elem = shaped_on(base, like)
-        block = Block(base, device, stream)
+        block = Block(base, device, stream, self)
         weakref.finalize(block, self._free, base, device, stream, block.recorded)
         return DeviceTensor(elem, block)
 
@@ -241,7 +271,11 @@ class SimGPU(Simulation):
         """A block no tensor uses: back to its stream's pool, at once, or once the streams record_stream named have
         done what is queued on them now."""
         free_at = max([self.host] + [self.ready(s) for s in recorded if s.device_index == device and s is not stream])
-        self._pools.setdefault((device, stream), []).append((Block(base, device, stream), free_at))
+        self._pools.setdefault((device, stream), []).append((Block(base, device, stream, self), free_at))
+
+    def cached_blocks(self) -> int:
+        """How many free blocks the caching allocator holds now (what ``empty_cache`` gives back)."""
+        return sum(1 for pool in self._pools.values() for _, free_at in pool if free_at <= self.host)
 
     def empty_cache(self) -> None:
         """``torch.cuda.empty_cache()``: the free blocks go back to the driver."""
@@ -372,11 +406,14 @@ class SimGPU(Simulation):
         self._placement = _Placement(self)
         self._placement.__enter__()
         # threads started in the check place tensors there too
-        self._threads = patches.install("threading.Thread", {"run": _placed(threading.Thread.run)})
+        self._threads = [patches.install("threading.Thread", _threads(threading.Thread.run, threading.Thread.join)),
+                         patches.install("threading.Condition", _signals(threading.Condition.notify,
+                                                                         threading.Condition.wait))]
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._threads.undo()
+        while self._threads:
+            self._threads.pop().undo()
         self._placement.__exit__(*exc)
         torch.__future__.set_overwrite_module_params_on_conversion(self._overwrite)
         self.finish()

@@ -6,7 +6,7 @@ from typing import Any, Callable
 import torch
 
 from asynclab.sim.cuda import SimulationLimit, Stream
-from asynclab.sim.tensors import DeviceTensor, gpu_of, register_tensor_methods
+from asynclab.sim.tensors import DeviceTensor, register_tensor_methods
 
 aten = torch.ops.aten
 
@@ -24,7 +24,7 @@ def _numpy(t: DeviceTensor, *args: Any, **kwargs: Any) -> Any:
 
 def _host_read(name: str) -> Callable:
     def read(t: DeviceTensor, *args: Any, **kwargs: Any) -> Any:
-        return getattr(gpu_of().to_host(t, non_blocking=False, pinned=False), name)(*args, **kwargs)
+        return getattr(t.simulation.to_host(t, non_blocking=False, pinned=False), name)(*args, **kwargs)
     return read
 
 
@@ -47,7 +47,7 @@ def _index_tensor(t: DeviceTensor, i: Any) -> DeviceTensor:
     i = torch.tensor(i) if isinstance(i, list) else i
     if isinstance(i, DeviceTensor):
         return i
-    return gpu_of().from_host(i, t.block.device, non_blocking=True)
+    return t.simulation.from_host(i, t.block.device, non_blocking=True)
 
 
 def _advanced(i: Any) -> bool:
@@ -119,7 +119,7 @@ def _setitem(t: DeviceTensor, index: Any, value: Any) -> None:
 
 def _move(name: str) -> Callable:
     def move(t: DeviceTensor, *args: Any, **kwargs: Any) -> Any:
-        gpu = gpu_of()
+        gpu = t.simulation
         if name == "cpu":
             return torch.ops.aten._to_copy.default(t, device=torch.device("cpu"))
         target = gpu.target_of(name, args, kwargs)
@@ -135,7 +135,7 @@ def _move(name: str) -> Callable:
 
 
 def _new_tensor(t: DeviceTensor, data: Any, dtype: Any = None, device: Any = None, **kwargs: Any) -> DeviceTensor:
-    gpu = gpu_of()
+    gpu = t.simulation
     host = torch.tensor(data, dtype=dtype or t.dtype)
     return gpu.from_host(host, gpu.index(device if device is not None else t.block.device), non_blocking=False)
 

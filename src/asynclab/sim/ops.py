@@ -93,11 +93,21 @@ def _kernel_ms(gpu: Simulation, func: Any, args: Any, outputs: list) -> float:
     ms = nbytes / gpu.MEMORY_BYTES_PER_MS
     name = func._schema.name.split("::")[-1]
     if name in _MATMULS and outputs:
-        inner = max((t.shape[-1] for t in tree_flatten(args)[0] if isinstance(t, torch.Tensor) and t.dim() >= 2),
-                    default=1)
-        half = outputs[0].dtype in (torch.float16, torch.bfloat16)
-        ms = max(ms, 2.0 * outputs[0].numel() * inner / (gpu.FLOPS_PER_MS * (gpu.HALF_SPEEDUP if half else 1.0)))
+        ms = max(ms, 2.0 * outputs[0].numel() * _inner(name, args) / gpu.matmul_rate(outputs[0].dtype))
     return max(gpu.KERNEL_MS, ms)
+
+
+def _inner(name: str, args: Any) -> int:
+    """The length of the sums a matrix product makes for each output element: the first factor's last dimension
+    (``addmm``'s and ``baddbmm``'s second argument), a convolution's weight size per output channel."""
+    operands = args[0] if isinstance(args, tuple) and len(args) == 2 and isinstance(args[1], dict) else args
+    tensors = [t for t in operands if isinstance(t, torch.Tensor)]
+    first = 1 if name in ("addmm", "baddbmm") else 0
+    if name == "convolution" and len(tensors) > 1:
+        return max(1, tensors[1].numel() // max(1, tensors[1].shape[0]))
+    if len(tensors) > first and tensors[first].dim() >= 1:
+        return tensors[first].shape[-1]
+    return 1
 
 
 #: Operators with a rule of their own, one each (filled by :func:`operator_rule`, as PyTorch's FakeTensor fills its
@@ -138,7 +148,11 @@ def _is_pinned(gpu: Simulation, args: tuple, kwargs: dict) -> bool:
 
 @operator_rule(aten._to_copy.default)
 def _to_copy(gpu: Simulation, args: tuple, kwargs: dict) -> Any:
-    """``.to(device)``: a copy to another device; a change of dtype alone is a kernel."""
+    """``.to(device)``: a copy to another device; a change of dtype alone is a kernel. A tensor that tells autograd it
+    lives on the CPU (:func:`asynclab.sim.tensors.trains_here`) stays on its GPU when autograd casts it "to the CPU"."""
+    device = kwargs.get("device")
+    if getattr(args[0], "trains", False) and device is not None and device.type == "cpu":
+        return run_operator(gpu, aten._to_copy.default, args, {k: v for k, v in kwargs.items() if k != "device"})
     moved = _to_device(gpu, args[0], kwargs)
     return GENERAL if moved is None else moved
 
@@ -227,6 +241,8 @@ def _kernel(gpu: Simulation, func: Any, args: tuple, kwargs: dict, device: int, 
     fresh = [None if t is None or any(t is m for m in mutated) else t.elem for t in outputs]
 
     def at_start() -> Any:
+        if not gpu.computes:  # timing only: the memory keeps what it held
+            return None
         clones = {id(e): e.clone() for e in written_to}
         swap = lambda x: clones.get(id(x), x) if isinstance(x, torch.Tensor) else x  # noqa: E731
         try:
@@ -323,7 +339,7 @@ def copy_between(gpu: Simulation, dst: torch.Tensor, src: torch.Tensor, non_bloc
         return lambda: target.copy_(value)
 
     device = gpu_side.block.device
-    _, end = gpu.queue(name, gpu.current(device), 0.002 + nbytes / rate, at_start, cat="gpu_memcpy",
+    _, end = gpu.queue(name, gpu.current(device), gpu.COPY_LATENCY_MS + nbytes / rate, at_start, cat="gpu_memcpy",
                        engine=(device, direction), reads=() if staged is not None else (source,), writes=(target,))
     # the host waits for the copy, but for one that is non-blocking from pinned memory, or from pageable memory to the
     # GPU (the driver stages the data at once and returns; the copy runs in the stream's order)
@@ -348,7 +364,7 @@ def _peer_copy(gpu: Simulation, dst: DeviceTensor, src: DeviceTensor, nbytes: in
     def at_start() -> Any:
         value = source.clone()
         return lambda: target.copy_(value)
-    _, end = gpu.queue(name, sender, 0.002 + nbytes / rate, at_start, cat="gpu_memcpy", after=gpu.ready(receiver),
+    _, end = gpu.queue(name, sender, gpu.COPY_LATENCY_MS + nbytes / rate, at_start, cat="gpu_memcpy", after=gpu.ready(receiver),
                        reads=(source,), writes=(target,))
     if not same:
         gpu.set_ready(receiver, max(gpu.ready(receiver), end))

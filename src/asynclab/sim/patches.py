@@ -2,8 +2,9 @@
 
 The simulation replaces torch.cuda's streams, events and devices, and PyTorch's device-generic ``torch.Event``, ``torch.Stream`` and
 ``torch.accelerator`` (:mod:`asynclab.sim.cuda`), the host's clocks and
-``time.sleep`` while a check runs (they read the host's simulated time), ``threading.Thread.run`` (threads started in
-a check put new tensors on the simulated GPU), timeit's and torch.utils.benchmark's clock defaults, and a check
+``time.sleep`` while a check runs (they read the host's simulated time), ``threading.Thread.run`` and ``join``, and ``threading.Condition``'s
+``notify`` and ``wait`` (threads started in a check put new tensors on the simulated GPU and keep host clocks of their
+own, which a join or a wake-up brings together), timeit's and torch.utils.benchmark's clock defaults, and a check
 counts the host's waits by wrapping ``synchronize``. :data:`TABLE` lists all of it, and grading's tamper check watches
 the same names. Besides, while a check runs, the clocks an answer bound before it (``from time import perf_counter``)
 look themselves up in ``time`` (:func:`answer_clocks`).
@@ -21,7 +22,7 @@ __all__ = ["ACCELERATOR", "CLOCK_DEFAULTS", "CPU_CLOCKS", "Installed", "TIME_FUN
 #: torch.cuda's names that have stand-ins on a simulated GPU.
 TORCH_CUDA = ("Stream", "Event", "StreamContext", "device", "stream", "set_stream", "set_device", "current_stream",
               "default_stream", "current_device", "synchronize", "_sleep", "empty_cache", "set_sync_debug_mode",
-              "get_sync_debug_mode", "get_device_capability", "get_device_name", "is_bf16_supported",
+              "get_sync_debug_mode", "get_device_capability", "get_device_name", "get_device_properties", "is_bf16_supported",
               "is_available", "device_count")
 #: torch.accelerator's names (PyTorch 2.6 and later) that have stand-ins on a simulated GPU.
 ACCELERATOR = ("current_accelerator", "is_available", "device_count", "current_device_index", "current_device_idx",
@@ -46,7 +47,8 @@ TABLE: dict[str, tuple[str, ...]] = {
     "time": ("sleep", *WALL_CLOCKS, *CPU_CLOCKS, "clock_gettime", "clock_gettime_ns"),
     "timeit": ("default_timer",),
     **{path: ("__defaults__",) for path in CLOCK_DEFAULTS},
-    "threading.Thread": ("run",),
+    "threading.Thread": ("run", "join"),
+    "threading.Condition": ("notify", "wait"),
     **{path: ("synchronize",) for path in WAITS[1:]},
     "torch.accelerator": ACCELERATOR,
 }

@@ -15,7 +15,8 @@ from torch.utils._pytree import tree_flatten, tree_map
 from asynclab.sim.cuda import Simulation, SimulationLimit, Stream, running_simulations
 
 __all__ = ["Block", "DeviceTensor", "PinnedTensor", "TENSOR_METHODS", "flat_tensors", "fresh_memory", "gpu_of",
-           "memory_of", "needed_bytes", "register_tensor_methods", "shaped_on"]
+           "memory_of", "moves_trained", "needed_bytes", "register_tensor_methods", "shaped_on",
+           "trains_here"]
 
 #: Tensor methods run by the simulation instead of torch's bindings, by name (filled by :mod:`asynclab.sim.methods`).
 TENSOR_METHODS: dict[str, Callable] = {}
@@ -41,10 +42,13 @@ def register_tensor_methods(methods: dict[str, Callable]) -> None:
 
 class Block:
     """A piece of simulated memory: its bytes (a CPU tensor), the GPU and stream that allocated it (None: pinned host
-    memory), and the streams ``record_stream`` named. When no tensor uses it any more, it goes back to its pool."""
+    memory), the streams ``record_stream`` named, and the simulation it belongs to. When no tensor uses it any more,
+    it goes back to its pool."""
 
-    def __init__(self, base: torch.Tensor, device: int | None, stream: Stream | None):
+    def __init__(self, base: torch.Tensor, device: int | None, stream: Stream | None,
+                 simulation: Simulation | None = None):
         self.base, self.device, self.stream, self.recorded = base, device, stream, set()
+        self.simulation = simulation
 
 
 def fresh_memory(nbytes: int) -> torch.Tensor:
@@ -91,14 +95,35 @@ class DeviceTensor(torch.Tensor):
 
     @staticmethod
     def __new__(cls, elem: torch.Tensor, block: Block, requires_grad: bool = False) -> "DeviceTensor":
+        trains = trains_here()  # autograd's engine would ask a real driver for a "cuda" tensor's stream
         t = torch.Tensor._make_wrapper_subclass(cls, elem.size(), strides=elem.stride(),
                                                 storage_offset=elem.storage_offset(), dtype=elem.dtype,
-                                                device=torch.device("cuda", block.device), requires_grad=requires_grad)
-        t.elem, t.block = elem, block
+                                                device=torch.device("cpu") if trains else torch.device("cuda", block.device),
+                                                requires_grad=requires_grad)
+        t.elem, t.block, t.trains = elem, block, trains
         return t
 
+    # what Python asks of its device is a GPU's answer, whatever autograd is told (see trains_here)
+    device = property(lambda self: torch.device("cuda", self.block.device))
+    is_cuda = property(lambda self: True)
+    is_cpu = property(lambda self: False)
+
+    @property
+    def simulation(self) -> Simulation:
+        """The simulated GPU this tensor lives on, as a FakeTensor knows its mode: the one whose memory it is, while
+        that one runs; a tensor kept from an earlier check lives on in the check running now, as on a GPU.
+
+        Example:
+            >>> from asynclab.sim.device import SimGPU
+            >>> with SimGPU() as gpu:
+            ...     torch.ones(2, device="cuda").simulation is gpu
+            True
+        """
+        own = self.block.simulation
+        return own if own is not None and own in running_simulations() else gpu_of()
+
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # printing a GPU tensor reads it on the host
-        text = repr(gpu_of().to_host(self, non_blocking=False, pinned=False))
+        text = repr(self.simulation.to_host(self, non_blocking=False, pinned=False))
         return text[:-1] + f", device='cuda:{self.block.device}')"
 
     __str__ = __repr__
@@ -109,9 +134,13 @@ class DeviceTensor(torch.Tensor):
     @classmethod
     def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        if _asks_for_grad(func, args, kwargs):  # forward passes run without a graph; a backward pass says so
+        if args and getattr(args[0], "trains", False):
+            moved = moves_trained(func, args, kwargs)
+            if moved is not NotImplemented:
+                return moved
+        elif _asks_for_grad(func, args, kwargs):  # forward passes run without a graph; a backward pass says so
             return None if func is torch.Tensor.requires_grad.__set__ else args[0]
-        if func in _BACKWARD:
+        if func in _BACKWARD and not trains_here():
             raise SimulationLimit("autograd's backward pass on a simulated GPU tensor",
                                   "the forward pass runs here; check a backward pass on a machine with a GPU")
         special = TENSOR_METHODS.get(getattr(func, "__name__", None))
@@ -122,7 +151,9 @@ class DeviceTensor(torch.Tensor):
 
     @classmethod
     def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        return gpu_of().dispatch(func, args, kwargs or {})
+        kwargs = kwargs or {}
+        owner = next((t for t in flat_tensors((args, kwargs)) if isinstance(t, DeviceTensor)), None)
+        return (owner.simulation if owner is not None else gpu_of()).dispatch(func, args, kwargs)
 
 
 class PinnedTensor(torch.Tensor):
@@ -174,6 +205,47 @@ def _asks_for_grad(func: Any, args: tuple, kwargs: dict) -> bool:
     if getattr(func, "__name__", None) == "requires_grad_":
         return bool(args[1] if len(args) > 1 else kwargs.get("requires_grad", True))
     return False
+
+
+def trains_here() -> bool:
+    """Whether the running simulated GPU runs autograd's backward pass (:func:`asynclab.sim.simulate.simulate` does):
+    its tensors then tell autograd they live on the CPU (while ``device`` says ``cuda:N``), so that its engine runs
+    their backward pass on the host thread, and each of its operators reaches the simulated GPU as the forward's do.
+
+    Example:
+        >>> trains_here()
+        False
+    """
+    return bool(getattr(gpu_of(required=False), "trains", False))
+
+
+def moves_trained(func: Any, args: tuple, kwargs: dict) -> Any:
+    """What a move of a tensor that tells autograd it lives on the CPU does (see :func:`trains_here`): ``cpu()``
+    and ``to("cpu")`` copy it to the host, ``cuda()`` and ``to("cuda")`` of its own GPU keep it, and
+    ``get_device()`` gives its GPU; NotImplemented for anything else (the call runs as usual).
+
+    Example:
+        >>> moves_trained(torch.Tensor.add, (torch.ones(1), 1), {})
+        NotImplemented
+    """
+    name, t = getattr(func, "__name__", ""), args[0]
+    if name == "get_device":
+        return t.block.device
+    if name == "cpu":
+        return t.simulation.to_host(t, non_blocking=False, pinned=False)
+    if name == "to":
+        device, dtype, non_blocking, _ = torch._C._nn._parse_to(*args[1:], **kwargs)
+    elif name == "cuda":
+        index = args[1] if len(args) > 1 else kwargs.get("device")
+        device = torch.device("cuda", index) if isinstance(index, int) else torch.device(index or "cuda")
+        dtype, non_blocking = None, False
+    else:
+        return NotImplemented
+    if device is not None and device.type == "cpu":
+        host = t.simulation.to_host(t, non_blocking=non_blocking, pinned=non_blocking)
+        return host if dtype in (None, t.dtype) else host.to(dtype)
+    here = device is None or (device.type == "cuda" and device.index in (None, t.block.device))
+    return t if here and dtype in (None, t.dtype) else NotImplemented
 
 
 def gpu_of(required: bool = True) -> Simulation | None:

@@ -7,12 +7,14 @@ from typing import Any
 HOST_PID = 1
 
 
-def trace_of(ran: list[tuple], launches: list[tuple] = (), annotations: list[tuple] = ()) -> Any:
+def trace_of(ran: list[tuple], launches: list[tuple] = (), annotations: list[tuple] = (), ops: list[tuple] = (),
+             header: dict | None = None) -> Any:
     """A :class:`asynclab.trace.Trace` of a simulated run, in the form torch.profiler writes.
 
     ``ran`` holds the GPUs' work as (category, name, device, stream, start ms, end ms, correlation), ``launches``
     the host's launches as (name, start, end, correlation), ``annotations`` the host's ``record_function`` ranges as
-    (name, start, end). Each annotation also gets, on every stream that ran work launched inside it, a GPU range from
+    (name, start, end), ``ops`` the host's operators as (name, start, end) (``cpu_op`` rows), ``header`` the trace's
+    top-level fields (:func:`document_of`). Each annotation also gets, on every stream that ran work launched inside it, a GPU range from
     that work's first start to its last end, as the profiler's ``gpu_user_annotation`` rows.
 
     Example:
@@ -23,13 +25,27 @@ def trace_of(ran: list[tuple], launches: list[tuple] = (), annotations: list[tup
     """
     from asynclab.trace import load_trace
 
+    return load_trace(document_of(ran, launches, annotations, ops, header))
+
+
+def document_of(ran: list[tuple], launches: list[tuple] = (), annotations: list[tuple] = (), ops: list[tuple] = (),
+                header: dict | None = None) -> dict:
+    """The Chrome trace JSON document of a simulated run (see :func:`trace_of`), as torch.profiler exports it: it opens
+    in Perfetto, and ``header``'s fields (``deviceProperties``, say) go at its top level.
+
+    Example:
+        >>> doc = document_of([("kernel", "add", 0, 7, 0.01, 0.02, 1)], ops=[("aten::add", 0.0, 0.01)])
+        >>> [e["cat"] for e in doc["traceEvents"]]
+        ['kernel', 'cpu_op']
+    """
     if not ran:
         raise ValueError("nothing ran on the simulated GPU")
     events = [_gpu_row(*row) for row in ran]
     events += [_host_row("cuda_runtime", name, start, end, {"correlation": corr}) for name, start, end, corr in launches]
+    events += [_host_row("cpu_op", name, start, end) for name, start, end in ops]
     events += [_host_row("user_annotation", name, start, end) for name, start, end in annotations]
     events += _gpu_annotations(ran, launches, annotations)
-    return load_trace({"traceEvents": events})
+    return {**(header or {}), "traceEvents": events}
 
 
 def _gpu_row(cat: str, name: str, dev: int, stream: int, start: float, end: float, corr: Any = None) -> dict:

@@ -236,6 +236,7 @@ def simulate_trace(schedule: str, p: int, m: int, t_f: float = 1.0, t_b: float =
                "pid": op.device, "tid": 7, "ts": op.start * unit_us, "dur": (op.end - op.start) * unit_us,
                "args": {"device": op.device, "stream": 7}} for op in simulate(schedule, p, m, t_f, t_b, t_w, v, one_loop)]
     trace = load_trace({"traceEvents": events})
+    trace.meta["kind_by_name"] = {"F": "forward", "B": "backward", "W": "weight_grad"}  # coloured apart when drawn
     trace.source = (f"{schedule} p={p} m={m}" + (f" v={v}" if schedule == "interleaved" else "")
                     + (", one loop" if one_loop else ""))
     return trace

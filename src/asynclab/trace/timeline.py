@@ -10,49 +10,25 @@ import numpy as np
 import pandas as pd
 
 from asynclab.trace import Trace, fmt_us, load_trace
+from asynclab.trace.image import SAVE_DPI, save_image
+from asynclab.trace.marks import MIN_BAR_PX, FittedLabel, draw_callout, parse_callout, widen
+from asynclab.trace.palette import FINDING_COLORS, KIND_COLORS, KIND_LABELS, lab
 
-__all__ = ["draw_timeline", "Timeline", "KIND_COLORS", "KIND_LABELS"]
+__all__ = ["draw_timeline", "Timeline", "KIND_COLORS", "KIND_LABELS", "FINDING_COLORS"]
 
-#: Colour of each kind (GPU kinds; host rows are drawn in greys).
-KIND_COLORS = {
-    "compute": "#3b6fb6",   # blue
-    "comm": "#d45dbf",      # magenta
-    "h2d": "#f28e2b",       # orange
-    "d2h": "#59a14f",       # green
-    "d2d": "#9467bd",       # purple
-    "p2p": "#9467bd",
-    "memset": "#8c6d31",    # brown
-    "sync": "#d62728",      # red
-    "other": "#7f7f7f",
-    "cpu_op": "#d0d0d0",    # light grey
-    "launch": "#5a5a5a",    # dark grey
-    "host_sync": "#e8877f",  # light red: host blocked in a synchronize call
-}
-#: Legend text of each kind.
-KIND_LABELS = {
-    "compute": "compute kernel",
-    "comm": "NCCL kernel",
-    "h2d": "copy host → GPU",
-    "d2h": "copy GPU → host",
-    "d2d": "copy GPU → GPU",
-    "p2p": "copy GPU → GPU",
-    "memset": "memset",
-    "sync": "GPU waits",
-    "other": "other GPU work",
-    "cpu_op": "CPU op",
-    "launch": "launch (host)",
-    "host_sync": "host waits (synchronize)",
-}
 _GPU_DRAW = ("compute", "comm", "h2d", "d2h", "d2d", "p2p", "memset", "sync", "other")
 _HOST_DRAW = ("cpu_op", "launch", "host_sync")
 # bottom to top: rare kinds are drawn over kernels, so a copy inside a dense run of kernels stays visible
-_DRAW_ORDER = ("cpu_op", "launch", "host_sync", "compute", "comm", "other", "memset", "d2d", "p2p", "h2d", "d2h", "sync")
-_LEGEND_ORDER = ("compute", "comm", "h2d", "d2h", "d2d", "p2p", "memset", "sync", "other", "cpu_op", "launch", "host_sync")
+_DRAW_ORDER = ("cpu_op", "launch", "host_sync", "compute", "forward", "backward", "weight_grad", "comm", "other",
+               "memset", "d2d", "p2p", "h2d", "d2h", "sync")
+_LEGEND_ORDER = ("compute", "forward", "backward", "weight_grad", "comm", "h2d", "d2h", "d2d", "p2p", "memset", "sync",
+                 "other", "cpu_op", "launch", "host_sync")
 _MAX_SUBLANES = 8
 _BAR = 0.8
 _OVERLAP_TOL_US = 0.01
 _STRIP = 0.4  # height of the sync-wait strip under a GPU lane  # bar height inside a sub-lane of height 1
 _ANN_STRIP = 0.55  # height of the annotation-bracket strip above a host lane
+_FIND_STRIP = 0.45  # height of the findings strip above a GPU's lanes (with diagnosis=)
 _MAX_ANNOTATIONS = 2000  # brackets drawn at most (labels only where there is room)
 _MAX_LABELS = 500  # names written into GPU bars at most (labels=True)
 #: A figure's width, in inches: about 700 px as a notebook shows it (100 dpi), which is the width of the book's text
@@ -84,36 +60,15 @@ class Timeline:
     collections: dict[str, Any] = field(default_factory=dict)
     sublanes: dict[str, int] = field(default_factory=dict)
     n_events: int = 0
+    widened: int = 0
 
-    def savefig(self, path: str | os.PathLike, dpi: int = 120, **kwargs: Any) -> str:
+    def savefig(self, path: str | os.PathLike, dpi: int = SAVE_DPI, **kwargs: Any) -> str:
         """Save as .png or .svg (chosen by the file name); returns the path.
 
         Example:
             >>> draw_timeline(EXAMPLE_TRACE).savefig("/tmp/asynclab_doctest.svg")  # doctest: +SKIP
         """
-        p = check_image_path(path)
-        kwargs.setdefault("bbox_inches", "tight")
-        self.fig.savefig(p, dpi=dpi, **kwargs)
-        return p
-
-
-def check_image_path(path: str | os.PathLike) -> str:
-    """Validate where a timeline image goes: a .png or .svg name in an existing folder; ValueError otherwise.
-
-    Example:
-        >>> check_image_path("/tmp/out.png")
-        '/tmp/out.png'
-    """
-    p = os.fspath(path)
-    ext = os.path.splitext(p)[1].lower()
-    if ext not in (".png", ".svg"):
-        raise ValueError(f"{p}: unsupported output format {ext or '(no extension)'!r}; use .png or .svg")
-    folder = os.path.dirname(os.path.abspath(p))
-    if not os.path.isdir(folder):
-        raise ValueError(f"{p}: the folder {os.path.dirname(p) or folder} does not exist")
-    if os.path.isdir(p):
-        raise ValueError(f"{p}: is a directory")
-    return p
+        return save_image(self.fig, path, dpi=dpi, **kwargs)
 
 
 _SCALES = {"µs": 1.0, "ms": 1e3, "s": 1e6}
@@ -321,7 +276,7 @@ def draw_timeline(trace: Any, ax: Any = None, *, start_us: float | None = None, 
                   host: bool = True, annotations: bool = True, host_syncs: bool = False,
                   title: str | None = None, figsize: tuple[float, float] | None = None,
                   max_arrows: int = 300, width_px: int | None = None, labels: bool = False,
-                  diagnosis: Any = None) -> Timeline:
+                  diagnosis: Any = None, callout: Any = None) -> Timeline:
     """Draw a trace: one lane per (GPU, stream) and per host thread that launched work, coloured by
     kind, overlapping events in sub-lanes, with optional launch → kernel arrows.
 
@@ -336,12 +291,17 @@ def draw_timeline(trace: Any, ax: Any = None, *, start_us: float | None = None, 
     "GPU n · host syncs": what the profiler records on the GPU side when the host waits (with
     ``cuda_sync_events``), which the host lane's synchronize calls already show. GPU lanes with nothing
     to draw in the window are left out, and the legend lists only the kinds drawn. ``labels=True`` writes
-    each GPU event's name inside its bar where it fits (at most ``_MAX_LABELS``): for few, named events, such
-    as a simulated pipeline schedule's "F0", "B0". ``diagnosis=`` (from :func:`asynclab.diagnose.diagnose` of
-    the same trace) shades, behind each GPU's lanes, the stretches each finding explains, one colour per
-    kind, with its share of the step in the legend. Drawing is vectorised
-    (one collection per kind); events closer than a pixel are merged and every bar is at least one pixel
-    wide, so short kernels stay visible.
+    each GPU event's name inside its bar where it fits as drawn (at most ``_MAX_LABELS``): for few, named events,
+    such as a simulated pipeline schedule's "F0", "B0" (whose forwards and backwards get colours of their own).
+    ``diagnosis=`` (from :func:`asynclab.diagnose.diagnose` of the same trace) draws, in a strip above each
+    GPU's lanes, the stretches each finding explains, one colour per kind, with its share of the step in the
+    legend, and a faint band of that colour behind (never over) the lanes' work. ``callout=`` points a label
+    and an arrow at the event a figure is about: an event name (its first drawn event), a time in µs from the
+    window start, ``(name or time, "label")``, or a list of them; by default, the callouts the trace carries
+    in ``meta["callouts"]`` whose event is in the window. Drawing is vectorised (one collection per kind);
+    events closer than a pixel are merged, and work shorter than ``MIN_BAR_PX`` pixels is drawn that wide
+    (into the free space beside it; the legend says so), so short kernels stay visible. With an
+    ``annotation`` window, that range's bracket is left out unless ``occurrence`` picked one of several.
 
     Example:
         >>> from asynclab.trace import EXAMPLE_TRACE
@@ -355,18 +315,24 @@ def draw_timeline(trace: Any, ax: Any = None, *, start_us: float | None = None, 
     fig._asynclab_unit = fr.unit
     lanes, is_gpu_lane = _choose_lanes(fr.trace, host, host_syncs)
     px = fr.span / width_px  # µs per pixel
-    sel = _select(fr.trace.events, lanes, is_gpu_lane)
-    lay = _layout(fr.trace.events, lanes, is_gpu_lane, sel, annotation if annotations else False)
+    sel = _select(fr.trace.events, lanes, is_gpu_lane, fr.trace.meta.get("kind_by_name"))
+    found = _findings(diagnosis, fr, lanes, is_gpu_lane) if diagnosis is not None else []
+    # the range the window was cut by is drawn when one occurrence of several was picked: it says which
+    skip = (annotation if occurrence is None else None) if annotations else False
+    lay = _layout(fr.trace.events, lanes, is_gpu_lane, sel, skip, _findings_room(found, len(lanes)))
     if own_fig and figsize is None:
         fig.set_size_inches(FIGURE_WIDTH_IN, float(np.clip(1.7 + 0.42 * lay.total_h, 2.7, 16.0)))
-    collections = _draw_bars(ax, fr, sel, lay, px)
+    collections, n_widened = _draw_bars(ax, fr, sel, lay, px)
     if labels:
         _draw_labels(ax, fr, sel, lay, px, collections)
     n_arrows = _draw_arrows(ax, fr, sel, lay, max_arrows, collections) if arrows else 0
     _draw_brackets(ax, fr, lay, px, collections)
     _style_axes(ax, fr, lanes, is_gpu_lane, lay)
-    shaded = _draw_findings(ax, fr, lanes, is_gpu_lane, lay, diagnosis) if diagnosis is not None else []
-    _legend(ax, collections, shaded)
+    shaded = _draw_findings(ax, fr, lay, found)
+    callouts = _draw_callouts(ax, fr, sel, lay, callout)
+    if callouts:
+        collections["callouts"] = callouts
+    _legend(ax, collections, shaded, n_widened)
     if not len(sel.rows):
         ax.text(0.5, 0.5, "no GPU or launch activity in this range", transform=ax.transAxes,
                 ha="center", va="center", color="#777777")
@@ -374,7 +340,8 @@ def draw_timeline(trace: Any, ax: Any = None, *, start_us: float | None = None, 
     if title:
         ax.set_title(title, fontsize=MIN_FONT_PT + 1, loc="left", wrap=True)
     return Timeline(fig=fig, ax=ax, lanes=list(lanes), unit=fr.unit, t0_us=fr.w0, collections=collections,
-                    sublanes={lane: int(lay.nsub[i]) for i, lane in enumerate(lanes)}, n_events=int(len(sel.rows)))
+                    sublanes={lane: int(lay.nsub[i]) for i, lane in enumerate(lanes)}, n_events=int(len(sel.rows)),
+                    widened=n_widened)
 
 
 def _frame(trace: Any, start_us, end_us, annotation, occurrence, unit: str | None = None) -> _Frame:
@@ -414,9 +381,10 @@ def _figure(ax: Any, figsize, width_px) -> tuple[Any, Any, bool, int]:
     return fig, ax, own_fig, width_px
 
 
-def _select(ev: pd.DataFrame, lanes: list[str], is_gpu_lane: np.ndarray) -> _Rows:
+def _select(ev: pd.DataFrame, lanes: list[str], is_gpu_lane: np.ndarray, kind_by_name: dict | None = None) -> _Rows:
     """The drawable rows of the chosen lanes: GPU work and sync waits, host CPU ops and runtime calls
-    (synchronize calls get a kind of their own)."""
+    (synchronize calls get a kind of their own; ``kind_by_name`` maps a name prefix of GPU compute work to a
+    kind of its own, as a simulated pipeline's trace says in ``meta["kind_by_name"]``)."""
     lane_codes = np.asarray(pd.Index(lanes, dtype=object).get_indexer(ev["lane"].astype(object)), dtype=np.int64)
     kind = ev["kind"].to_numpy(dtype=object)
     on_gpu = np.zeros(len(ev), dtype=bool)
@@ -428,6 +396,10 @@ def _select(ev: pd.DataFrame, lanes: list[str], is_gpu_lane: np.ndarray) -> _Row
         names = ev["name"].to_numpy(dtype=object)[hl]
         draw_kind[hl[np.array(["ynchronize" in str(x) for x in names], dtype=bool)]] = "host_sync"
     sel = ok & ((on_gpu & np.isin(kind, _GPU_DRAW)) | (~on_gpu & np.isin(draw_kind, _HOST_DRAW)))
+    for prefix, k in dict(kind_by_name or {}).items():  # e.g. a simulated pipeline's "F3" -> forward
+        if k in KIND_COLORS:
+            named = on_gpu & (kind == "compute") & ev["name"].astype(str).str.startswith(prefix).to_numpy(dtype=bool)
+            draw_kind[named] = k
     rows = np.flatnonzero(sel)
     K = draw_kind[rows]
     kinds = [k for k in _DRAW_ORDER if (K == k).any()]
@@ -437,10 +409,12 @@ def _select(ev: pd.DataFrame, lanes: list[str], is_gpu_lane: np.ndarray) -> _Row
                  lane_codes[rows], K, KC, kinds, lane_codes, on_gpu, ok)
 
 
-def _layout(ev: pd.DataFrame, lanes: list[str], is_gpu_lane: np.ndarray, sel: _Rows, annotation: Any) -> _Layout:
+def _layout(ev: pd.DataFrame, lanes: list[str], is_gpu_lane: np.ndarray, sel: _Rows, annotation: Any,
+            above: np.ndarray | None = None) -> _Layout:
     """Sub-lanes for overlapping GPU work, a strip under GPU lanes with sync waits (which span the time
     something waited, on top of the stream's kernels), and bracket rows above host lanes with
-    ``record_function`` ranges (``annotation=False`` draws none; a name leaves that one out)."""
+    ``record_function`` ranges (``annotation=False`` draws none; a name leaves that one out). ``above`` is
+    room to keep above each lane (the findings strip), counted with the brackets' room."""
     S, E, L, K = sel.S, sel.E, sel.L, sel.K
     sub = np.zeros(len(sel.rows), dtype=np.int64)
     nsub = np.ones(len(lanes), dtype=np.int64)
@@ -464,6 +438,8 @@ def _layout(ev: pd.DataFrame, lanes: list[str], is_gpu_lane: np.ndarray, sel: _R
                                     ev["end_us"].to_numpy(np.float64)[ann_pos])
         for li in np.unique(sel.lane_codes[ann_pos]):
             ann[li] = _ANN_STRIP * (int(ann_level[sel.lane_codes[ann_pos] == li].max()) + 1)
+    if above is not None:
+        ann = ann + above
     gap = 0.5
     y0 = np.zeros(len(lanes))
     y = 0.0
@@ -475,8 +451,9 @@ def _layout(ev: pd.DataFrame, lanes: list[str], is_gpu_lane: np.ndarray, sel: _R
     return _Layout(sub, nsub, strip, in_strip, ann, ann_pos, sel.lane_codes[ann_pos], ann_level, y0, total_h, gap)
 
 
-def _draw_bars(ax: Any, fr: _Frame, sel: _Rows, lay: _Layout, px: float) -> dict[str, Any]:
-    """One PolyCollection per kind, of the bars :func:`_bars` makes of the rows."""
+def _draw_bars(ax: Any, fr: _Frame, sel: _Rows, lay: _Layout, px: float) -> tuple[dict[str, Any], int]:
+    """One PolyCollection per kind, of the bars :func:`_bars` makes of the rows, those under ``MIN_BAR_PX``
+    pixels widened into the free space beside them; returns the collections and how many bars were widened."""
     from matplotlib.collections import PolyCollection
 
     kinds = sel.kinds
@@ -487,6 +464,8 @@ def _draw_bars(ax: Any, fr: _Frame, sel: _Rows, lay: _Layout, px: float) -> dict
     slot = (sel.L * _MAX_SUBLANES + lay.sub) * (nk + 1) + cls
     order = np.array([_DRAW_ORDER.index(k) for k in kinds] or [0], dtype=np.int64)
     a_slot, a_kind, a_s, a_e, f_lo, f_hi = _bars(slot, sel.KC, sel.S, sel.E, px, fr.w0, fr.w1, nk, order)
+    on_top = order[a_kind] > _DRAW_ORDER.index("compute") if len(a_kind) else np.zeros(0, dtype=bool)
+    a_s, a_e, widened = widen(a_slot, a_s, a_e, MIN_BAR_PX * px, on_top)
     ls = a_slot // (nk + 1)
     a_sub, a_lane = ls % _MAX_SUBLANES, ls // _MAX_SUBLANES
     xs, xe = (a_s - fr.w0) / fr.scale, (a_e - fr.w0) / fr.scale
@@ -515,22 +494,24 @@ def _draw_bars(ax: Any, fr: _Frame, sel: _Rows, lay: _Layout, px: float) -> dict
                             zorder=2 + _DRAW_ORDER.index(k) * 0.01, label=KIND_LABELS.get(k, k))
         ax.add_collection(pc)
         collections[k] = pc
-    return collections
+    return collections, int(widened.sum())
 
 
 def _draw_labels(ax: Any, fr: _Frame, sel: _Rows, lay: _Layout, px: float, collections: dict) -> None:
-    """Each GPU event's name, centred in its bar, where the name fits (GPU work only, at most _MAX_LABELS)."""
+    """Each GPU event's name, centred in its bar, shown only while it fits the bar as drawn (GPU work only, at
+    most _MAX_LABELS; names plainly too long for their bar now are not even tried)."""
     gpu = np.flatnonzero(sel.on_gpu[sel.rows] & (sel.K != "sync"))
     names = fr.trace.events["name"].to_numpy(dtype=object)[sel.rows[gpu]]
     s, e = np.clip(sel.S[gpu], fr.w0, fr.w1), np.clip(sel.E[gpu], fr.w0, fr.w1)
-    fits = (e - s) / px >= np.array([7.5 * len(str(n)) + 4 for n in names])
+    maybe = (e - s) / px >= np.array([4.0 * len(str(n)) + 2 for n in names])
     drawn = []
-    for i in np.flatnonzero(fits)[:_MAX_LABELS]:
+    for i in np.flatnonzero(maybe)[:_MAX_LABELS]:
         r = gpu[i]
-        x = ((s[i] + e[i]) / 2 - fr.w0) / fr.scale
         y = lay.y0[sel.L[r]] + lay.sub[r] + 0.5
-        drawn.append(ax.text(x, y, str(names[i]), fontsize=MIN_FONT_PT, color="white", ha="center", va="center",
-                             clip_on=True, zorder=5))
+        ink = "black" if lab(KIND_COLORS.get(sel.K[r], "#7f7f7f"))[0] > 60 else "white"  # dark names on light bars
+        label = FittedLabel(ax, (s[i] - fr.w0) / fr.scale, (e[i] - fr.w0) / fr.scale, y, str(names[i]),
+                            fontsize=MIN_FONT_PT, color=ink, zorder=5)
+        drawn.append(label.text)
     collections["labels"] = drawn
 
 
@@ -615,51 +596,76 @@ def _style_axes(ax: Any, fr: _Frame, lanes: list[str], is_gpu_lane: np.ndarray, 
         ax.spines[side].set_visible(False)
 
 
-#: Shading of the findings of a diagnosis, one colour per kind.
-FINDING_COLORS = {"host_sync": "#d62728", "launch_bound": "#ff7f0e", "pageable_copy": "#8c564b",
-                  "exposed_copy": "#e377c2", "small_copies": "#bcbd22", "dataloader_stall": "#9467bd",
-                  "exposed_comm": "#17becf", "pipeline_bubble": "#1f77b4", "alloc_churn": "#7f7f7f",
-                  "underfilled_gpu": "#2ca02c", "stream_wait": "#aec7e8"}
+_FINDING_MIN_SHARE = 0.02  # as the diagnosis' text view: smaller findings are not drawn
 
 
-_FINDING_MIN_SHARE = 0.02  # as the diagnosis' text view: smaller findings are not shaded
+@dataclass
+class _Finding:
+    """Where one finding of a diagnosis explains time, over one GPU's lanes (``lanes``; its strip sits above
+    the first); ``x0``/``x1`` in the trace's µs."""
+
+    kind: str
+    share: float
+    lanes: list[int]
+    x0: np.ndarray
+    x1: np.ndarray
 
 
-def _draw_findings(ax: Any, fr: _Frame, lanes: list[str], is_gpu_lane: np.ndarray, lay: _Layout,
-                   diagnosis: Any) -> list:
-    """Translucent spans over each GPU's lanes where a finding of the diagnosis explains the time."""
-    from matplotlib.collections import PolyCollection
-    from matplotlib.patches import Patch
-
+def _findings(diagnosis: Any, fr: _Frame, lanes: list[str], is_gpu_lane: np.ndarray) -> list[_Finding]:
+    """The stretches each finding of ``diagnosis`` explains in the window, per GPU (as drawn: its lanes)."""
     p = diagnosis.pieces
     p = p[p["kind"].isin(list(FINDING_COLORS)) & (p["start"] + p["dur"] > fr.w0) & (p["start"] < fr.w1)]
     ev = fr.trace.events
-    handles = []
+    out = []
     for f in diagnosis.findings:
         mine = p[p["kind"] == f.kind] if f.share >= _FINDING_MIN_SHARE else p.iloc[:0]
-        if mine.empty:
-            continue
-        verts = []
         for (rank, dev), g in mine.groupby(["rank", "device"], dropna=False):
             on = ev["device"] == dev if pd.isna(rank) else (ev["device"] == dev) & (ev["rank"] == rank)
             idx = [i for i, lane in enumerate(lanes) if is_gpu_lane[i] and lane in set(ev.loc[on.fillna(False), "lane"])]
-            if not idx:
-                continue
-            top = float(lay.y0[idx].min()) - 0.1
-            bottom = float((lay.y0[idx] + lay.nsub[idx] + lay.strip[idx]).max()) + 0.1
-            x0 = (np.maximum(g["start"].to_numpy(np.float64), fr.w0) - fr.w0) / fr.scale
-            x1 = (np.minimum((g["start"] + g["dur"]).to_numpy(np.float64), fr.w1) - fr.w0) / fr.scale
-            verts += [[(a, top), (a, bottom), (b, bottom), (b, top)] for a, b in zip(x0, x1)]
-        if verts:
-            ax.add_collection(PolyCollection(verts, facecolors=FINDING_COLORS[f.kind], alpha=0.3, linewidths=0,
-                                             zorder=1.5))
-            handles.append(Patch(facecolor=FINDING_COLORS[f.kind], alpha=0.3,
-                                 label=f"{f.kind} {100 * f.share:.0f}%"))
+            if idx:
+                out.append(_Finding(f.kind, f.share, idx, np.maximum(g["start"].to_numpy(np.float64), fr.w0),
+                                    np.minimum((g["start"] + g["dur"]).to_numpy(np.float64), fr.w1)))
+    return out
+
+
+def _findings_room(found: list[_Finding], n_lanes: int) -> np.ndarray:
+    """Room for a findings strip above the first lane of each GPU that has findings."""
+    room = np.zeros(n_lanes)
+    for f in found:
+        room[min(f.lanes)] = _FIND_STRIP
+    return room
+
+
+def _draw_findings(ax: Any, fr: _Frame, lay: _Layout, found: list[_Finding]) -> list:
+    """Each finding as solid spans in a strip above its GPU's lanes, and a faint band behind the lanes' work
+    (under the bars, never over them); returns the legend handles, one per kind with its share of the step."""
+    from matplotlib.collections import PolyCollection
+    from matplotlib.patches import Patch
+
+    handles, seen = [], set()
+    for f in found:
+        top = min(f.lanes)
+        x0, x1 = (f.x0 - fr.w0) / fr.scale, (f.x1 - fr.w0) / fr.scale
+        s_top, s_bot = lay.y0[top] - _FIND_STRIP + 0.06, lay.y0[top] - 0.1
+        strip = [[(a, s_top), (a, s_bot), (b, s_bot), (b, s_top)] for a, b in zip(x0, x1)]
+        ax.add_collection(PolyCollection(strip, facecolors=FINDING_COLORS[f.kind], linewidths=0, zorder=3))
+        bottom = float((lay.y0[f.lanes] + lay.nsub[f.lanes] + lay.strip[f.lanes]).max()) + 0.1
+        band = [[(a, lay.y0[top] - 0.05), (a, bottom), (b, bottom), (b, lay.y0[top] - 0.05)] for a, b in zip(x0, x1)]
+        ax.add_collection(PolyCollection(band, facecolors=FINDING_COLORS[f.kind], alpha=0.12, linewidths=0,
+                                         zorder=0.5))
+        if (top, "label") not in seen:
+            seen.add((top, "label"))
+            ax.text(-0.01, (s_top + s_bot) / 2, "findings", transform=ax.get_yaxis_transform(), ha="right",
+                    va="center", fontsize=MIN_FONT_PT, color="#555555")
+        if f.kind not in seen:
+            seen.add(f.kind)
+            handles.append(Patch(facecolor=FINDING_COLORS[f.kind], label=f"{f.kind} {100 * f.share:.0f}%"))
     return handles
 
 
-def _legend(ax: Any, collections: dict, extra: list | None = None) -> None:
-    """One entry per kind drawn (D2D and P2P share one), plus the arrows when there are any, plus ``extra``."""
+def _legend(ax: Any, collections: dict, extra: list | None = None, widened: int = 0) -> None:
+    """One entry per kind drawn (D2D and P2P share one), plus the arrows when there are any, plus ``extra``,
+    plus a note when short work was drawn wider than it lasted."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
@@ -671,6 +677,8 @@ def _legend(ax: Any, collections: dict, extra: list | None = None) -> None:
     if "arrows" in collections:
         handles.append(Line2D([], [], color="#444444", lw=0.8, label="launch → GPU start"))
     handles += extra or []
+    if widened:
+        handles.append(Patch(facecolor="none", edgecolor="none", label=f"short work widened to {MIN_BAR_PX:g} px"))
     if handles:  # a row under the axes, right-aligned: never over the lanes, and no width taken from them
         from matplotlib.transforms import offset_copy
 
@@ -678,6 +686,32 @@ def _legend(ax: Any, collections: dict, extra: list | None = None) -> None:
         ax.legend(handles=handles, loc="upper right", bbox_to_anchor=(1.0, 0.0), bbox_transform=under,
                   ncol=len(handles) if len(handles) <= 4 else min(4, -(-len(handles) // 2)), fontsize=MIN_FONT_PT,
                   frameon=False, handlelength=1.2, columnspacing=1.0, borderaxespad=0.0)
+
+
+def _draw_callouts(ax: Any, fr: _Frame, sel: _Rows, lay: _Layout, callout: Any) -> list:
+    """Label and arrow at the event (or time) each callout names: ``callout`` as draw_timeline takes it, or
+    None for those the trace carries in ``meta["callouts"]`` (drawn only where their event is in the window)."""
+    given = callout is not None
+    wanted = parse_callout(callout if given else fr.trace.meta.get("callouts"))
+    names = fr.trace.events["name"].astype(str).to_numpy(dtype=object)[sel.rows]
+    gpu_first = np.argsort(~sel.on_gpu[sel.rows], kind="stable")  # GPU work before host calls of the same name
+    drawn = []
+    for c in wanted:
+        if isinstance(c.at, str):
+            hit = [i for i in gpu_first if c.at in names[i] and sel.E[i] > fr.w0 and sel.S[i] < fr.w1]
+            if not hit:
+                if given:
+                    raise ValueError(f"callout {c.at!r}: no drawn event of that name in this window")
+                continue
+            i = min(hit, key=lambda j: sel.S[j])
+            x = (0.5 * (max(sel.S[i], fr.w0) + min(sel.E[i], fr.w1)) - fr.w0) / fr.scale
+            y = lay.y0[sel.L[i]] + lay.sub[i] + 0.5
+            text = c.text or names[i]
+        else:
+            x, text = float(c.at) / fr.scale, c.text or fmt_us(c.at)
+            y = float(lay.y0.min()) + 0.5 if len(lay.y0) else 0.5
+        drawn.append(draw_callout(ax, x, y, text, MIN_FONT_PT))
+    return drawn
 
 
 def _title(fr: _Frame, n_rows: int, n_arrows: int) -> str:

@@ -5,8 +5,8 @@ import itertools
 import random
 from typing import Any, Callable
 
-from asynclab.grading.backend import Backend, backend
-from asynclab.grading.checks import Verdict, brief, exercise, raised
+from asynclab.grading.backend import Backend, run_answer
+from asynclab.grading.checks import Verdict, brief, exercise
 from asynclab.trace.events import a_type
 
 #: Chunks the overlap checker feeds the learner's loop.
@@ -128,17 +128,10 @@ def overlap_loop(overlapped: Callable) -> Verdict:
         False
     """
 
-    if not callable(overlapped):
-        return Verdict(False, "pass your function overlapped itself (no parentheses).")
-    b = backend()
-    where = b.where
-    try:
-        with b:
-            count, wrong, hidden, calls, copy_streams, chained = _overlap(b, overlapped)
-    except _NotAList as err:
-        return Verdict(False, f"{err}.")
-    except Exception as err:  # noqa: BLE001 - the learner's code
-        return raised(err)
+    got, where, verdict = run_answer(overlapped, "overlapped", _overlap, known=(_NotAList,))
+    if verdict is not None:
+        return verdict
+    count, wrong, hidden, calls, copy_streams, chained = got
     if calls != CHUNKS:
         return Verdict(False, f"call compute() once per chunk: {CHUNKS} chunks, {calls} calls (extra work would hide "
                               "copies behind nothing useful).")
@@ -209,16 +202,11 @@ def d2h_read(read_losses: Callable) -> Verdict:
         False
     """
 
-    if not callable(read_losses):
-        return Verdict(False, "pass your function read_losses itself (no parentheses).")
-    b = backend()
-    where = b.where
-    try:
-        with b:
-            got, truth = _read(b, read_losses)
-        truth = [round(float(v), 3) for v in truth]
-    except Exception as err:  # noqa: BLE001 - the learner's code
-        return raised(err)
+    ran, where, verdict = run_answer(read_losses, "read_losses", _read)
+    if verdict is not None:
+        return verdict
+    got, truth = ran
+    truth = [round(float(v), 3) for v in truth]
     if not isinstance(got, list) or len(got) != len(truth) or not all(isinstance(v, (int, float)) for v in got):
         return Verdict(False, f"return the {len(truth)} losses as a list of numbers (out.tolist()), "
                               f"not {a_type(got)} {brief(str(got), 40)}.")

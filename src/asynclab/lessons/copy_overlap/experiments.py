@@ -14,6 +14,7 @@ from asynclab.course.experiments import annotate as _annotate
 from asynclab.course.experiments import Experiment, ExperimentRun, lesson_run_all
 from asynclab.course.experiments import dig, gbps, resolve_device, spin_cycles, wall_ms
 from asynclab.course.experiments import record_gpu_trace as _record_trace
+from asynclab.course.experiments import gpu_or_note, no_gpu
 
 LESSON = "05"
 
@@ -32,10 +33,6 @@ SIZES = tuple(64 * 1024 * 4 ** k for k in range(8))
 
 #: The two kinds of host memory a copy can start from or land in.
 MEMORY = ("pageable", "pinned")
-
-
-def _no_gpu(dev: torch.device, **fields: Any) -> dict[str, Any]:
-    return {"device": str(dev), "note": NO_GPU, **fields}
 
 
 
@@ -96,7 +93,7 @@ def bandwidth(device: Any = None, sizes: tuple[int, ...] = SIZES) -> dict[str, A
     """
     dev = resolve_device(device)
     if dev.type != "cuda":
-        return _no_gpu(dev, sizes=list(sizes), gbps=None, ms=None, pcie=pcie_ceiling(dev))
+        return no_gpu(dev, NO_GPU, sizes=list(sizes), gbps=None, ms=None, pcie=pcie_ceiling(dev))
     ms: dict[str, list[float]] = {f"{d} {m}": [] for d in ("h2d", "d2h") for m in MEMORY}
     with torch.cuda.device(dev):
         for nbytes in sizes:
@@ -127,10 +124,10 @@ def bidirectional(device: Any = None, nbytes: int = 256 * MiB, repeats: int = 5,
         >>> bidirectional("cpu")["both_gbps"] is None
         True
     """
-    dev = resolve_device(device)
-    if dev.type != "cuda":
-        return _no_gpu(dev, h2d_ms=None, d2h_ms=None, both_ms=None, h2d_gbps=None, d2h_gbps=None, both_gbps=None,
-                       copies_overlapped_ms=None, nbytes=nbytes)
+    dev, cpu = gpu_or_note(device, NO_GPU, h2d_ms=None, d2h_ms=None, both_ms=None, h2d_gbps=None, d2h_gbps=None,
+                           both_gbps=None, copies_overlapped_ms=None, nbytes=nbytes)
+    if cpu is not None:
+        return cpu
     with torch.cuda.device(dev):
         up_src, down_dst = _host(nbytes, "pinned"), _host(nbytes, "pinned", 0.0)
         up_dst, down_src = torch.empty(nbytes // 4, device=dev), torch.ones(nbytes // 4, device=dev)
@@ -185,9 +182,9 @@ def non_blocking(device: Any = None, nbytes: int = 256 * MiB, spin_ms: float = 1
         >>> non_blocking("cpu")["setups"] is None
         True
     """
-    dev = resolve_device(device)
-    if dev.type != "cuda":
-        return _no_gpu(dev, setups=None, spin_ms=None, nbytes=nbytes)
+    dev, cpu = gpu_or_note(device, NO_GPU, setups=None, spin_ms=None, nbytes=nbytes)
+    if cpu is not None:
+        return cpu
     with torch.cuda.device(dev):
         cycles = spin_cycles(dev, spin_ms)
         gpu = torch.empty(nbytes // 4, device=dev)
@@ -234,9 +231,9 @@ def pageable_sizes(device: Any = None, sizes: tuple[int, ...] = PAGEABLE_SIZES, 
         >>> pageable_sizes("cpu")["non_blocking"] is None
         True
     """
-    dev = resolve_device(device)
-    if dev.type != "cuda":
-        return _no_gpu(dev, sizes=list(sizes), non_blocking=None, blocking=None, spin_ms=spin_ms)
+    dev, cpu = gpu_or_note(device, NO_GPU, sizes=list(sizes), non_blocking=None, blocking=None, spin_ms=spin_ms)
+    if cpu is not None:
+        return cpu
     out: dict[str, Any] = {"sizes": list(sizes), "non_blocking": [], "blocking": []}
     with torch.cuda.device(dev):
         cycles = spin_cycles(dev, spin_ms)
@@ -279,10 +276,10 @@ def pin_cost(device: Any = None, nbytes: int = 256 * MiB, repeats: int = 3) -> d
         >>> pin_cost("cpu")["saved_ms"] is None
         True
     """
-    dev = resolve_device(device)
-    if dev.type != "cuda":
-        return _no_gpu(dev, pageable_copy_ms=None, pin_fresh_ms=None, pin_cached_ms=None, pinned_copy_ms=None,
-                       saved_ms=None, copies_to_repay_fresh=None, nbytes=nbytes)
+    dev, cpu = gpu_or_note(device, NO_GPU, pageable_copy_ms=None, pin_fresh_ms=None, pin_cached_ms=None,
+                           pinned_copy_ms=None, saved_ms=None, copies_to_repay_fresh=None, nbytes=nbytes)
+    if cpu is not None:
+        return cpu
     with torch.cuda.device(dev):
         pageable = _host(nbytes, "pageable")
         gpu = torch.empty(nbytes // 4, device=dev)
@@ -409,11 +406,11 @@ def pipeline(device: Any = None, memory: str = "pinned", chunks: int = 16, chunk
         >>> pipeline("cpu")["hidden_fraction"] is None
         True
     """
-    dev = resolve_device(device)
-    if dev.type != "cuda":
-        return _no_gpu(dev, serial_ms=None, overlapped_ms=None, hidden_fraction=None,
-                       best_hidden_fraction=(chunks - 1) / chunks, wrong_chunks=None, copy_ms=None, mm_ms=None,
-                       reps=reps, chunks=chunks, chunk_bytes=chunk_bytes, memory=memory)
+    dev, cpu = gpu_or_note(device, NO_GPU, serial_ms=None, overlapped_ms=None, hidden_fraction=None,
+                           best_hidden_fraction=(chunks - 1) / chunks, wrong_chunks=None, copy_ms=None, mm_ms=None,
+                           reps=reps, chunks=chunks, chunk_bytes=chunk_bytes, memory=memory)
+    if cpu is not None:
+        return cpu
     with torch.cuda.device(dev):
         pipe = Pipeline(dev, memory, chunks, chunk_bytes, reps)
         pipe.step("serial"), pipe.step("overlapped")  # warm: kernels loaded, streams built
@@ -484,10 +481,10 @@ def copy_streams(device: Any = None, chunks: int = 12, chunk_bytes: int = 64 * M
     """
     from asynclab.trace.metrics import hidden_fraction
 
-    dev = resolve_device(device)
-    if dev.type != "cuda":
-        return _no_gpu(dev, setups=None, best_hidden_fraction=(chunks - 1) / chunks, chunks=chunks,
-                       chunk_bytes=chunk_bytes, copy_ms=None, reps=None)
+    dev, cpu = gpu_or_note(device, NO_GPU, setups=None, best_hidden_fraction=(chunks - 1) / chunks, chunks=chunks,
+                           chunk_bytes=chunk_bytes, copy_ms=None, reps=None)
+    if cpu is not None:
+        return cpu
     with torch.cuda.device(dev):
         pipe = Pipeline(dev, "pinned", chunks, chunk_bytes, compute_over_copy=compute_over_copy)
         runs = {name: [torch.cuda.Stream() for _ in range(n)] for name, n in COPY_STREAMS.items()}
@@ -536,9 +533,9 @@ def early_read(device: Any = None, spin_ms: float = 20.0, n: int = 1 << 20,
         >>> early_read("cpu")["no sync"] is None
         True
     """
-    dev = resolve_device(device)
-    if dev.type != "cuda":
-        return _no_gpu(dev, **{how: None for how in READS}, n=n)
+    dev, cpu = gpu_or_note(device, NO_GPU, **{how: None for how in READS}, n=n)
+    if cpu is not None:
+        return cpu
     with torch.cuda.device(dev):
         cycles = spin_cycles(dev, spin_ms)
         x = torch.empty(n, device=dev)
@@ -592,9 +589,9 @@ def source_mutation(device: Any = None, spin_ms: float = 20.0, n: int = 1 << 20,
         >>> source_mutation("cpu")["unfixed"] is None
         True
     """
-    dev = resolve_device(device)
-    if dev.type != "cuda":
-        return _no_gpu(dev, unfixed=None, fixed=None, n=n)
+    dev, cpu = gpu_or_note(device, NO_GPU, unfixed=None, fixed=None, n=n)
+    if cpu is not None:
+        return cpu
     with torch.cuda.device(dev):
         cycles = spin_cycles(dev, spin_ms)
         src = torch.empty(n, pin_memory=True)
@@ -668,10 +665,10 @@ def dataloader(device: Any = None, steps: int = 24, batch: int = 256, size: int 
         >>> dataloader("cpu")["plain"] is None
         True
     """
-    dev = resolve_device(device)
-    if dev.type != "cuda":
-        return _no_gpu(dev, plain=None, pinned=None, batch_mib=batch * 3 * size * size * 4 / MiB, steps=steps,
-                       workers=workers)
+    dev, cpu = gpu_or_note(device, NO_GPU, plain=None, pinned=None, batch_mib=batch * 3 * size * size * 4 / MiB,
+                           steps=steps, workers=workers)
+    if cpu is not None:
+        return cpu
     data = _Batches(steps, batch, size)
     results: dict[str, Any] = {}
     with torch.cuda.device(dev):

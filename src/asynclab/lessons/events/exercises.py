@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from asynclab.grading.backend import Backend, backend
-from asynclab.grading.checks import Verdict, exercise, raised
+from asynclab.grading.backend import Backend, run_answer
+from asynclab.grading.checks import Verdict, exercise
 
 #: How late the checker's producer is, in ms.
 LATE_MS = 20.0
@@ -66,15 +66,10 @@ def event_wait_fix(handoff: Callable) -> Verdict:
     """
     import torch
 
-    if not callable(handoff):
-        return Verdict(False, "pass your function handoff itself (no parentheses).")
-    b = backend()
-    where = b.where
-    try:
-        with b:
-            right, host_free, streams = _handoff(b, handoff)
-    except Exception as err:  # noqa: BLE001 - the learner's code
-        return raised(err)
+    got, where, verdict = run_answer(handoff, "handoff", _handoff)
+    if verdict is not None:
+        return verdict
+    right, host_free, streams = got
     if not streams["make on producer"]:
         return Verdict(False, "call make() once, inside `with torch.cuda.stream(producer):`.")
     if not streams["use on consumer"]:

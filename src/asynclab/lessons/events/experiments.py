@@ -14,6 +14,7 @@ import torch
 from asynclab.course.experiments import annotate as _annotate
 from asynclab.course.experiments import Experiment, dig, lesson_run_all, resolve_device, spin_cycles, wall_ms
 from asynclab.course.experiments import record_gpu_trace as _record_trace
+from asynclab.course.experiments import gpu_or_note, no_gpu
 
 LESSON = "04"
 
@@ -29,10 +30,6 @@ NO_GPU = "no CUDA GPU: events order work on GPU streams (the CPU runs every op t
 
 #: The elements of the tensors every race here reads and writes.
 SIZE = 1 << 20
-
-
-def _no_gpu(dev: torch.device, **fields: Any) -> dict[str, Any]:
-    return {"device": str(dev), "note": NO_GPU, **fields}
 
 
 
@@ -61,10 +58,11 @@ def event_api(device: Any = None, spin_ms: float = 20.0, poll_ms: float = 2.0,
         >>> event_api("cpu")["query_false_polls"] is None
         True
     """
-    dev = resolve_device(device)
-    if dev.type != "cuda":
-        return _no_gpu(dev, query_false_polls=None, query_true_after_ms=None, synchronize_host_ms=None,
-                       wait_event_host_ms=None, elapsed_a_ms=None, elapsed_b_ms=None, side_right=None, spin_ms=spin_ms)
+    dev, cpu = gpu_or_note(device, NO_GPU, query_false_polls=None, query_true_after_ms=None, synchronize_host_ms=None,
+                           wait_event_host_ms=None, elapsed_a_ms=None, elapsed_b_ms=None, side_right=None,
+                           spin_ms=spin_ms)
+    if cpu is not None:
+        return cpu
     with torch.cuda.device(dev):
         cycles = spin_cycles(dev, spin_ms)
         side = torch.cuda.Stream()
@@ -181,9 +179,9 @@ def race(device: Any = None, spin_ms: float = 20.0, size: int = SIZE, path: str 
         >>> race("cpu")["no wait"] is None
         True
     """
-    dev = resolve_device(device)
-    if dev.type != "cuda":
-        return _no_gpu(dev, elements=size, spin_ms=spin_ms, **dict.fromkeys(HANDOFFS))
+    dev, cpu = gpu_or_note(device, NO_GPU, elements=size, spin_ms=spin_ms, **dict.fromkeys(HANDOFFS))
+    if cpu is not None:
+        return cpu
     with torch.cuda.device(dev):
         r = _Race(dev, spin_ms, size)
         out: dict[str, Any] = {h: r.run(h) for h in HANDOFFS}
@@ -274,9 +272,9 @@ def sanitizer(device: Any = None, timeout_s: float = 120.0) -> dict[str, Any]:
         >>> sanitizer("cpu")["unfixed"] is None
         True
     """
-    dev = resolve_device(device)
-    if dev.type != "cuda":
-        return _no_gpu(dev, unfixed=None, fixed=None)
+    dev, cpu = gpu_or_note(device, NO_GPU, unfixed=None, fixed=None)
+    if cpu is not None:
+        return cpu
     env = {**os.environ, "TORCH_CUDA_SANITIZER": "1", "CUDA_VISIBLE_DEVICES": str(dev.index or 0)}
     out: dict[str, Any] = {"device": str(dev)}
     runs = {name: subprocess.Popen([sys.executable, "-m", __name__, "--sanitized-race", name], env=env, text=True,
@@ -321,9 +319,9 @@ def allocator_reuse(device: Any = None, spin_ms: float = 20.0, size: int = SIZE,
         >>> allocator_reuse("cpu")["nothing"] is None
         True
     """
-    dev = resolve_device(device)
-    if dev.type != "cuda":
-        return _no_gpu(dev, elements=size, spin_ms=spin_ms, **dict.fromkeys(PROTECTIONS))
+    dev, cpu = gpu_or_note(device, NO_GPU, elements=size, spin_ms=spin_ms, **dict.fromkeys(PROTECTIONS))
+    if cpu is not None:
+        return cpu
     with torch.cuda.device(dev):
         cycles = spin_cycles(dev, spin_ms)
         side, default = torch.cuda.Stream(), torch.cuda.current_stream()
@@ -385,7 +383,7 @@ def cross_device(device: Any = None, spin_ms: float = 10.0, size: int = 1 << 26,
     """
     dev = resolve_device(device)
     if dev.type != "cuda" or torch.cuda.device_count() < 2:
-        out = _no_gpu(dev, elements=size, spin_ms=spin_ms, devices=None, **{"no wait": None, "wait_event": None})
+        out = no_gpu(dev, NO_GPU, elements=size, spin_ms=spin_ms, devices=None, **{"no wait": None, "wait_event": None})
         if dev.type == "cuda":
             out["note"] = "needs two CUDA GPUs: an event of one GPU, waited for by a stream of another"
         return out
@@ -440,9 +438,10 @@ def event_timer_modes(device: Any = None, spin_ms: float = 50.0) -> dict[str, An
         >>> event_timer_modes("cpu")["blocking"] is None
         True
     """
-    dev = resolve_device(device)
-    if dev.type != "cuda":
-        return _no_gpu(dev, spin=None, blocking=None, elapsed_ms=None, no_timing_error=None, spin_ms=spin_ms)
+    dev, cpu = gpu_or_note(device, NO_GPU, spin=None, blocking=None, elapsed_ms=None, no_timing_error=None,
+                           spin_ms=spin_ms)
+    if cpu is not None:
+        return cpu
     with torch.cuda.device(dev):
         cycles = spin_cycles(dev, spin_ms)
 
@@ -485,9 +484,9 @@ def who_waited(device: Any = None, path: str | Path | None = None) -> dict[str, 
         >>> who_waited("cpu")["streams"] is None
         True
     """
-    dev = resolve_device(device)
-    if dev.type != "cuda":
-        return _no_gpu(dev, streams=None)
+    dev, cpu = gpu_or_note(device, NO_GPU, streams=None)
+    if cpu is not None:
+        return cpu
     with torch.cuda.device(dev):
         ten = spin_cycles(dev, 10.0)
         a, b, c, d = (torch.cuda.Stream() for _ in range(4))
@@ -543,6 +542,9 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
         "cross_device_wait_ok": None if cross is None else cross == 0,
     }
 
+
+#: The event each trace's figures are about, called out on them: (part of the event's name, label).
+CALLOUTS = {"race": [("CUDAFunctorOnSelf_add", "the consumer's y = x + 1")]}
 
 #: Every lesson 04 experiment, in the order ``run_all`` runs them: its key in the results, its function, the trace
 #: it writes (<trace_dir>/<name>.json.gz) and how many GPUs that trace needs.

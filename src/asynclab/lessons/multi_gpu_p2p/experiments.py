@@ -14,7 +14,8 @@ from asynclab.gpu import hardware
 from asynclab.course.experiments import annotate as _annotate
 from asynclab.course.experiments import record_gpu_trace as _record_trace
 from asynclab.course.experiments import Experiment, lesson_run_all
-from asynclab.course.experiments import gbps, gpu_count, native_half, resolve_device, run_annotated, spin_cycles, sync_all, wall_ms
+from asynclab.course.experiments import gbps, native_half, run_annotated, spin_cycles, sync_all, wall_ms
+from asynclab.course.experiments import gpu_or_note
 
 LESSON = "06"
 
@@ -53,10 +54,6 @@ def control_name(recv: str) -> str:
     return f"send default, recv {recv}, multiply on a side stream"
 
 
-def _no_gpus(dev: Any, **fields: Any) -> dict[str, Any]:
-    return {"device": str(dev), "note": NO_GPUS, **fields}
-
-
 def _wall_ms(fn: Callable[[], Any]) -> float:
     """Host time from issuing ``fn`` (every GPU idle) until every GPU has finished it."""
     sync_all()
@@ -93,10 +90,10 @@ def machine(device: Any = None) -> dict[str, Any]:
         >>> machine("cpu")["nvlink_peak_gbps"] is None
         True
     """
-    dev = resolve_device(device)
-    if dev.type != "cuda" or not gpu_count() >= 2:
-        return _no_gpus(dev, gpus=None, p2p=None, topology=None, links_0_1=None, gbps_per_link=None,
-                        nvlink_peak_gbps=None, capability=None)
+    dev, cpu = gpu_or_note(device, NO_GPUS, min_gpus=2, gpus=None, p2p=None, topology=None, links_0_1=None,
+                           gbps_per_link=None, nvlink_peak_gbps=None, capability=None)
+    if cpu is not None:
+        return cpu
     hw = hardware.inventory()
     major, minor = torch.cuda.get_device_capability(0)
     links = hardware.nvlink_links(hw.topology).get((0, 1), 0)
@@ -159,9 +156,10 @@ def fully_parallel(device: Any = None, nbytes: int = GiB, multiply_ms: float = 2
         >>> fully_parallel("cpu")["setups"] is None
         True
     """
-    dev = resolve_device(device)
-    if dev.type != "cuda" or not gpu_count() >= 2:
-        return _no_gpus(dev, copy_ms=None, multiply_ms=None, matrix_n=None, nbytes=nbytes, setups=None, controls=None)
+    dev, cpu = gpu_or_note(device, NO_GPUS, min_gpus=2, copy_ms=None, multiply_ms=None, matrix_n=None, nbytes=nbytes,
+                           setups=None, controls=None)
+    if cpu is not None:
+        return cpu
     d0, d1 = torch.device("cuda", 0), torch.device("cuda", 1)
     src = torch.ones(nbytes // 4, device=d0)
     dst = torch.zeros(nbytes // 4, device=d1)
@@ -243,10 +241,11 @@ def bandwidth(device: Any = None, nbytes: int = GiB, reps: int = 5, batch: int =
         >>> bandwidth("cpu")["one_way_gbps"] is None
         True
     """
-    dev = resolve_device(device)
-    if dev.type != "cuda" or not gpu_count() >= 2:
-        return _no_gpus(dev, nbytes=nbytes, one_way_ms=None, one_way_gbps=None, both_ways_ms=None,
-                        both_ways_gbps=None, via_host_ms=None, via_host_gbps=None, via_cpu_ms=None, via_cpu_gbps=None)
+    dev, cpu = gpu_or_note(device, NO_GPUS, min_gpus=2, nbytes=nbytes, one_way_ms=None, one_way_gbps=None,
+                           both_ways_ms=None, both_ways_gbps=None, via_host_ms=None, via_host_gbps=None,
+                           via_cpu_ms=None, via_cpu_gbps=None)
+    if cpu is not None:
+        return cpu
     d0, d1 = torch.device("cuda", 0), torch.device("cuda", 1)
     src0, dst0 = torch.ones(nbytes // 4, device=d0), torch.zeros(nbytes // 4, device=d0)
     src1, dst1 = torch.ones(nbytes // 4, device=d1), torch.zeros(nbytes // 4, device=d1)
@@ -296,9 +295,10 @@ def latency(device: Any = None, sizes: tuple[int, ...] = LATENCY_SIZES, copies: 
         >>> latency("cpu")["us_per_copy"] is None
         True
     """
-    dev = resolve_device(device)
-    if dev.type != "cuda" or not gpu_count() >= 2:
-        return _no_gpus(dev, sizes=list(sizes), us_per_copy=None, local_us_per_copy=None, copies=copies)
+    dev, cpu = gpu_or_note(device, NO_GPUS, min_gpus=2, sizes=list(sizes), us_per_copy=None, local_us_per_copy=None,
+                           copies=copies)
+    if cpu is not None:
+        return cpu
     d0, d1 = torch.device("cuda", 0), torch.device("cuda", 1)
     s0, s1 = torch.cuda.Stream(d0), torch.cuda.Stream(d1)
     cycles = spin_cycles(d0, 20.0)
@@ -340,9 +340,10 @@ def matrix(device: Any = None, nbytes: int = 256 * MiB, reps: int = 3, batch: in
         >>> matrix("cpu")["one_way_gbps"] is None
         True
     """
-    dev = resolve_device(device)
-    if dev.type != "cuda" or not gpu_count() >= 2:
-        return _no_gpus(dev, gpus=None, one_way_gbps=None, both_ways_gbps=None, nbytes=nbytes)
+    dev, cpu = gpu_or_note(device, NO_GPUS, min_gpus=2, gpus=None, one_way_gbps=None, both_ways_gbps=None,
+                           nbytes=nbytes)
+    if cpu is not None:
+        return cpu
     n = torch.cuda.device_count()
     devs = [torch.device("cuda", i) for i in range(n)]
     src = [torch.ones(nbytes // 4, device=d) for d in devs]

@@ -7,7 +7,7 @@ import random
 from typing import Any, Callable
 
 from asynclab.trace import schedules
-from asynclab.grading.checks import Verdict, exercise, raised
+from asynclab.grading.checks import Verdict, exercise, not_a_function, raised
 from asynclab.trace.events import a_type
 
 #: Configurations each checker draws at random (new ones every call).
@@ -55,8 +55,8 @@ def step_time(predict: Callable) -> Verdict:
         >>> step_time(lambda p, m, t_f, t_b: m * (t_f + t_b)).right  # no bubble: too fast
         False
     """
-    if not callable(predict):
-        return Verdict(False, "pass your function predict itself (no parentheses).")
+    if (verdict := not_a_function(predict, "predict")) is not None:
+        return verdict
     rng = random.Random()
     for _ in range(TRIALS):
         p, m = rng.randint(2, 8), rng.randint(1, 32)
@@ -96,8 +96,8 @@ def pick_m(choose: Callable) -> Verdict:
     """
     from asynclab.trace.metrics import bubble_fraction
 
-    if not callable(choose):
-        return Verdict(False, "pass your function choose itself (no parentheses).")
+    if (verdict := not_a_function(choose, "choose")) is not None:
+        return verdict
     rng = random.Random()
     for _ in range(TRIALS):
         p = rng.randint(2, 8)

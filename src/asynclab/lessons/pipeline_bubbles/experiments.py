@@ -19,6 +19,7 @@ from asynclab.course.experiments import annotate as _annotate
 from asynclab.course.experiments import record_gpu_trace as _record_trace
 from asynclab.course.experiments import Experiment, ExperimentRun, lesson_run_all
 from asynclab.course.experiments import gpu_count, resolve_device, run_annotated, sync_all, wall_ms
+from asynclab.course.experiments import gpu_or_note, no_gpu
 
 LESSON = "07"
 
@@ -107,10 +108,6 @@ class TwoGPUModel(nn.Module):
         return self.stage1(self.stage0(x.to(self.d0)).to(self.d1))
 
 
-def _no_gpus(dev: Any, **fields: Any) -> dict[str, Any]:
-    return {"device": str(dev), "note": NO_GPUS, **fields}
-
-
 def _median_ms(fn: Callable[[], Any], reps: int, warm: int = 2) -> float:
     for _ in range(warm):
         fn()
@@ -189,9 +186,10 @@ def one_stage(device: Any = None, reps: int = 5) -> dict[str, Any]:
         >>> one_stage("cpu")["ms"] is None
         True
     """
-    dev = resolve_device(device)
-    if dev.type != "cuda" or not gpu_count() >= 2:
-        return _no_gpus(dev, ms=None, forward_ms=None, batch=BATCH, layers=LAYERS, width=WIDTH)
+    dev, cpu = gpu_or_note(device, NO_GPUS, min_gpus=2, ms=None, forward_ms=None, batch=BATCH, layers=LAYERS,
+                           width=WIDTH)
+    if cpu is not None:
+        return cpu
     d0 = torch.device("cuda", 0)
     torch.manual_seed(0)
     stage = stage_module().to(d0)
@@ -216,9 +214,9 @@ def naive(device: Any = None, reps: int = 5, path: str | Path | None = None) -> 
         >>> naive("cpu")["busy_share"] is None
         True
     """
-    dev = resolve_device(device)
-    if dev.type != "cuda" or not gpu_count() >= 2:
-        return _no_gpus(dev, step_ms=None, busy_share=None)
+    dev, cpu = gpu_or_note(device, NO_GPUS, min_gpus=2, step_ms=None, busy_share=None)
+    if cpu is not None:
+        return cpu
     t = _Trainer()
     step_ms = _median_ms(t.plain, reps)
     trace = _record_trace(path or _tmp("naive"), lambda: run_annotated("naive step", t.plain))
@@ -235,9 +233,9 @@ def asker(device: Any = None, m: int = 4, reps: int = 5, path: str | Path | None
         >>> asker("cpu")["chunk_by_chunk"] is None
         True
     """
-    dev = resolve_device(device)
-    if dev.type != "cuda" or not gpu_count() >= 2:
-        return _no_gpus(dev, m=m, chunk_by_chunk=None, forwards_first=None)
+    dev, cpu = gpu_or_note(device, NO_GPUS, min_gpus=2, m=m, chunk_by_chunk=None, forwards_first=None)
+    if cpu is not None:
+        return cpu
     t = _Trainer()
     runs = {"chunk_by_chunk": lambda: t.chunk_by_chunk(m), "forwards_first": lambda: t.gpipe(m)}
     step_ms = {name: _median_ms(fn, reps) for name, fn in runs.items()}
@@ -336,9 +334,9 @@ def asker_detached(device: Any = None, sizes: tuple[str, ...] = ("small", "big")
         >>> asker_detached("cpu")["small"] is None
         True
     """
-    dev = resolve_device(device)
-    if dev.type != "cuda" or not gpu_count() >= 2:
-        return _no_gpus(dev, **{name: None for name in sizes})
+    dev, cpu = gpu_or_note(device, NO_GPUS, min_gpus=2, **{name: None for name in sizes})
+    if cpu is not None:
+        return cpu
     from asynclab.trace.metrics import busy_time, busy_together
     from asynclab.gpu.record import record
 
@@ -382,10 +380,10 @@ def gpipe(device: Any = None, micro_batches: tuple[int, ...] = MICRO_BATCHES, re
         >>> gpipe("cpu")["step_ms"] is None
         True
     """
-    dev = resolve_device(device)
-    if dev.type != "cuda" or not gpu_count() >= 2:
-        return _no_gpus(dev, p=2, m=list(micro_batches), step_ms=None, bubble_measured=None, bubble_formula=None,
-                        traces={})
+    dev, cpu = gpu_or_note(device, NO_GPUS, min_gpus=2, p=2, m=list(micro_batches), step_ms=None, bubble_measured=None,
+                           bubble_formula=None, traces={})
+    if cpu is not None:
+        return cpu
     from asynclab.trace.metrics import bubble_fraction
     from asynclab.gpu.record import record
 
@@ -425,9 +423,9 @@ def memory(device: Any = None, m: int = 8, reps: int = 3) -> dict[str, Any]:
         >>> memory("cpu")["gpipe"] is None
         True
     """
-    dev = resolve_device(device)
-    if dev.type != "cuda" or not gpu_count() >= 2:
-        return _no_gpus(dev, m=m, gpipe=None, **{"1f1b": None})
+    dev, cpu = gpu_or_note(device, NO_GPUS, min_gpus=2, m=m, gpipe=None, **{"1f1b": None})
+    if cpu is not None:
+        return cpu
     t = _Trainer(keep_grads=True)
     out: dict[str, Any] = {"m": m}
     for name, fn in (("gpipe", lambda: t.gpipe(m)), ("1f1b", lambda: t.one_f_one_b(m))):
@@ -464,7 +462,7 @@ def torch_pipelining(device: Any = None, schedules: tuple[str, ...] = ("gpipe", 
     """
     dev = resolve_device(device)
     if dev.type != "cuda" or not gpu_count() >= 2:
-        return _no_gpus(dev, **{s: None for s in schedules})
+        return no_gpu(dev, NO_GPUS, **{s: None for s in schedules})
     if not has_pipelining():
         return {"device": str(dev), "note": NO_PIPELINING, **{s: None for s in schedules}}
     from asynclab.trace.ranks import load_ranks

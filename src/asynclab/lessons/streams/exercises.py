@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from asynclab.grading.backend import Backend, backend
-from asynclab.grading.checks import Verdict, exercise, raised, set_answer
+from asynclab.grading.backend import Backend, run_answer
+from asynclab.grading.checks import Verdict, exercise, set_answer
 from asynclab.trace.events import a_type
 
 #: The workloads of exercise 2, and the reference figure that says how much streams changed each
@@ -73,9 +73,9 @@ def _run(b: Backend, on_side_stream: Callable, late: str) -> tuple[bool, bool, b
     x.fill_(1.0)
     result = on_side_stream(work, x)
     if not isinstance(result, torch.Tensor):
-        raise _NotATensor(a_type(result))
+        raise _NotATensor(f"return work(x)'s result, not {a_type(result)}")
     if result.data_ptr() == x.data_ptr():
-        raise _NotATensor("x itself")
+        raise _NotATensor("return work(x)'s result, not x itself")
     host_waited = late != "reuse" and spun.query()
     if late == "reuse":
         b.late(LATE_MS)  # the caller's stream is busy before it reads the result
@@ -104,19 +104,11 @@ def wait_stream_fix(on_side_stream: Callable) -> Verdict:
         >>> wait_stream_fix(lambda work, x: work(x)).right  # runs on the default stream: no side stream
         False
     """
-    if not callable(on_side_stream):
-        return Verdict(False, "pass your function on_side_stream itself (no parentheses).")
-    b = backend()
-    where = b.where
-    outcomes = {}
+    outcomes, where = {}, ""
     for late in RUNS:
-        try:
-            with b:
-                outcomes[late] = _run(b, on_side_stream, late)
-        except _NotATensor as err:
-            return Verdict(False, f"return work(x)'s result, not {err}.")
-        except Exception as err:  # noqa: BLE001 - the learner's code
-            return raised(err)
+        outcomes[late], where, verdict = run_answer(on_side_stream, "on_side_stream", _run, late, known=(_NotATensor,))
+        if verdict is not None:
+            return verdict
     if not all(side for _, _, side, _ in outcomes.values()):
         return Verdict(False, "work(x) ran on the caller's stream: make a side stream and call work(x) "
                               "inside `with torch.cuda.stream(side):`.")

@@ -10,6 +10,7 @@ from torch import nn
 
 from asynclab.course.experiments import Experiment, lesson_run_all
 from asynclab.course.experiments import dig, dtype_name, native_half, on_device, resolve_device, spin_cycles, sync
+from asynclab.course.experiments import gpu_or_note
 from asynclab.gpu.parallel import Parallel
 from asynclab.gpu.timing import event_timer, sync_timer
 
@@ -30,10 +31,6 @@ CPU_KWARGS: dict[str, dict[str, Any]] = {
 
 #: What each GPU-only experiment returns on a machine without a GPU.
 NO_GPU = "no CUDA GPU: streams exist only on a GPU (the CPU runs every op to the end, in order)"
-
-
-def _no_gpu(dev: torch.device, **fields: Any) -> dict[str, Any]:
-    return {"device": str(dev), "note": NO_GPU, **fields}
 
 
 def _fork_join(streams: list[torch.cuda.Stream], work: list[Callable[[], Any]]) -> list[Any]:
@@ -141,10 +138,10 @@ def missing_wait(device: Any = None, spin_ms: float = 20.0, size: int = 1 << 20,
         >>> missing_wait("cpu")["input_wrong_unfixed"] is None
         True
     """
-    dev = resolve_device(device)
-    if dev.type != "cuda":
-        return _no_gpu(dev, input_wrong_unfixed=None, input_wrong_fixed=None, output_wrong_unfixed=None,
-                       output_wrong_fixed=None, elements=size, spin_ms=spin_ms, side_stream_flags=None)
+    dev, cpu = gpu_or_note(device, NO_GPU, input_wrong_unfixed=None, input_wrong_fixed=None, output_wrong_unfixed=None,
+                           output_wrong_fixed=None, elements=size, spin_ms=spin_ms, side_stream_flags=None)
+    if cpu is not None:
+        return cpu
     with torch.cuda.device(dev):
         cycles = spin_cycles(dev, spin_ms)
         side = torch.cuda.Stream()
@@ -225,9 +222,10 @@ def spin_kernels(device: Any = None, kernels: int = 4, spin_ms: float = 5.0, rep
         >>> spin_kernels("cpu")["speedup"] is None
         True
     """
-    dev = resolve_device(device)
-    if dev.type != "cuda":
-        return _no_gpu(dev, one_stream_ms=None, many_streams_ms=None, speedup=None, kernels=kernels, spin_ms=None)
+    dev, cpu = gpu_or_note(device, NO_GPU, one_stream_ms=None, many_streams_ms=None, speedup=None, kernels=kernels,
+                           spin_ms=None)
+    if cpu is not None:
+        return cpu
     with torch.cuda.device(dev):
         cycles = spin_cycles(dev, spin_ms)
         streams = [torch.cuda.Stream() for _ in range(kernels)]
@@ -415,9 +413,10 @@ def tail_effect(device: Any = None, block_us: float = 200.0, waves: int = 3, tai
         >>> tail_effect("cpu")["wave"] is None
         True
     """
-    dev = resolve_device(device)
-    if dev.type != "cuda":
-        return _no_gpu(dev, blocks=[], ms=[], wave=None, sms=None, blocks_per_sm=None, tail_fill_speedup=None)
+    dev, cpu = gpu_or_note(device, NO_GPU, blocks=[], ms=[], wave=None, sms=None, blocks_per_sm=None,
+                           tail_fill_speedup=None)
+    if cpu is not None:
+        return cpu
     with torch.cuda.device(dev):
         k = SpinBlocks(dev, block_us=block_us)
         w = k.wave
@@ -562,10 +561,10 @@ def stream_pool(device: Any = None, created: int = 40, block_us: float = 200.0, 
         >>> stream_pool("cpu")["distinct_streams"] is None
         True
     """
-    dev = resolve_device(device)
-    if dev.type != "cuda":
-        return _no_gpu(dev, created=created, distinct_streams=None, priority_range=None, normal_wait_ms=None,
-                       high_wait_ms=None, big_kernel_ms=None)
+    dev, cpu = gpu_or_note(device, NO_GPU, created=created, distinct_streams=None, priority_range=None,
+                           normal_wait_ms=None, high_wait_ms=None, big_kernel_ms=None)
+    if cpu is not None:
+        return cpu
     with torch.cuda.device(dev):
         handles = [torch.cuda.Stream().cuda_stream for _ in range(created)]
         low, high = torch.cuda.Stream.priority_range()
@@ -651,9 +650,9 @@ def cuda_graphs(device: Any = None, repeats: int = 50, path: str | Path | None =
         >>> cuda_graphs("cpu")["tiny_ms"] is None
         True
     """
-    dev = resolve_device(device)
-    if dev.type != "cuda":
-        return _no_gpu(dev, tiny_ms=None, mobilenet_ms=None, same_outputs=None, spec=dict(GRAPH_TINY))
+    dev, cpu = gpu_or_note(device, NO_GPU, tiny_ms=None, mobilenet_ms=None, same_outputs=None, spec=dict(GRAPH_TINY))
+    if cpu is not None:
+        return cpu
     from torchvision.models import mobilenet_v2
 
     with on_device(dev), torch.no_grad():
@@ -703,6 +702,9 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
         "mobilenet_batch1_ms": get("cuda_graphs", "mobilenet_ms"),
     }
 
+
+#: The event each trace's figures are about, called out on them: (part of the event's name, label).
+CALLOUTS = {"missing_wait": [("MulFunctor", "y = x * 2, on the side stream")]}
 
 #: Every lesson 03 experiment, in the order ``run_all`` runs them: its key in the results, its function, the trace
 #: it writes (<trace_dir>/<name>.json.gz) and how many GPUs that trace needs (0: the CPU records it too).

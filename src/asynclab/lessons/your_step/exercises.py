@@ -7,8 +7,8 @@ import numbers
 import random
 from typing import Any, Callable
 
-from asynclab.grading.backend import backend
-from asynclab.grading.checks import Verdict, exercise, raised
+from asynclab.grading.backend import run_answer
+from asynclab.grading.checks import Verdict, exercise
 from asynclab.trace.events import a_type
 from asynclab.trace.findings import KINDS
 from asynclab.grading.hostreads import count_reads, host_waits
@@ -147,16 +147,13 @@ def quiet_logger(make_logger: Callable) -> Verdict:
     """
     import torch
 
-    if not callable(make_logger):
-        return Verdict(False, "pass your function make_logger itself (no parentheses).")
     every = random.Random().randint(3, 6)
     values = torch.rand(4 * every + 1)
     want = _windows(values.tolist(), every)
-    try:
-        with backend() as b:
-            got, reads = _logged(b, make_logger, every, values)
-    except Exception as err:  # noqa: BLE001 - the learner's code
-        return raised(err)
+    ran, _, verdict = run_answer(make_logger, "make_logger", _logged, every, values)
+    if verdict is not None:
+        return verdict
+    got, reads = ran
     if not isinstance(got, list) or len(got) != len(want):
         return Verdict(False, "log(step, loss) must return a value at every step (None between logging steps).")
     prints = len(values) // every

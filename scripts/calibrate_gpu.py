@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""Measure the simulated GPU's hardware figures on a real GPU and write them as a card's data file, with its meta.json.
+
+    python3 scripts/calibrate_gpu.py --out DIR [--card h100]
+
+It measures, on GPU 0: memory bandwidth (a large add), matrix-product rates (fp32, tf32, bf16, fp16), the host's
+time per operator and per launch from Python, copy rates (pinned and pageable host memory), peer-to-peer and
+through-the-host copy rates when there are two GPUs, and cudaMalloc/cudaFree costs. It writes ``DIR/<card>.json``
+(the figures, in the form of ``src/asynclab/sim/cards/h100.json``: each measured figure's source says so, the ones
+it cannot measure keep their value and their old source) and ``DIR/meta.json`` (GPU, driver, torch, date). Copy
+``<card>.json`` to ``src/asynclab/sim/cards/`` to make it the simulated card's cost model.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import datetime as dt
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+#: Figures this script measures, by the name of the card file's figure (dotted: a rate of a group).
+MEASURED = ("memory_gbps", "matmul_tflops.fp32", "matmul_tflops.tf32", "matmul_tflops.bf16", "matmul_tflops.fp16",
+            "host_op_us", "launch_us", "copy_gbps.pinned", "copy_gbps.pageable", "copy_gbps.peer",
+            "copy_gbps.via_host", "sm_count", "malloc_us", "free_us")
+
+
+def rate_gbps(nbytes: int, ms: float) -> float:
+    """GB/s of moving ``nbytes`` in ``ms``.
+
+    Example:
+        >>> round(rate_gbps(1 << 30, 10.0), 2)
+        107.37
+    """
+    return nbytes / (ms * 1e-3) / 1e9
+
+
+def tflops(m: int, n: int, k: int, ms: float) -> float:
+    """TFLOP/s of an (m x k) by (k x n) matrix product that took ``ms``.
+
+    Example:
+        >>> round(tflops(4096, 4096, 4096, 1.0), 2)
+        137.44
+    """
+    return 2.0 * m * n * k / (ms * 1e-3) / 1e12
+
+
+def figures_from(measured: dict[str, Any], old: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+    """A card's figures: ``old`` with what was ``measured`` (same nesting) in their place, each measured figure's
+    source saying so, and ``meta`` (GPU, driver, torch, date) in the file's meta.
+
+    Example:
+        >>> old = {"memory_gbps": 1.0, "copy_gbps": {"peer": 2.0}, "meta": {"source": {"memory_gbps": "assumption",
+        ...        "copy_gbps.peer": "assumption"}}}
+        >>> new = figures_from({"memory_gbps": 3.0}, old, {"gpu": "G"})
+        >>> new["memory_gbps"], new["meta"]["source"]["memory_gbps"], new["meta"]["source"]["copy_gbps.peer"]
+        (3.0, 'measured by scripts/calibrate_gpu.py on G', 'assumption')
+    """
+    figures = copy.deepcopy(old)
+    sources = figures.setdefault("meta", {}).setdefault("source", {})
+    for name, value in measured.items():
+        for key, v in (value.items() if isinstance(value, dict) else [(None, value)]):
+            if key is None:
+                figures[name] = v
+            else:
+                figures.setdefault(name, {})[key] = v
+            sources[name if key is None else f"{name}.{key}"] = f"measured by scripts/calibrate_gpu.py on {meta.get('gpu')}"
+    figures["meta"].update(calibrated=True, card=meta.get("gpu", figures["meta"].get("card")), measured_on=meta,
+                           note="Measured by scripts/calibrate_gpu.py; figures whose source is not 'measured' were "
+                                "kept from the file before.")
+    return figures
+
+
+def _median_ms(fn: Callable[[], Any], repeats: int = 5, inner: int = 1) -> float:
+    """The median GPU time of ``inner`` calls of ``fn``, timed with CUDA events, in ms per call."""
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(inner):
+            fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / inner)
+    return statistics.median(times)
+
+
+def _host_us(fn: Callable[[], Any], n: int = 2000) -> float:
+    """The host's time per call of ``fn`` from Python, in µs (the GPU kept far behind: tiny kernels)."""
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    ms = (time.perf_counter() - t0) * 1e3
+    torch.cuda.synchronize()
+    return ms * 1e3 / n
+
+
+def measure_compute() -> dict[str, Any]:
+    """Memory bandwidth, matrix-product rates per dtype, the host's time per operator and per launch."""
+    import torch
+
+    a = torch.empty(1 << 28, device="cuda")  # 1 GiB
+    b = torch.empty_like(a)
+    out = {"memory_gbps": rate_gbps(3 * a.numel() * 4, _median_ms(lambda: torch.add(a, b, out=a)))}
+    n, rates = 8192, {}
+    for name, dtype, tf32 in (("fp32", torch.float32, False), ("tf32", torch.float32, True),
+                              ("bf16", torch.bfloat16, False), ("fp16", torch.float16, False)):
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        x = torch.randn(n, n, device="cuda", dtype=dtype)
+        rates[name] = tflops(n, n, n, _median_ms(lambda: x @ x))
+    torch.backends.cuda.matmul.allow_tf32 = False
+    out["matmul_tflops"] = rates
+    one = torch.zeros(1, device="cuda")
+    op_us = _host_us(lambda: one.add_(1.0))
+    launch_us = _host_us(lambda: torch.cuda._sleep(1))  # a launch with next to no operator around it
+    out.update(host_op_us=max(0.0, op_us - launch_us), launch_us=launch_us,
+               sm_count=torch.cuda.get_device_properties(0).multi_processor_count)
+    return out
+
+
+def measure_copies() -> dict[str, float]:
+    """Copy rates between host and GPU (pinned, pageable), and between two GPUs (peer, through the host)."""
+    import torch
+
+    nbytes = 256 << 20
+    dev = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    pinned, pageable = torch.empty(nbytes, dtype=torch.uint8).pin_memory(), torch.empty(nbytes, dtype=torch.uint8)
+    rates = {"pinned": rate_gbps(nbytes, _median_ms(lambda: dev.copy_(pinned, non_blocking=True))),
+             "pageable": rate_gbps(nbytes, _median_ms(lambda: dev.copy_(pageable)))}
+    if torch.cuda.device_count() > 1:
+        other = torch.empty(nbytes, dtype=torch.uint8, device="cuda:1")
+        rates["peer"] = rate_gbps(nbytes, _median_ms(lambda: other.copy_(dev)))
+        rates["via_host"] = rate_gbps(nbytes, _median_ms(lambda: other.copy_(dev.cpu())))
+    return rates
+
+
+def measure_allocator() -> dict[str, float]:
+    """cudaMalloc and cudaFree costs: a 64 MiB block the caching allocator must get from the driver, then give back."""
+    import torch
+
+    mallocs, frees = [], []
+    for _ in range(20):
+        torch.cuda.empty_cache()
+        t0 = time.perf_counter()
+        x = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
+        t1 = time.perf_counter()
+        del x
+        torch.cuda.synchronize()
+        t2 = time.perf_counter()
+        torch.cuda.empty_cache()
+        frees.append((time.perf_counter() - t2) * 1e6)
+        mallocs.append((t1 - t0) * 1e6)
+    return {"malloc_us": statistics.median(mallocs), "free_us": statistics.median(frees)}
+
+
+def meta_of() -> dict[str, str]:
+    """GPU, driver, torch, CUDA and the date of this calibration."""
+    import torch
+
+    try:
+        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                capture_output=True, text=True, timeout=30).stdout.split("\n")[0].strip()
+    except (OSError, subprocess.SubprocessError):
+        driver = "unknown"
+    return {"gpu": torch.cuda.get_device_name(0), "gpus": str(torch.cuda.device_count()), "driver": driver,
+            "torch": torch.__version__, "cuda": str(torch.version.cuda), "date": dt.date.today().isoformat()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", type=Path, required=True, help="folder for <card>.json and meta.json")
+    p.add_argument("--card", default="h100", help="the card file's name (default: h100)")
+    args = p.parse_args(argv)
+    import torch
+
+    if not torch.cuda.is_available():
+        print("calibrate_gpu.py: no CUDA GPU here; run it on the card to calibrate.", file=sys.stderr)
+        return 1
+    from asynclab.sim.figures import card_figures, check_figures
+
+    meta = meta_of()
+    measured = measure_compute()
+    measured["copy_gbps"] = measure_copies()
+    measured.update(measure_allocator())
+    figures = check_figures(figures_from(measured, card_figures("H100"), meta), "the measured figures")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{args.card.lower()}.json").write_text(json.dumps(figures, indent=1) + "\n")
+    (args.out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    print(json.dumps({k: v for k, v in figures.items() if k != "meta"}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Every lesson's experiments on the simulated H100, beside the recorded references: prints the table as Markdown
+and writes docs/predicted.md.
+
+    python3 scripts/predicted_table.py [--lessons 01 03 ...] [--out docs/predicted.md]
+
+Each experiment runs once in ``al.simulate`` (asynclab.course.predicted); the numbers come from that run and from
+the packaged references, never typed in. Takes a few minutes on a laptop's CPU.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from asynclab.course import predicted, reference, registry  # noqa: E402
+from asynclab.sim.figures import card_figures  # noqa: E402
+
+INTRO = """# Predicted against recorded: the lessons on the simulated H100
+
+Each lesson's experiment functions, run on the simulated H100 of `al.simulate` (device `"cuda"`, the GPU sizes),
+beside the lesson's reference recorded on a real GPU. Every predicted number is labelled **{label}**. The cost
+model's figures are in `src/asynclab/sim/cards/h100.json`; {calibrated}. Lessons 04 to 07 were recorded on H200s:
+their ratios compare an H100's prediction with an H200's measurement. Written by `scripts/predicted_table.py`
+on {date}; `tests/course/test_predicted.py` holds a fast subset of it to the references.
+"""
+
+
+def fmt(value: float | None) -> str:
+    """A figure as text: four significant digits, or a dash.
+
+    Example:
+        >>> fmt(3.14159), fmt(None)
+        ('3.142', '—')
+    """
+    return "—" if value is None else f"{value:.4g}"
+
+
+def lesson_tables(number: str, preds: dict) -> list[str]:
+    """One lesson's Markdown: what could not run, its figures, its claims."""
+    card = reference.describe(number).replace("reference recorded on ", "")
+    lines = [f"## Lesson {number}: {registry.lesson(number).title}", "", f"Reference: {card}.", ""]
+    slow = ", ".join(f"{k} {p.seconds:.1f} s" for k, p in preds.items() if p.ran)
+    lines += [f"Simulated on this machine's CPU: {slow or 'none'}.", ""]
+    limits = [(k, p.limit) for k, p in preds.items() if not p.ran]
+    if limits:
+        lines += ["Could not run on the simulated GPU:", ""] + [f"- `{k}`: {why}" for k, why in limits] + [""]
+    rows = predicted.figure_rows(number, preds)
+    if rows:
+        lines += [f"| experiment | figure | {predicted.LABEL} | recorded | ratio |", "|---|---|---|---|---|"]
+        lines += [f"| {r['experiment']} | {r['figure']} | {fmt(r['predicted'])} | {fmt(r['recorded'])} | "
+                  f"{fmt(r['ratio'])} |" for r in rows] + [""]
+    claims = predicted.claim_rows(number, preds)
+    if claims:
+        lines += ["| experiment | claim | recorded | predicted | agree |", "|---|---|---|---|---|"]
+        lines += [f"| {c['experiment']} | {c['claim']} | {c['recorded']} | {c['predicted']} | "
+                  f"{'yes' if c['recorded'] == c['predicted'] else 'no'} |" for c in claims] + [""]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the lessons' experiments on the simulated H100, print the table, write it."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lessons", nargs="*", default=None, help="lesson numbers (default: all with experiments)")
+    parser.add_argument("--out", default=str(ROOT / "docs" / "predicted.md"))
+    args = parser.parse_args(argv)
+    numbers = [registry.lesson(n).number for n in args.lessons] if args.lessons else \
+        [item.number for item in registry.LESSONS if item.has("experiments")]
+    calibrated = ("calibrated on an H100" if card_figures("H100")["meta"].get("calibrated")
+                  else "most of them are not yet calibrated on a card (its `meta.source` says which)")
+    lines = [INTRO.format(label=predicted.LABEL, calibrated=calibrated, date=dt.date.today().isoformat())]
+    for number in numbers:
+        preds = predicted.predict(number)
+        part = lesson_tables(number, preds)
+        print("\n".join(part), flush=True)
+        lines += part
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text("\n".join(lines))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

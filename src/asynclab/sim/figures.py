@@ -1,0 +1,113 @@
+"""The simulated GPU's cost model as a handful of named hardware figures, read from one data file per card (sim/cards/)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CARDS", "FIGURES", "card_figures", "check_figures", "rates"]
+
+#: Where the cards' data files live: ``<card>.json`` (lower case), written by ``scripts/calibrate_gpu.py``.
+CARDS = Path(__file__).resolve().parent / "cards"
+
+#: Every figure a card's file gives, with its unit.
+FIGURES = {
+    "memory_gbps": "GB/s a kernel reads and writes device memory at",
+    "matmul_tflops": "TFLOP/s of matrix products, by dtype: fp32, tf32, bf16, fp16",
+    "host_op_us": "µs of host time per PyTorch operator from Python, besides its launch",
+    "launch_us": "µs of host time per kernel or copy launch",
+    "annotation_us": "µs of host time to enter or leave a record_function range",
+    "min_kernel_us": "µs the shortest kernel takes",
+    "launch_queue_depth": "launches that may wait on a GPU before the host blocks",
+    "copy_gbps": "GB/s of copies: pinned, pageable (host memory), peer (GPU to GPU), via_host (GPU to GPU without P2P)",
+    "copy_latency_us": "µs every copy takes besides its bytes",
+    "sm_count": "streaming multiprocessors",
+    "malloc_us": "µs of host time per cudaMalloc",
+    "free_us": "µs of host time per cudaFree (which also waits for the GPU)",
+    "spin_cycles_per_ms": "clock cycles per ms of a spin kernel (torch.cuda._sleep)",
+}
+_DTYPES = ("fp32", "tf32", "bf16", "fp16")
+_COPIES = ("pinned", "pageable", "peer", "via_host")
+
+
+def check_figures(figures: dict[str, Any], where: str = "the figures") -> dict[str, Any]:
+    """``figures`` if it has every figure of :data:`FIGURES` as a positive number (its matmul and copy rates by
+    name), else a ValueError of one line that names what is wrong.
+
+    Example:
+        >>> check_figures({"memory_gbps": 3000.0}, "x.json")
+        Traceback (most recent call last):
+        ...
+        ValueError: x.json: no figure 'matmul_tflops' (a card's file gives all of memory_gbps, matmul_tflops, ...)
+    """
+    for name in FIGURES:
+        if name not in figures:
+            raise ValueError(f"{where}: no figure {name!r} (a card's file gives all of memory_gbps, matmul_tflops, "
+                             "...)")
+        value, keys = figures[name], {"matmul_tflops": _DTYPES, "copy_gbps": _COPIES}.get(name)
+        values = [value.get(k) for k in keys] if keys and isinstance(value, dict) else [value]
+        if keys and not isinstance(value, dict):
+            raise ValueError(f"{where}: {name} must give a rate for each of {', '.join(keys)}")
+        bad = [v for v in values if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0]
+        if bad:
+            raise ValueError(f"{where}: {name} must be positive numbers ({', '.join(keys or ())}), not {bad[0]!r}"
+                             .replace(" ()", ""))
+    return figures
+
+
+def card_figures(card: str = "H100") -> dict[str, Any]:
+    """The figures of ``card`` (a name such as ``"H100"``, or the path of a card's JSON file), with its ``meta``
+    (which figures were measured, and where).
+
+    Example:
+        >>> f = card_figures("H100")
+        >>> f["memory_gbps"], f["matmul_tflops"]["bf16"], f["meta"]["card"]
+        (3000.0, 600.0, 'NVIDIA H100')
+        >>> card_figures("Z9")
+        Traceback (most recent call last):
+        ...
+        ValueError: no figures for the card 'Z9' (there are: h100)
+    """
+    path = Path(card) if str(card).endswith(".json") else CARDS / f"{str(card).lower()}.json"
+    if not path.is_file():
+        have = ", ".join(sorted(p.stem for p in CARDS.glob("*.json")))
+        raise ValueError(f"no figures for the card {card!r} (there are: {have})")
+    try:
+        figures = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path}: not a card's figures ({type(err).__name__})") from None
+    if not isinstance(figures, dict):
+        raise ValueError(f"{path}: not a card's figures (a JSON object of figures)")
+    return check_figures(figures, str(path))
+
+
+def rates(figures: dict[str, Any]) -> dict[str, float]:
+    """The figures as the simulated GPU's constants: times in ms, rates in bytes or FLOPs per ms.
+
+    Example:
+        >>> r = rates(card_figures("H100"))
+        >>> r["MEMORY_BYTES_PER_MS"], r["FLOPS_PER_MS"], r["HALF_SPEEDUP"], r["LAUNCH_MS"]
+        (3000000000.0, 50000000000.0, 12.0, 0.004)
+    """
+    f, tflops, copies = figures, figures["matmul_tflops"], figures["copy_gbps"]
+    return {
+        "MEMORY_BYTES_PER_MS": f["memory_gbps"] * 1e6,
+        "FLOPS_PER_MS": tflops["fp32"] * 1e9,
+        "HALF_SPEEDUP": tflops["bf16"] / tflops["fp32"],
+        "TF32_SPEEDUP": tflops["tf32"] / tflops["fp32"],
+        "FP16_SPEEDUP": tflops["fp16"] / tflops["fp32"],
+        "HOST_OP_MS": f["host_op_us"] / 1e3,
+        "LAUNCH_MS": f["launch_us"] / 1e3,
+        "ANNOTATION_MS": f["annotation_us"] / 1e3,
+        "KERNEL_MS": f["min_kernel_us"] / 1e3,
+        "LAUNCH_QUEUE_DEPTH": int(f["launch_queue_depth"]),
+        "PINNED_BYTES_PER_MS": copies["pinned"] * 1e6,
+        "PAGEABLE_BYTES_PER_MS": copies["pageable"] * 1e6,
+        "PEER_BYTES_PER_MS": copies["peer"] * 1e6,
+        "VIA_HOST_BYTES_PER_MS": copies["via_host"] * 1e6,
+        "COPY_LATENCY_MS": f["copy_latency_us"] / 1e3,
+        "SM_COUNT": int(f["sm_count"]),
+        "MALLOC_MS": f["malloc_us"] / 1e3,
+        "FREE_MS": f["free_us"] / 1e3,
+        "CYCLES_PER_MS": float(f["spin_cycles_per_ms"]),
+    }

@@ -1,0 +1,274 @@
+"""``al.simulate``: run any PyTorch code on simulated H100s and get the trace torch.profiler would write, in predicted times.
+
+The run goes through the simulated GPU of the exercise checkers (:class:`asynclab.sim.device.SimGPU`: streams,
+events, the caching allocator, copy engines, pinned and pageable memory, the host's waits), with the whole cost
+model of a card's figures (:mod:`asynclab.sim.figures`): besides the checkers' rates, the host's time per operator,
+cudaMalloc and cudaFree, and the launch queue's depth. Autograd's backward pass runs too, and
+``torch.autocast("cuda")`` casts as on a GPU. Every number it gives is a prediction ("simulated H100
+(predicted)"), never a measurement.
+"""
+from __future__ import annotations
+
+import gzip
+import heapq
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from asynclab.sim.device import SimGPU
+from asynclab.sim.figures import card_figures, rates
+from asynclab.sim.trace import document_of
+
+__all__ = ["Predictor", "simulate", "LOWER_PRECISION", "FULL_PRECISION"]
+
+#: Functions ``torch.autocast("cuda")`` runs in its 16-bit dtype (PyTorch's CUDA autocast list, the common ones).
+LOWER_PRECISION = frozenset({"linear", "matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "addmm", "baddbmm", "addbmm",
+                             "addmv", "mv", "einsum", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
+                             "conv_transpose2d", "conv_transpose3d", "scaled_dot_product_attention", "prelu"})
+#: Functions it runs in float32.
+FULL_PRECISION = frozenset({"softmax", "log_softmax", "cross_entropy", "nll_loss", "layer_norm", "group_norm",
+                            "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy_with_logits", "cumsum",
+                            "exp", "log", "pow", "norm", "kl_div", "cosine_similarity"})
+
+
+class _Autocast(TorchFunctionMode):
+    """``torch.autocast("cuda")`` on simulated tensors: PyTorch casts only tensors its C++ side sees on a GPU, which
+    simulated tensors that run autograd are not, so the casts are made here, as autograd records them."""
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name in LOWER_PRECISION or name in FULL_PRECISION:
+            lower = _autocast_dtype()
+            if lower is not None:
+                dtype = torch.float32 if name in FULL_PRECISION else lower
+                args, kwargs = _cast(args, dtype), {k: _cast(v, dtype) for k, v in kwargs.items()}
+        return func(*args, **kwargs)
+
+
+def _autocast_dtype() -> torch.dtype | None:
+    """The dtype ``torch.autocast("cuda")`` casts to now, None when it is off (PyTorch 2.4 and later name the device;
+    before, the functions without arguments are CUDA's)."""
+    try:
+        on = torch.is_autocast_enabled("cuda")
+    except TypeError:
+        return torch.get_autocast_gpu_dtype() if torch.is_autocast_enabled() else None
+    return torch.get_autocast_dtype("cuda") if on else None
+
+
+def _cast(value: Any, dtype: torch.dtype) -> Any:
+    """Floating-point GPU tensors in ``value`` (a tensor or a list or tuple of them) as ``dtype``."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(_cast(v, dtype) for v in value)
+    if isinstance(value, torch.Tensor) and value.is_cuda and value.is_floating_point() and value.dtype != dtype:
+        return value.to(dtype)
+    return value
+
+
+class Predictor(SimGPU):
+    """Simulated GPUs with a card's whole cost model, that run autograd: what :func:`simulate` runs code on.
+
+    Besides a checker's :class:`SimGPU`, each operator costs the host ``HOST_OP_MS`` (a ``cpu_op`` row in the trace),
+    memory new to the caching allocator costs ``MALLOC_MS``, ``torch.cuda.empty_cache()`` waits for the GPU and costs
+    ``FREE_MS`` per block, and the host blocks when ``LAUNCH_QUEUE_DEPTH`` launches wait. With ``computes=False``
+    kernels are timed but not computed (values stay garbage): a large model then runs in seconds.
+
+    Example:
+        >>> with Predictor() as gpu:
+        ...     x = torch.ones(1024, device="cuda")
+        ...     y = (x * 2).sum().item()
+        >>> y, [name for name, *_ in gpu.ops]
+        (2048.0, ['aten::ones', 'aten::mul', 'aten::sum', 'aten::_local_scalar_dense'])
+    """
+
+    trains = True
+
+    def __init__(self, gpus: int = 1, card: str = "H100", computes: bool = True) -> None:
+        super().__init__(devices=gpus)
+        self.figures = card_figures(card)
+        for name, value in rates(self.figures).items():
+            setattr(self, name, value)
+        self.computes = computes
+        self.ops: list[tuple[str, float, float]] = []  # the host's operators: (name, start, end)
+        self.clock_reads: list[float] = []  # when the code read a host clock (ms)
+        self.elapsed: list[float] = []  # what the code's elapsed_time calls gave (ms)
+        self._waiting: list[float] = []  # starts of launched work not yet started (a heap)
+
+    def dispatch(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        start = self.host
+        name = func._schema.name.split("::")[-1]
+        views = [r for r in func._schema.returns if r.alias_info is not None and not r.alias_info.is_write]
+        if func._schema.returns and not views:  # an in-place op (x.add_) costs as much as any; a view next to nothing
+            self.host += self.HOST_OP_MS
+        out = super().dispatch(func, args, kwargs)
+        self.ops.append((f"aten::{name}", start, self.host))
+        return out
+
+    def made(self, out: Any, device: int, name: str) -> Any:
+        """A factory (``torch.ones(..., device="cuda")``): an operator of the host's, too."""
+        start = self.host
+        self.host += self.HOST_OP_MS
+        made = super().made(out, device, name)
+        self.ops.append((f"aten::{name}", start, self.host))
+        return made
+
+    def matmul_rate(self, dtype: torch.dtype) -> float:
+        """FLOPs per ms of a matrix product: bf16, fp16, tf32 (float32 where PyTorch allows TF32), fp32."""
+        if dtype is torch.float32 and torch.backends.cuda.matmul.allow_tf32:
+            return self.FLOPS_PER_MS * self.TF32_SPEEDUP
+        speedup = {torch.bfloat16: self.HALF_SPEEDUP, torch.float16: self.FP16_SPEEDUP}.get(dtype, 1.0)
+        return self.FLOPS_PER_MS * speedup
+
+    def queue(self, name: str, stream: Any, ms: float, at_start: Callable, **kw: Any) -> tuple[float, float]:
+        while self._waiting and self._waiting[0] <= self.host:
+            heapq.heappop(self._waiting)
+        if len(self._waiting) >= self.LAUNCH_QUEUE_DEPTH:  # the queue is full: the host waits for a place
+            self.wait_until(heapq.heappop(self._waiting))
+        start, end = super().queue(name, stream, ms, at_start, **kw)
+        heapq.heappush(self._waiting, start)
+        return start, end
+
+    def allocate(self, like: torch.Tensor, device: int, stream: Any = None) -> Any:
+        before = self.mallocs
+        out = super().allocate(like, device, stream)
+        self.host += self.MALLOC_MS * (self.mallocs - before)
+        return out
+
+    def empty_cache(self) -> None:
+        """``torch.cuda.empty_cache()``: each cached block goes back with a cudaFree, which waits for the GPU."""
+        blocks = self.cached_blocks()
+        if blocks:
+            for device in range(self.devices):
+                self.synchronize(device)
+            self.host += self.FREE_MS * blocks
+        super().empty_cache()
+
+    def timer_read(self, kind: str, ms: float) -> None:
+        super().timer_read(kind, ms)
+        (self.clock_reads if kind == "clock" else self.elapsed).append(ms)
+
+    def forget_past(self) -> None:
+        super().forget_past()
+        self.ops.clear(), self.clock_reads.clear(), self.elapsed.clear()
+
+    def __enter__(self) -> "Predictor":
+        super().__enter__()
+        self._autocast = _Autocast()
+        self._autocast.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._autocast.__exit__(*exc)
+        super().__exit__(*exc)
+
+
+def simulate(fn: Callable[..., Any], *args: Any, gpus: int = 1, steps: int | None = None, warmup: int = 1,
+             setup: Callable[[], Any] | None = None, card: str = "H100", values: bool = True,
+             path: str | os.PathLike | None = None, **kwargs: Any) -> Any:
+    """Run ``fn(*args, **kwargs)`` on ``gpus`` simulated GPUs (``card``'s figures; even where the machine has a GPU)
+    and return the :class:`asynclab.trace.Trace` torch.profiler would write of it, in predicted times.
+
+    - ``steps=None``: ``fn`` runs once, and the trace holds all of it.
+    - ``steps=n``: ``fn`` runs ``warmup`` times, then ``n`` times, each inside a ``ProfilerStep#k`` range (k from
+      ``warmup``), as ``torch.profiler.profile(schedule=...)`` with ``prof.step()`` records them; the trace holds
+      the ``n`` steps. ``al.diagnose``, ``al.step_breakdown`` and ``al.draw_timeline`` read it as a recording.
+    - ``setup``: run once in the simulation first (build the model there: its tensors must be simulated ones); its
+      result, when not None, is passed to ``fn`` as the first argument.
+    - ``values=False``: kernels are timed, not computed (values stay garbage): a large model runs in seconds.
+    - ``path`` (``.json`` or ``.json.gz``): the trace is saved there too, and opens in Perfetto.
+
+    The trace has the host's operators (``cpu_op`` rows, ``aten::...``), their launches, kernels and copies on their
+    streams, ``record_function`` ranges and the steps. Its ``meta["simulated"]`` holds the card, ``predicted`` (True),
+    ``step_ms`` (each step's time, from one ``ProfilerStep`` to the next), ``clock_reads_ms`` (when the code read a
+    host clock such as ``time.perf_counter``; their differences, ``timed_ms``, are the intervals it measured) and
+    ``elapsed_ms`` (what its CUDA events' ``elapsed_time`` gave), and ``returned`` (``fn``'s last result, when it is a
+    number or a list of numbers). These names are this function's own: ``fn`` cannot take keywords of the same names.
+
+    Example:
+        >>> def step():
+        ...     x = torch.randn(256, 256, device="cuda")
+        ...     return (x @ x).sum().item()
+        >>> t = simulate(step, steps=2)
+        >>> t.meta["simulated"]["card"], len(t.meta["simulated"]["step_ms"])
+        ('NVIDIA H100', 2)
+        >>> sorted(set(t.events["kind"]))
+        ['annotation', 'compute', 'cpu_op', 'd2h', 'gpu_annotation', 'launch']
+    """
+    if not callable(fn) or (setup is not None and not callable(setup)):
+        raise TypeError(f"simulate needs a function to run, not {type(fn if not callable(fn) else setup).__name__}")
+    if not (isinstance(gpus, int) and gpus in (1, 2)):
+        raise ValueError(f"simulate runs on 1 or 2 simulated GPUs, not {gpus!r}")
+    if steps is not None and not (isinstance(steps, int) and steps >= 1) or not (isinstance(warmup, int) and warmup >= 0):
+        raise ValueError(f"steps must be a whole number of at least 1 (or None), warmup at least 0: {steps!r}, {warmup!r}")
+    out = _output(path)
+    with Predictor(gpus=gpus, card=card, computes=values) as gpu:
+        state = setup() if setup is not None else None
+        call = (lambda: fn(state, *args, **kwargs)) if state is not None else (lambda: fn(*args, **kwargs))
+        result, starts = _run_steps(gpu, call, steps, warmup)
+        gpu.finish()
+    doc = document_of(gpu.ran, gpu.launches, gpu.annotations, gpu.ops, _header(gpu, starts, result))
+    if out is not None:
+        _save(doc, out)
+    from asynclab.trace import load_trace
+
+    trace = load_trace(doc)
+    trace.source = str(out) if out is not None else "<simulated>"
+    return trace
+
+
+def _run_steps(gpu: Predictor, call: Callable[[], Any], steps: int | None, warmup: int) -> tuple[Any, list[float]]:
+    """Run ``call`` once, or ``warmup`` times and then ``steps`` times in ProfilerStep ranges; the last result and
+    when each step began (and, last, when the steps ended)."""
+    if steps is None:
+        gpu.forget_past()
+        return call(), []
+    for _ in range(warmup):
+        call()
+    torch.cuda.synchronize()
+    gpu.forget_past()
+    starts, result = [], None
+    for k in range(warmup, warmup + steps):
+        starts.append(gpu.host)
+        result = call()
+        gpu.annotations.append((f"ProfilerStep#{k}", starts[-1], gpu.host))
+        gpu.host += gpu.ANNOTATION_MS  # the profiler's own step()
+    return result, starts + [gpu.host]
+
+
+def _header(gpu: Predictor, starts: list[float], result: Any) -> dict:
+    """The trace's top-level fields: the simulated card as its device, and what :func:`simulate` records."""
+    reads = gpu.clock_reads
+    number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
+    returned = result if number(result) or (isinstance(result, (list, tuple)) and result
+                                            and all(number(v) for v in result)) else None
+    name = f"{gpu.figures['meta']['card']} (simulated)"
+    return {"deviceProperties": [{"id": d, "name": name, "numSms": gpu.SM_COUNT} for d in range(gpu.devices)],
+            "simulated": {"card": gpu.figures["meta"]["card"], "predicted": True,
+                          "calibrated": bool(gpu.figures["meta"].get("calibrated")), "values": gpu.computes,
+                          "step_ms": [b - a for a, b in zip(starts, starts[1:])],
+                          "clock_reads_ms": list(reads), "timed_ms": [b - a for a, b in zip(reads, reads[1:])],
+                          "elapsed_ms": list(gpu.elapsed),
+                          "returned": list(returned) if isinstance(returned, tuple) else returned}}
+
+
+def _output(path: str | os.PathLike | None) -> Path | None:
+    if path is None:
+        return None
+    out = Path(path)
+    if not (out.name.endswith(".json") or out.name.endswith(".json.gz")):
+        raise ValueError(f"{out}: the trace file must end in .json.gz (or .json)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _save(doc: dict, out: Path) -> None:
+    text = json.dumps(doc)
+    if out.name.endswith(".gz"):
+        with gzip.open(out, "wt", compresslevel=6) as f:
+            f.write(text)
+    else:
+        out.write_text(text)

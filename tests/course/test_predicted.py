@@ -1,0 +1,102 @@
+"""The lessons' experiments on the simulated H100 against their recorded references (a fast subset of
+docs/predicted.md): what runs does run, what cannot says why, every claim gets the reference's PASS or DIFFERS, and
+every headline figure is within 25% of the recorded one; a miss is an xfail that says which figure and why."""
+from __future__ import annotations
+
+import pytest
+
+from asynclab.course import predicted
+
+#: The experiments this test runs, per lesson: those the simulation runs in a few seconds, and those it refuses.
+FAST = {
+    "01": ["host_runs_ahead", "overhead_bound", "launch_overhead", "async_error", "cpu_is_synchronous"],
+    "02": ["warmup_cost", "spread", "sync_every_iteration", "synchronize_scope"],
+    "03": ["branches", "missing_wait", "spin_kernels", "tail_effect"],
+    "04": ["event_api", "race", "event_timer_modes", "sanitizer"],
+}
+#: The experiments that cannot run on the simulated GPU, and a word of the reason they must give.
+CANNOT = {("01", "launch_overhead"): "CUDA graphs", ("01", "async_error"): "subprocess",
+          ("01", "cpu_is_synchronous"): "CPU experiment", ("03", "tail_effect"): "triton",
+          ("04", "sanitizer"): "subprocess"}
+
+#: Figures the cost model misses by more than 25%: why (the numbers in each reason are those of the run that
+#: wrote docs/predicted.md; the assertion's message gives this run's).
+MISSES = {
+    ("01", "host_runs_ahead", "finish_ms"): "finish_ms: predicted 36.7 ms vs 27.6 ms recorded: 20 bfloat16 products of "
+    "8192², at the card file's bf16 rate of 600 TFLOP/s, an assumption not yet calibrated (the H100 ran 797)",
+    ("01", "host_runs_ahead", "mm_ms"): "mm_ms: predicted 1.83 ms vs 1.38 ms recorded: the same uncalibrated bf16 rate",
+    ("01", "host_runs_ahead", "enqueue_ms"): "enqueue_ms: predicted 0.30 ms vs 0.59 ms recorded: the model charges "
+    "every operator the same host time (15 µs, from x.add_), while a torch.mm from Python costs the host about 30 µs",
+    ("02", "warmup_cost", "first_ms"): "first_ms: predicted 0.29 ms vs 126 ms recorded: the first call's one-off costs "
+    "(cuBLAS's handle and workspace, loading the kernel) are not in the model",
+    ("02", "spread", "median_ms"): "median_ms: predicted 0.029 ms vs 0.048 ms recorded: a 2048² bf16 product reaches "
+    "about 60% of a large product's rate on an H100 (too few tiles to fill 132 SMs); the model has one rate per dtype",
+    ("02", "sync_every_iteration", "per_call_batched_us"): "per_call_batched_us: predicted 22.4 µs vs 16.6 µs "
+    "recorded: x.add_ on 32 MiB partly stays in the H100's 50 MB L2 cache; the model has HBM's bandwidth only",
+    ("03", "branches", "one_stream_ms"): "one_stream_ms: predicted 0.089 ms vs 1.43 ms recorded: softmax over 8 rows "
+    "of 1M floats runs one block per row, 8 of the H100's 132 SMs; the model prices it at full memory bandwidth "
+    "(the SM count is not yet in the cost model)",
+}
+#: Claims whose verdict the prediction does not reproduce, and why.
+CLAIM_MISSES = {
+    ("02", "warmup_cost", "the first call costs more than 10x a steady call"): "the first call's one-off costs "
+    "(cuBLAS's handle and workspace, loading the kernel) are not in the model: predicted 1.2x, recorded 600x",
+    ("03", "branches", "on two streams the branches finish at least 1.5x sooner (the results' half)"): "predicted "
+    "1.49x, recorded 1.79x: the model does not use the SM count, so the 8-row softmaxes are short (bandwidth-bound) "
+    "and the host's launches dominate; on the H100 each runs on 8 of 132 SMs for far longer, side by side",
+}
+
+_CACHE: dict[str, dict] = {}
+
+
+def predictions(lesson: str) -> dict:
+    """The lesson's fast experiments on the simulated H100, run once per session."""
+    if lesson not in _CACHE:
+        _CACHE[lesson] = predicted.predict(lesson, FAST[lesson])
+    return _CACHE[lesson]
+
+
+def _cases(kind: str) -> list:
+    out = []
+    for lesson, keys in FAST.items():
+        if kind == "figures":
+            for key, path in predicted.FIGURES[lesson]:
+                if key in keys and (lesson, key) not in CANNOT:
+                    name = (lesson, key, ".".join(path))
+                    marks = [pytest.mark.xfail(strict=True, reason=MISSES[name])] if name in MISSES else []
+                    out.append(pytest.param(*name, marks=marks, id="-".join(name)))
+        else:
+            for claim in predicted.CLAIMS:
+                if claim.lesson == lesson and claim.experiment in keys and (lesson, claim.experiment) not in CANNOT:
+                    name = (lesson, claim.experiment, claim.statement)
+                    marks = [pytest.mark.xfail(strict=True, reason=CLAIM_MISSES[name])] if name in CLAIM_MISSES else []
+                    out.append(pytest.param(*name, marks=marks, id=f"{lesson}-{claim.experiment}-{claim.statement[:30]}"))
+    return out
+
+
+@pytest.mark.parametrize("lesson", sorted(FAST))
+def test_the_runnable_experiments_run_and_the_others_say_why(lesson):
+    preds = predictions(lesson)
+    for key in FAST[lesson]:
+        pred = preds[key]
+        if (lesson, key) in CANNOT:
+            assert not pred.ran and CANNOT[lesson, key] in pred.limit, (key, pred.limit)
+        else:
+            assert pred.ran and isinstance(pred.results, dict), (key, pred.limit)
+            assert pred.label == "simulated H100 (predicted)"
+
+
+@pytest.mark.parametrize("lesson, experiment, statement", _cases("claims"))
+def test_each_claim_gets_the_references_verdict(lesson, experiment, statement):
+    row = next(r for r in predicted.claim_rows(lesson, predictions(lesson))
+               if r["experiment"] == experiment and r["claim"] == statement)
+    assert row["recorded"] in ("PASS", "DIFFERS")
+    assert row["predicted"] == row["recorded"], row
+
+
+@pytest.mark.parametrize("lesson, experiment, figure", _cases("figures"))
+def test_each_headline_figure_is_within_25_percent(lesson, experiment, figure):
+    row = next(r for r in predicted.figure_rows(lesson, predictions(lesson))
+               if r["experiment"] == experiment and r["figure"] == figure)
+    assert row["recorded"] is not None and row["predicted"] is not None, row
+    assert 0.75 <= row["ratio"] <= 1.25, f"{figure}: predicted {row['predicted']:.4g}, recorded {row['recorded']:.4g}"

@@ -1,0 +1,192 @@
+"""al.simulate: training steps on simulated H100s as a profiler's trace, the cost model's figures, and the predicted
+step times of the diagnosis cases against those measured on an NVIDIA H100."""
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+import asynclab as al
+from asynclab.sim.figures import card_figures, check_figures
+
+ROOT = Path(__file__).resolve().parents[2]
+CASES_JSON = ROOT / "tests" / "fixtures" / "diagnose" / "cases.json"
+
+
+def _train_step():
+    """A small model's AMP training step, built on the first call."""
+    state = {}
+
+    def step():
+        if not state:
+            state["model"] = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10)).cuda()
+            state["opt"] = torch.optim.SGD(state["model"].parameters(), lr=0.1)
+            state["x"], state["y"] = torch.randn(32, 64, device="cuda"), torch.randint(0, 10, (32,), device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = nn.functional.cross_entropy(state["model"](state["x"]), state["y"])
+        loss.backward()
+        state["opt"].step()
+        state["opt"].zero_grad(set_to_none=True)
+        return loss.item()
+    return step
+
+
+def test_a_training_step_is_a_profilers_trace(tmp_path):
+    trace = al.simulate(_train_step(), steps=3, path=tmp_path / "t.json.gz")
+    ev = trace.events
+    kinds = set(ev["kind"])
+    assert {"launch", "compute", "cpu_op", "annotation"} <= kinds
+    steps = ev.loc[ev["kind"] == "annotation", "name"]
+    assert [s for s in steps if s.startswith("ProfilerStep#")] == ["ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3"]
+    names = set(ev.loc[ev["kind"] == "compute", "name"])
+    assert {"addmm", "mm", "threshold_backward", "_to_copy"} <= names  # forward, backward, autocast's casts
+    sim = trace.meta["simulated"]
+    assert sim["predicted"] and len(sim["step_ms"]) == 3 and all(ms > 0 for ms in sim["step_ms"])
+    assert isinstance(sim["returned"], float)  # the last step's loss, computed on the CPU
+    assert "steps" in str(al.diagnose(trace))
+    assert al.draw_timeline(trace) is not None
+    doc = json.loads(gzip.open(tmp_path / "t.json.gz", "rt").read())  # Chrome trace JSON, as Perfetto opens it
+    assert doc["traceEvents"] and all({"ph", "ts", "dur", "pid", "tid"} <= set(e) for e in doc["traceEvents"])
+    assert len(al.load_trace(tmp_path / "t.json.gz").events) == len(ev)
+
+
+def test_the_codes_own_timers_are_recorded():
+    def timed():
+        import time
+        x = torch.randn(4096, 4096, device="cuda")
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        t0 = time.perf_counter()
+        start.record()
+        y = x @ x
+        end.record()
+        torch.cuda.synchronize()
+        t1 = time.perf_counter()
+        return (t1 - t0) * 1e3, start.elapsed_time(end)
+
+    sim = al.simulate(timed, values=False).meta["simulated"]
+    host_ms, event_ms = sim["returned"]
+    assert sim["elapsed_ms"] == [event_ms] and sim["timed_ms"][0] == pytest.approx(host_ms)
+    assert 2.0 < event_ms < host_ms  # 137 GFLOP of fp32 at 50 TFLOP/s: about 2.7 ms
+
+
+def test_two_gpus():
+    def two():
+        a = torch.randn(1 << 20, device="cuda:0")
+        b = a.to("cuda:1")
+        return (b * 2).sum().item()
+
+    trace = al.simulate(two, gpus=2)
+    assert trace.devices == [0, 1]
+    assert "p2p" in set(trace.events["kind"])
+
+
+def test_bad_input_is_one_line():
+    with pytest.raises(TypeError, match="needs a function"):
+        al.simulate(3)
+    with pytest.raises(ValueError, match="1 or 2 simulated GPUs"):
+        al.simulate(lambda: None, gpus=3)
+    with pytest.raises(ValueError, match="no figures for the card"):
+        al.simulate(lambda: None, card="Z9")
+
+
+def test_the_figures_say_where_they_come_from():
+    figures = card_figures("H100")
+    assert figures["meta"]["calibrated"] is False  # not yet measured by scripts/calibrate_gpu.py
+    sources = figures["meta"]["source"]
+    assert all(("recording" in text or "assumption" in text or "specification" in text) for text in sources.values())
+    with pytest.raises(ValueError, match="copy_gbps must be positive"):
+        check_figures({**figures, "copy_gbps": {**figures["copy_gbps"], "peer": 0}})
+
+
+def _calibrate():
+    spec = importlib.util.spec_from_file_location("calibrate_gpu", ROOT / "scripts" / "calibrate_gpu.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_calibration_script_writes_valid_figures_and_refuses_without_a_gpu(tmp_path, capsys):
+    cal = _calibrate()
+    measured = {"memory_gbps": 2900.0, "matmul_tflops": {"fp32": 51.0, "tf32": 380.0, "bf16": 650.0, "fp16": 660.0},
+                "host_op_us": 12.0, "launch_us": 4.5, "copy_gbps": {"pinned": 53.0, "pageable": 9.0}}
+    figures = cal.figures_from(measured, card_figures("H100"), {"gpu": "NVIDIA H100 80GB HBM3"})
+    check_figures(figures)
+    assert figures["meta"]["calibrated"] and "measured" in figures["meta"]["source"]["memory_gbps"]
+    assert "recording" in figures["meta"]["source"]["copy_gbps.peer"]  # not measured on one GPU: kept, and says so
+    assert cal.rate_gbps(1 << 30, 10.0) == pytest.approx(107.37, abs=0.01)
+    assert cal.tflops(4096, 4096, 4096, 1.0) == pytest.approx(137.44, abs=0.01)
+    if not torch.cuda.is_available():
+        assert cal.main(["--out", str(tmp_path)]) == 1
+        assert capsys.readouterr().err.count("\n") == 1
+
+
+def _cases():
+    spec = importlib.util.spec_from_file_location("record_diagnose_cases", ROOT / "scripts" / "record_diagnose_cases.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+#: The diagnosis cases the simulated GPU can run (not CUDA graphs: launch_bound's and underfilled_gpu's fixes; not
+#: DataLoader worker processes: dataloader_stall's fix).
+SIMULATED_CASES = ("clean", "host_sync", "pageable_copy", "exposed_copy", "stream_wait", "small_copies",
+                   "alloc_churn")
+
+
+def predicted_steps(cases=SIMULATED_CASES) -> dict:
+    """Each case's step time on the simulated H100, timed as scripts/record_diagnose_cases.py times it on a GPU
+    (5 steps after 5 of warm-up, between two perf_counter readings around a synchronize), in ms."""
+    rdc, out = _cases(), {}
+    for case in cases:
+        for variant in rdc.variants(case):
+            torch.manual_seed(0)
+            trace = al.simulate(lambda step: rdc.measure_ms(step, steps=5, repeats=1),
+                                setup=lambda: rdc.CASES[case](variant), values=False)
+            out[case, variant] = trace.meta["simulated"]["returned"]
+    return out
+
+
+@pytest.fixture(scope="module")
+def predicted():
+    if torch.__version__ < "2.4":
+        pytest.skip(f"on PyTorch {torch.__version__} the diagnosis cases' simulated models (136M parameters, timed "
+                    "without values) exhaust a 23 GB machine's memory: a known limit, not yet explained")
+    return predicted_steps()
+
+
+def test_the_cases_run_and_bad_is_never_faster(predicted):
+    for case in SIMULATED_CASES:
+        if (case, "bad") in predicted:
+            assert predicted[case, "bad"] >= predicted[case, "fixed"], case
+
+
+#: Where the prediction is known to miss, and why (not tuned away): ratios predicted / measured on an NVIDIA H100.
+MISSES = {("small_copies", "bad"): "256 blocking copies of 4 bytes from pageable memory: 8.1 ms a step more on the "
+                                   "H100, 1.1 ms in the simulation (0.58 of the step), whose figures have no host "
+                                   "round trip per blocking copy"}
+SAVING_MISSES = {"small_copies": MISSES["small_copies", "bad"],
+                 "alloc_churn": "empty_cache's cost: 3.1 ms a step on the H100, 1.1 ms predicted (the cudaMalloc and "
+                                "cudaFree figures are assumptions, not yet measured)"}
+MEASURED = json.loads(CASES_JSON.read_text())["cases"]
+KEYS = [(c, v) for c in SIMULATED_CASES for v in (("clean",) if c == "clean" else ("bad", "fixed"))]
+
+
+@pytest.mark.parametrize("key", [pytest.param(k, marks=pytest.mark.xfail(reason=MISSES[k], strict=True))
+                                 if k in MISSES else k for k in KEYS], ids="-".join)
+def test_predicted_step_within_30_percent_of_the_measured(predicted, key):
+    ratio = predicted[key] / MEASURED[key[0]][key[1]]["step_ms"]
+    assert 0.7 <= ratio <= 1.3, f"{key}: predicted {predicted[key]:.2f} ms, {ratio:.2f} of the measured"
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(reason=SAVING_MISSES[c], strict=True))
+                                  if c in SAVING_MISSES else c for c in SIMULATED_CASES if c != "clean"])
+def test_predicted_saving_within_a_factor_of_1_5(predicted, case):
+    saved = predicted[case, "bad"] - predicted[case, "fixed"]
+    measured = MEASURED[case]["bad"]["step_ms"] - MEASURED[case]["fixed"]["step_ms"]
+    assert 1 / 1.5 <= saved / measured <= 1.5, f"{case}: {saved:.2f} ms saved, {measured:.2f} measured"
