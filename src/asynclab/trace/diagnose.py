@@ -12,15 +12,19 @@ import pandas as pd
 
 from asynclab.trace.collectives import late_rank
 from asynclab.trace.events import WORK_KINDS, TraceError
-from asynclab.trace.findings import HOST_BOUND_KINDS, Finding
+from asynclab.trace.findings import Finding
 from asynclab.trace.idle import SMALL_COPY_BYTES, GpuView, Pieces, idle_pieces, underfilled_pieces
 from asynclab.trace.metrics import gpus_with_work, rows_on_gpu, profiler_steps, as_trace
+from asynclab.trace.savings import OUTLIER_FACTOR, Savings, outlier_steps, predict_savings_of_ranks, startup_end
+from asynclab.trace.whatif import REPLAYED_KINDS
 from asynclab.trace import Trace
 
 __all__ = ["diagnose", "Diagnosis", "FOLD_SHARE"]
 
 #: The text view folds findings under this share of the step into one line.
 FOLD_SHARE = 0.02
+#: A finding whose fix would save less than this share of the step is not reported.
+MIN_SHARE = 1e-4
 _FRAME = re.compile(r"^(?P<file>.+?\.py)\((?P<line>\d+)\): (?P<func>.+)$")
 _LIBRARY = re.compile(r"(^|/)(torch/|asynclab/(?!lessons/)|site-packages/|dist-packages/|threading\.py|multiprocessing/|"
                       r"<frozen)|/lib/python3")
@@ -28,12 +32,21 @@ _LIBRARY = re.compile(r"(^|/)(torch/|asynclab/(?!lessons/)|site-packages/|dist-p
 
 @dataclass
 class Diagnosis:
-    """What :func:`diagnose` found: per-step time, idle time, and the findings, largest loss first.
+    """What :func:`diagnose` found: the step, its idle time, and the findings, the largest saving first.
 
-    ``findings`` holds every finding however small; ``unexplained_ms_per_step`` is the idle time no
-    finding explains, so the findings whose kind counts idle time (all but ``underfilled_gpu``, which is
-    time the GPU was busy but mostly empty) plus it add up to ``idle_ms_per_step``. Views: ``text()``
-    (``str(d)``), ``table()`` (a DataFrame), ``as_dict()`` / ``to_json()`` and the notebook's HTML.
+    A finding's ``lost_ms_per_step`` (and ``share`` of ``step_ms``) is what its fix saves a step by replay: the
+    steps' host threads and GPU streams read as a dependency graph, changed as the fix would change them and
+    replayed (:mod:`asynclab.trace.whatif`). ``step_ms`` is the replayed step without the profiler's own cost (the
+    units of every prediction), ``profiled_ms`` the same steps as recorded, ``fixed_ms`` the replayed step with each
+    replayed finding's fix and ``all_fixed_ms`` with all of them (less the time the kinds not replayed claim). No finding claims more than the step, nor do
+    they together. ``underfilled_gpu`` and the kinds of several ranks (exposed_comm, rank_skew, pipeline_bubble)
+    are not replayed: they claim the time they explain, in the step's units.
+
+    The idle time is still fully accounted for, as attribution rather than prediction: each finding's
+    ``idle_ms_per_step`` is the profiled idle time it explains, and those of every kind but ``underfilled_gpu``
+    (time the GPU was busy but mostly empty) plus ``unexplained_ms_per_step`` add up to ``idle_ms_per_step``.
+    Outlier steps (``outliers``) and CUDA start-up are named in ``notes`` and left out. Views: ``text()``
+    (``str(d)``), ``what_if()``, ``table()`` (a DataFrame), ``as_dict()`` / ``to_json()`` and the notebook's HTML.
     """
 
     trace: str
@@ -44,6 +57,10 @@ class Diagnosis:
     findings: list[Finding]
     notes: list[str] = field(default_factory=list)
     pieces: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
+    profiled_ms: float = 0.0
+    fixed_ms: dict[str, float] = field(default_factory=dict)
+    all_fixed_ms: float = 0.0
+    outliers: list[int] = field(default_factory=list)
 
     def finding(self, kind: str) -> Finding | None:
         """The finding of one kind, or None."""
@@ -58,7 +75,28 @@ class Diagnosis:
         return {"trace": self.trace, "steps": self.steps, "step_ms": round(self.step_ms, 4),
                 "idle_ms_per_step": round(self.idle_ms_per_step, 4),
                 "unexplained_ms_per_step": round(self.unexplained_ms_per_step, 4),
+                "profiled_ms": round(self.profiled_ms, 4), "outliers": self.outliers,
+                "what_if": {"fixed_ms": {k: round(v, 4) for k, v in self.fixed_ms.items()},
+                            "all_fixed_ms": round(self.all_fixed_ms, 4)},
                 "findings": [f.as_dict() for f in self.findings], "notes": self.notes}
+
+    def what_if(self) -> str:
+        """The replayed step after each replayed finding's fix, and after all of them, in words.
+
+        Example:
+            >>> print(diagnose("tests/fixtures/diagnose/host_sync-bad.json.gz").what_if().splitlines()[0])
+            ... # doctest: +ELLIPSIS
+            replayed step (no profiler): ... ms (profiled ... ms)
+        """
+        lines = [f"replayed step (no profiler): {self.step_ms:.3f} ms (profiled {self.profiled_ms:.3f} ms)"]
+        for kind, ms in sorted(self.fixed_ms.items(), key=lambda kv: kv[1]):
+            lines.append(f"  fix {kind:16s} -> {ms:8.3f} ms  (saves {self.step_ms - ms:.3f} ms, "
+                         f"{_pct((self.step_ms - ms) / self.step_ms if self.step_ms else 0)})")
+        lines.append(f"  all fixes above      -> {self.all_fixed_ms:8.3f} ms")
+        rest = [f.kind for f in self.findings if f.kind not in self.fixed_ms]
+        if rest:
+            lines.append(f"  not replayed: {', '.join(rest)} (their share is the time they explain)")
+        return "\n".join(lines)
 
     def to_json(self) -> str:
         return json.dumps(self.as_dict(), indent=1, ensure_ascii=False)
@@ -72,8 +110,8 @@ class Diagnosis:
     def text(self, fold: float = FOLD_SHARE) -> str:
         """The findings in words, largest first; those under ``fold`` of the step are counted in one line."""
         head = (f"{os.path.basename(self.trace) or self.trace}: {len(self.steps)} step{'s' if len(self.steps) != 1 else ''}, "
-                f"{self.step_ms:.3f} ms each, GPU idle {self.idle_ms_per_step:.3f} ms a step "
-                f"({_pct(self.idle_ms_per_step / self.step_ms if self.step_ms else 0)})")
+                f"{self.step_ms:.3f} ms each without the profiler ({self.profiled_ms:.3f} profiled), GPU idle {self.idle_ms_per_step:.3f} ms a step "
+                f"({_pct(self.idle_ms_per_step / self.profiled_ms if self.profiled_ms else 0)} of the profiled step)")
         lines = [head]
         shown = [f for f in self.findings if f.share >= fold]
         for f in shown:
@@ -112,20 +150,28 @@ def _where_text(where: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------------------------
 # steps and views
 # --------------------------------------------------------------------------------------------
-def _steps(tr: Trace, rank: Any, work: pd.DataFrame) -> pd.DataFrame:
-    """Columns step, start_us, end_us: the ProfilerStep#N ranges of a rank, cut where the next begins (the
-    last ends with its host range or its GPU work, whichever is later); one step 0 for the whole trace
-    when it has none."""
+def _steps(tr: Trace, rank: Any, work: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
+    """Columns step, start_us, end_us, host_end_us, dur_us: the ProfilerStep#N ranges of a rank, cut where the next
+    begins (the last ends with its host range or its GPU work, whichever is later; host_end_us and dur_us are the
+    host range's end and length); one step 0 for the whole trace when it has none, after CUDA start-up (and a note
+    naming the start-up, or None)."""
     steps = profiler_steps(tr)
     mine = steps[steps["rank"].isna()] if pd.isna(rank) else steps[(steps["rank"] == rank).fillna(False)]
     if mine.empty:
-        return pd.DataFrame({"step": [0], "start_us": [float(work["start_us"].min())],
-                             "end_us": [float(work["end_us"].max())]})
+        lo, hi = float(work["start_us"].min()), float(work["end_us"].max())
+        ev = tr.events
+        same = ev["rank"].isna() if pd.isna(rank) else (ev["rank"] == rank).fillna(False)
+        cut, note = startup_end(ev[same.to_numpy(dtype=bool) & ev["device"].isna().to_numpy(dtype=bool)], lo, hi)
+        lo = max(lo, cut)
+        return pd.DataFrame({"step": [0], "start_us": [lo], "end_us": [hi], "host_end_us": [hi],
+                             "dur_us": [hi - lo]}), note
     starts = mine["start_us"].to_numpy(np.float64)
     ends = np.append(starts[1:], np.nan)
     later = work[work["start_us"] >= starts[-1]]
     ends[-1] = max(float(mine["end_us"].iloc[-1]), float(later["end_us"].max()) if len(later) else starts[-1])
-    return pd.DataFrame({"step": mine["step"].astype(int).to_numpy(), "start_us": starts, "end_us": ends})
+    return pd.DataFrame({"step": mine["step"].astype(int).to_numpy(), "start_us": starts, "end_us": ends,
+                         "host_end_us": mine["end_us"].to_numpy(np.float64),
+                         "dur_us": mine["dur_us"].to_numpy(np.float64)}), None
 
 
 def _view(tr: Trace, rank: Any, dev: int, lo: float, hi: float, n_steps: int) -> GpuView:
@@ -179,8 +225,9 @@ class _Context:
         return op, line
 
 
-def _where(pieces: pd.DataFrame, ev: pd.DataFrame, ctx: _Context) -> dict[str, Any]:
-    """The op, line and kernel that carry most of a kind's time (from its 30 longest pieces)."""
+def _where(pieces: pd.DataFrame, ev: pd.DataFrame, ctx: _Context, per_step_us: float) -> dict[str, Any]:
+    """The op, line and kernel that carry most of a kind's time (from its 30 longest pieces), and the steps where
+    it matters: those with at least a tenth of its mean time per step (``per_step_us``)."""
     top = pieces.nlargest(30, "dur")
     ops: dict[str, float] = {}
     lines: dict[str, float] = {}
@@ -209,7 +256,8 @@ def _where(pieces: pd.DataFrame, ev: pd.DataFrame, ctx: _Context) -> dict[str, A
             where[key] = _short(max(votes, key=votes.get))
     if "_SingleProcessDataLoaderIter" in str(where.get("op", "")):
         where["loader"] = "num_workers=0: the batches are made in the training process"
-    steps = sorted({int(s) for s in pieces.loc[pieces["dur"] > 0, "step"]})
+    by_step = pieces.groupby("step")["dur"].sum()
+    steps = sorted(int(s) for s in by_step.index[by_step >= 0.1 * per_step_us])
     where.update(steps=steps, count=int(len(pieces)))
     return where
 
@@ -222,23 +270,28 @@ def _short(s: str, n: int = 90) -> str:
 # diagnose
 # --------------------------------------------------------------------------------------------
 def _gpu_pieces(tr: Trace, rank: Any, dev: int, step: int | None) -> tuple[pd.DataFrame, float, int, Any]:
-    """The pieces of one GPU (a DataFrame), its analysed span (µs), its number of steps and its host."""
+    """The pieces of one GPU's steady steps (a DataFrame), their span (µs) and number, and its host, steps (all of
+    them), outlier steps and start-up note."""
     all_work = rows_on_gpu(tr, rank, dev, WORK_KINDS)
-    steps = _steps(tr, rank, all_work)
+    steps, startup = _steps(tr, rank, all_work)
     if step is not None:
         if step not in set(steps["step"]):
             raise TraceError(f"{tr.source}: no step {step} (steps: {', '.join(map(str, steps['step'])) or 'none'})")
         steps = steps[steps["step"] == step]
-    lo, hi, n = float(steps["start_us"].min()), float(steps["end_us"].max()), len(steps)
+    outliers = outlier_steps(steps)
+    steady = steps[~steps["step"].isin(outliers)]
+    lo, hi, n = float(steps["start_us"].min()), float(steps["end_us"].max()), len(steady)
     view = _view(tr, rank, dev, lo, hi, n)
     tiny = view.work[(view.work["kind"] == "h2d") & (view.work["bytes"] <= SMALL_COPY_BYTES).fillna(False)]
-    p = Pieces.concat([idle_pieces(view, len(tiny) / n), underfilled_pieces(view, _sms(tr, dev))])
+    p = Pieces.concat([idle_pieces(view, len(tiny) / len(steps)), underfilled_pieces(view, _sms(tr, dev))])
     df = pd.DataFrame({"kind": p.kind, "start": p.start, "dur": p.dur, "row": p.row, "at": p.at, "tid": p.tid})
     df = df[df["dur"] > 0]
     pos = np.searchsorted(steps["start_us"].to_numpy(np.float64), df["start"].to_numpy(np.float64), side="right") - 1
     df["step"] = steps["step"].to_numpy()[np.clip(pos, 0, len(steps) - 1)]
+    df = df[~df["step"].isin(outliers)]
     df["rank"], df["device"] = rank, dev
-    return df, hi - lo, n, (view.host, list(steps["step"]))
+    span = float((steady["end_us"] - steady["start_us"]).sum())
+    return df, span, n, (view.host, list(steps["step"]), steps, outliers, startup, rank)
 
 
 def diagnose(trace: Any, step: int | None = None) -> Diagnosis:
@@ -272,44 +325,98 @@ def diagnose(trace: Any, step: int | None = None) -> Diagnosis:
 
 def _summarise(tr: Trace, pieces: pd.DataFrame, spans: list[float], counts: list[int], hosts: list) -> Diagnosis:
     n_gpu = len(spans)
-    step_ms = float(np.mean([s / c for s, c in zip(spans, counts)])) / 1e3
+    profiled_ms = float(np.mean([s / c for s, c in zip(spans, counts)])) / 1e3
     scale = 1.0 / (1e3 * n_gpu * float(np.mean(counts)))
     idle = pieces[pieces["kind"] != "underfilled_gpu"]
-    ctx = _Context(pd.concat([h for h, _ in hosts]).drop_duplicates() if len(hosts) > 1 else hosts[0][0])
+    ctx = _Context(pd.concat([h[0] for h in hosts]).drop_duplicates() if len(hosts) > 1 else hosts[0][0])
+    kinds = [k for k in pieces["kind"].unique() if k not in ("unexplained", "profiler")]
+    replays = _replays(tr, hosts, kinds)
+    step_ms = float(np.mean([r.step_ms for r in replays]))
+    unit = step_ms / float(np.mean([r.profiled_ms for r in replays]))  # profiled to unprofiled, as replayed
     findings = []
     for kind, g in pieces.groupby("kind", sort=False):
         if kind in ("unexplained", "profiler"):
             continue
-        lost = float(g["dur"].sum()) * scale
-        where = _where(g, tr.events, ctx)
+        attributed = float(g["dur"].sum()) * scale
+        if kind in REPLAYED_KINDS:
+            lost = float(np.mean([r.saving_ms(kind) for r in replays]))
+        else:  # no replay: the time it explains, in the units of the step without the profiler
+            lost = attributed * unit
+        if lost < MIN_SHARE * step_ms:
+            continue
+        where = _where(g, tr.events, ctx, attributed / scale / max(1, len(set(g["step"]))))
         if kind == "rank_skew" and "rank" in tr.events:
             ranks = sorted(int(r) for r in tr.events["rank"].dropna().unique())
             where["late_rank"] = late_rank(g.groupby("rank")["dur"].sum(), ranks)
-        findings.append(Finding(kind, lost, lost / step_ms if step_ms else 0.0, where))
+        findings.append(Finding(kind, lost, lost / step_ms if step_ms else 0.0, where, attributed))
+    _cap(findings, step_ms)
     findings.sort(key=lambda f: -f.lost_ms_per_step)
-    steps = sorted({int(s) for _, ss in hosts for s in ss})
-    unexplained = float(idle.loc[idle["kind"].isin(("unexplained", "profiler")), "dur"].sum()) * scale
-    notes = _notes(tr, findings, steps, ctx)
-    own = float(idle.loc[idle["kind"] == "profiler", "dur"].sum()) * scale
-    if own >= 0.01 * step_ms:
-        notes.append(f"{own:.3f} ms/step of the unexplained idle time is the profiler's own work (torch/profiler "
-                     f"on the host), which a run without it does not have")
-    return Diagnosis(tr.source, steps, step_ms, float(idle["dur"].sum()) * scale, unexplained, findings, notes,
-                     pieces)
+    steps = sorted({int(s) for h in hosts for s in h[1]})
+    explained = sum(f.idle_ms_per_step for f in findings if f.kind != "underfilled_gpu")
+    idle_ms = float(idle["dur"].sum()) * scale
+    fixes = {k: float(np.mean([r.fixed_ms.get(k, r.step_ms) for r in replays])) for k in
+             [f.kind for f in findings if f.kind in REPLAYED_KINDS]}
+    outliers = sorted({o for h in hosts for o in h[3]})
+    notes = _notes(tr, findings, steps, ctx, hosts, replays)
+    rest = pieces[pieces["kind"] == "unexplained"]
+    if idle_ms - explained >= FOLD_SHARE * profiled_ms and len(rest):
+        named = _where_text({k: v for k, v in _where(rest, tr.events, ctx, 0.0).items() if k in ("op", "line")})
+        if named:
+            notes.append(f"the unexplained idle time ({idle_ms - explained:.3f} ms/step) is mostly while the host "
+                         f"was in {named}")
+    not_replayed = sum(f.lost_ms_per_step for f in findings if f.kind not in REPLAYED_KINDS)
+    all_fixed = max(float(np.mean([r.all_fixed_ms for r in replays])) - not_replayed, 0.0)
+    return Diagnosis(tr.source, steps, step_ms, idle_ms, idle_ms - explained, findings, notes, pieces,
+                     profiled_ms=float(np.mean([r.profiled_ms for r in replays])), fixed_ms=fixes, all_fixed_ms=all_fixed, outliers=outliers)
 
 
-def _notes(tr: Trace, findings: list[Finding], steps: list[int], ctx: _Context) -> list[str]:
+def _replays(tr: Trace, hosts: list, kinds: list[str]) -> list[Savings]:
+    """The replay of each rank (a process's GPUs share one), the ranks replayed together."""
+    by_rank: dict[int, tuple] = {}
+    for h in hosts:
+        key = -1 if pd.isna(h[5]) else int(h[5])
+        if key in by_rank:  # another GPU of the same process: its steps end when the later GPU's work does
+            steps = by_rank[key][1].copy()
+            steps["end_us"] = np.maximum(steps["end_us"].to_numpy(np.float64), h[2]["end_us"].to_numpy(np.float64))
+            by_rank[key] = (h[5], steps)
+        else:
+            by_rank[key] = (h[5], h[2])
+    return predict_savings_of_ranks(tr.events, list(by_rank.values()), kinds)
+
+
+def _cap(findings: list[Finding], step_ms: float) -> None:
+    """Findings together never claim more than the step: scaled down together where they would."""
+    total = sum(f.lost_ms_per_step for f in findings)
+    if total > step_ms > 0:
+        for f in findings:
+            f.lost_ms_per_step *= step_ms / total
+            f.share = f.lost_ms_per_step / step_ms
+
+
+def _notes(tr: Trace, findings: list[Finding], steps: list[int], ctx: _Context, hosts: list,
+           replays: list[Savings]) -> list[str]:
     notes = []
+    for note in dict.fromkeys(h[4] for h in hosts if h[4]):
+        notes.append(note)
     if steps == [0] and profiler_steps(tr).empty:
         notes.append("the trace has no ProfilerStep#N ranges, so it is diagnosed as one step (record with "
                      "torch.profiler's schedule and call prof.step() each step)")
-    if any(f.kind in HOST_BOUND_KINDS and f.share >= FOLD_SHARE for f in findings):
-        notes.append("host time is measured with the profiler on, which adds a few µs to every op: "
-                     f"{', '.join(k for k in HOST_BOUND_KINDS if any(f.kind == k for f in findings))} "
-                     "may read higher than without it")
+    for h in hosts:
+        if h[3]:
+            dur = h[2].set_index("step")["dur_us"] / 1e3
+            told = ", ".join(f"{o} ({dur[o]:.1f} ms)" for o in h[3])
+            notes.append(f"outlier step{'s' if len(h[3]) > 1 else ''} {told}: over {OUTLIER_FACTOR:g}x the "
+                         f"median of the others ({dur.drop(h[3]).median():.1f} ms), shown here and not averaged in")
+            break
+    per_op = float(np.mean([r.per_op_us for r in replays]))
+    profiled = float(np.mean([r.profiled_ms for r in replays]))
+    step = float(np.mean([r.step_ms for r in replays]))
+    notes.append(f"predictions are in the step without the profiler: its own cost, estimated at {per_op:.2f} µs per "
+                 f"recorded op and runtime call (the 10th percentile of the time from an op's start to its first "
+                 f"nested op's), is taken out of the host's time and the step replayed: {step:.3f} ms, against "
+                 f"{profiled:.3f} ms profiled")
     if not ctx.has_stacks:
         notes.append("no Python stacks in the trace: record with with_stack=True to see file and line")
     if tr.events.loc[tr.events["kind"] == "compute", "blocks"].isna().all():
         notes.append("the trace gives no kernel grid sizes, so underfilled_gpu is not judged")
     return notes
-

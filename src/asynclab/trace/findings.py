@@ -80,6 +80,9 @@ def kind(name: str) -> Kind:
 class Finding:
     """One mistake found in a trace: its kind, what fixing it would save per step, and where it happens.
 
+    ``lost_ms_per_step`` and ``share`` are the saving its fix would bring (by replay, see
+    :class:`asynclab.trace.diagnose.Diagnosis`); ``idle_ms_per_step`` is the profiled GPU idle time it explains.
+
     ``where`` holds ``op`` (the aten op or runtime call), ``kernel`` (the GPU work around it), ``line``
     (the innermost Python line of the learner's code, when the trace has stacks), ``steps`` (the steps
     it occurs in) and ``count`` (occurrences).
@@ -94,6 +97,7 @@ class Finding:
     lost_ms_per_step: float
     share: float
     where: dict[str, Any] = field(default_factory=dict)
+    idle_ms_per_step: float = 0.0
 
     @property
     def why(self) -> str:
@@ -109,5 +113,6 @@ class Finding:
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "lost_ms_per_step": round(self.lost_ms_per_step, 4),
-                "share": round(self.share, 4), "where": self.where, "why": self.why, "fix": self.fix,
+                "share": round(self.share, 4), "idle_ms_per_step": round(self.idle_ms_per_step, 4),
+                "where": self.where, "why": self.why, "fix": self.fix,
                 "lesson": self.lesson}

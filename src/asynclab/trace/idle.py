@@ -9,7 +9,8 @@ import pandas as pd
 from asynclab.trace.collectives import is_point_to_point, latest_peer_start
 from asynclab.trace.intervals import union
 
-__all__ = ["GpuView", "Pieces", "idle_pieces", "underfilled_pieces", "SMALL_COPY_BYTES", "MANY_SMALL_COPIES"]
+__all__ = ["GpuView", "Pieces", "idle_pieces", "underfilled_pieces", "SMALL_COPY_BYTES", "MANY_SMALL_COPIES",
+           "LAUNCH_STRETCH_FACTOR"]
 
 #: A host-to-device copy this small is "tiny"; this many of them per step are "many" (small_copies).
 SMALL_COPY_BYTES = 64 * 1024
@@ -20,6 +21,9 @@ WAKE_US = 60.0
 HELD_US = 10.0
 #: Between queued kernels the GPU itself idles a few µs; a held stretch this short is not a wait (µs).
 GPU_GAP_US = 5.0
+#: The GPU waited for the launches only in stretches up to this many times the host's time per launch; a longer
+#: wait is the host doing something else (named by the op it was in, or unexplained).
+LAUNCH_STRETCH_FACTOR = 4.0
 #: Kernels shorter than this are too short for an under-filled grid to matter (µs).
 UNDERFILL_MIN_US = 5.0
 
@@ -252,8 +256,11 @@ def _blocked_kind(view: GpuView, blocker: np.ndarray, s: np.ndarray, small_copie
     names = view.events.loc[blocker, "name"].to_numpy(dtype=object)
     out = np.full(len(blocker), "host_sync", dtype=object)
     last = _last_work_before(view, s)
-    copy_kind = _copy_class(view, last, small_copies_per_step)
-    kinds = view.events.loc[last, "kind"].to_numpy(dtype=object) if len(last) else np.zeros(0, dtype=object)
+    known = last >= 0
+    copy_kind = np.full(len(last), "", dtype=object)
+    copy_kind[known] = _copy_class(view, last[known], small_copies_per_step)
+    kinds = np.full(len(last), "", dtype=object)
+    kinds[known] = view.events.loc[last[known], "kind"].to_numpy(dtype=object)
     is_h2d = kinds == "h2d"
     out[is_h2d & (copy_kind == "pageable_copy")] = "pageable_copy"
     out[is_h2d & (copy_kind == "small_copies")] = "small_copies"
@@ -297,7 +304,7 @@ def _host_bound(view: GpuView, s: np.ndarray, e: np.ndarray, cause: tuple) -> Pi
     unexplained), in a DataLoader, in the allocator or beside another GPU's stage is claimed first; the rest goes
     to the call that waited for the GPU just before (``cause``: its kind, or "" where none did, then the row, the
     moment and the thread that explain it), or to the launches (launch_bound when the kernels are shorter than
-    their launches, else unexplained)."""
+    their launches and the stretch lasts a few launches at most, else unexplained)."""
     kinds, rows, ats, tids = cause
     parts, left = [], (s.copy(), e.copy(), np.arange(len(s)))
     claims = [("profiler", _host_ranges(view, r"^torch/profiler/", ("python",))),
@@ -313,7 +320,9 @@ def _host_bound(view: GpuView, s: np.ndarray, e: np.ndarray, cause: tuple) -> Pi
             parts.append(Pieces(np.full(len(ps), name, dtype=object), ps, pe - ps, rows[i], (ps + pe) / 2, tids[i]))
             left = _subtract(left, ps, pe)
     ls, le, lp = left
-    rest = np.where(kinds[lp] != "", kinds[lp], "launch_bound" if _kernels_shorter_than_launches(view) else "unexplained")
+    per_launch = _launch_interval_if_bound(view)
+    by_launch = (le - ls <= LAUNCH_STRETCH_FACTOR * per_launch) if per_launch else np.zeros(len(ls), dtype=bool)
+    rest = np.where(kinds[lp] != "", kinds[lp], np.where(by_launch, "launch_bound", "unexplained"))
     parts.append(Pieces(rest.astype(object), ls, le - ls, rows[lp], np.where(kinds[lp] != "", ats[lp], (ls + le) / 2),
                         tids[lp]))
     return Pieces.concat(parts)
@@ -335,21 +344,22 @@ def _subtract(left: tuple[np.ndarray, np.ndarray, np.ndarray], ps: np.ndarray,
     return t[:-1][m], t[1:][m], pos[i[m]]
 
 
-def _kernels_shorter_than_launches(view: GpuView) -> bool:
-    """Whether this GPU's kernels (the median one) ran for less time than the host took per launch: the median
-    time from one launch of a kernel to the next on the launching thread, op overhead and Python included. A CUDA
-    graph's kernels share one launch, so they are left out."""
+def _launch_interval_if_bound(view: GpuView) -> float:
+    """The host's median time per launch (µs) where this GPU's kernels (the median one) ran for less than it (0.0
+    where they did not): the time from one launch of a kernel to the next on the launching thread, op overhead and
+    Python included. A CUDA graph's kernels share one launch, so they are left out."""
     k = view.work[(view.work["kind"] == "compute") & view.work["launch"].notna()]
     launches = view.events.loc[k["launch"].astype(np.int64)]
     eager = ~launches["name"].astype(str).str.contains("Graph").to_numpy(dtype=bool)
     if eager.sum() < 2:
-        return False
+        return 0.0
     launches = launches[eager].drop_duplicates()
     per_launch = [np.diff(np.sort(g["start_us"].to_numpy(np.float64))) for _, g in launches.groupby("tid")]
     per_launch = np.concatenate(per_launch) if per_launch else np.zeros(0)
     if not len(per_launch):
-        return False
-    return bool(np.median(k["dur_us"].to_numpy(np.float64)[eager]) < np.median(per_launch))
+        return 0.0
+    median = float(np.median(per_launch))
+    return median if float(np.median(k["dur_us"].to_numpy(np.float64)[eager])) < median else 0.0
 
 
 def underfilled_pieces(view: GpuView, sms: int | None) -> Pieces:

@@ -1,0 +1,326 @@
+"""Replay a step's host threads and GPU streams as a dependency graph, unchanged or as a fix would change it (Daydream)."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from asynclab.trace.collectives import latest_peer_start
+from asynclab.trace.events import WORK_KINDS
+from asynclab.trace.intervals import union
+
+__all__ = ["Graph", "build_graph", "replay", "replayed_span", "host_at", "host_time_in", "BLOCKING", "ALLOC", "GPU_GAP_US",
+           "launch_latency", "LAUNCH_LATENCY_US"]
+
+#: Runtime calls that make the host wait for the GPU (a sync, a synchronous copy, the allocator's free).
+BLOCKING = re.compile(r"(?:Synchroni[sz]e|Memcpy(?!.*Async)|Free)")
+#: The allocator's own calls.
+ALLOC = re.compile(r"^(?:cuda|hip|cu)(?:Malloc|Free)")
+#: Between queued kernels the GPU idles a few µs: a task that started this soon after another was held by it (µs).
+GPU_GAP_US = 5.0
+#: The most a launch takes to reach an idle GPU (µs); see :func:`launch_latency`.
+LAUNCH_LATENCY_US = 20.0
+#: A GPU task that started this long after its other bounds waited for something else on the GPU (µs).
+HELD_US = 10.0
+
+
+@dataclass
+class Graph:
+    """One rank's host calls and GPU tasks as parallel arrays, in the order they started.
+
+    Host calls (``h_*``): runtime calls (launches, copies, syncs, the allocator), each after the call that ended
+    last before it started (``h_after``, -1 for the first) and the host time between them (``h_gap``); a blocking
+    call (``h_block``) ends no sooner than the GPU work it waits for (``h_waits``: GPU task positions) plus its
+    own cost after the wait (``h_own``). GPU tasks (``g_*``): kernels, copies and memsets, each after its launch
+    (``g_launch``, a host position or -1) plus a latency (``g_lat``), the previous task on its stream (``g_prev``)
+    and, where it waited for another stream, that stream's task (``g_dep``); ``g_gap``/``g_dgap`` keep the small
+    gaps after them; ``g_typical_lat`` is the launch latency of a task on an idle stream. A collective of several
+    ranks (``g_comm_key``) ends its own time (``g_intrinsic``) after the last rank joined (``g_peer_start``).
+    """
+
+    h_start: np.ndarray
+    h_end: np.ndarray
+    h_after: np.ndarray
+    h_gap: np.ndarray
+    h_dur: np.ndarray
+    h_block: np.ndarray
+    h_own: np.ndarray
+    h_waits: list
+    h_label: np.ndarray
+    g_start: np.ndarray
+    g_end: np.ndarray
+    g_dur: np.ndarray
+    g_launch: np.ndarray
+    g_lat: np.ndarray
+    g_prev: np.ndarray
+    g_gap: np.ndarray
+    g_dep: np.ndarray
+    g_dgap: np.ndarray
+    g_label: np.ndarray
+    g_typical_lat: float
+    host: pd.DataFrame   # the rank's host rows (ops, annotations, Python), for host-time transforms
+    work: pd.DataFrame   # the GPU rows, in g_* order
+    g_comm_key: np.ndarray = field(default=None, repr=False)     # a collective's name#n, the same on every rank
+    g_peer_start: np.ndarray = field(default=None, repr=False)   # when the last rank started it (NaN: no peers)
+    g_intrinsic: np.ndarray = field(default=None, repr=False)    # its time once every rank has joined
+
+    def copy(self) -> "Graph":
+        """A copy whose arrays can be changed without touching this one."""
+        arrays = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in self.__dict__.items()}
+        arrays["h_waits"] = list(self.h_waits)
+        return replace(self, **arrays)
+
+
+def _top_level(calls: pd.DataFrame) -> pd.DataFrame:
+    """Runtime calls that are not inside another runtime call of the same thread (driver calls in runtime ones)."""
+    keep = np.ones(len(calls), dtype=bool)
+    for _, g in calls.groupby("tid", sort=False):
+        pos = calls.index.get_indexer(g.index)
+        reach = np.maximum.accumulate(g["end_us"].to_numpy(np.float64))
+        inside = np.zeros(len(g), dtype=bool)
+        inside[1:] = g["end_us"].to_numpy(np.float64)[1:] <= reach[:-1]
+        keep[pos[inside]] = False
+    return calls[keep]
+
+
+def build_graph(events: pd.DataFrame, rank: Any) -> Graph:
+    """The dependency graph of one rank of a trace's event table (rank <NA>: a trace of no rank).
+
+    Example:
+        >>> from asynclab.trace import load_trace
+        >>> g = build_graph(load_trace("tests/fixtures/diagnose/host_sync-bad.json.gz").events, pd.NA)
+        >>> bool(g.h_block.any()), len(g.g_start) > 100
+        (True, True)
+    """
+    same = (events["rank"].isna() if pd.isna(rank) else (events["rank"] == rank).fillna(False)).to_numpy(dtype=bool)
+    ev = events[same]
+    host = ev[ev["device"].isna().to_numpy(dtype=bool)]
+    calls = host[host["kind"] == "launch"].sort_values(["tid", "start_us"], kind="stable")
+    calls = _top_level(calls).sort_values("start_us", kind="stable")
+    work = ev[ev["kind"].isin(WORK_KINDS).to_numpy(dtype=bool) & ev["device"].notna().to_numpy(dtype=bool)]
+    work = work.sort_values("start_us", kind="stable")
+    hs, he = calls["start_us"].to_numpy(np.float64), calls["end_us"].to_numpy(np.float64)
+    after = _ended_last_before(hs, he)
+    gap = np.where(after >= 0, hs - he[np.maximum(after, 0)], 0.0)
+    h_pos = pd.Series(np.arange(len(calls)), index=calls.index)
+    launch = work["launch"].to_numpy(dtype=np.float64, na_value=np.nan)
+    known = np.isfinite(launch) & np.isin(launch, calls.index.to_numpy(np.float64))
+    g_launch = np.full(len(work), -1, dtype=np.int64)
+    g_launch[known] = h_pos.loc[launch[known].astype(np.int64)].to_numpy(np.int64)
+    gs, ge = work["start_us"].to_numpy(np.float64), work["end_us"].to_numpy(np.float64)
+    g = _gpu_edges(work, gs, ge, g_launch, hs)
+    block, own, waits = _blocking(calls, work, g_launch, hs, he, gs, ge)
+    peer = latest_peer_start(events, work.index.to_numpy(np.int64))
+    comm = (work["kind"] == "comm").to_numpy(dtype=bool) & np.isfinite(peer)
+    seq = work.groupby("name", sort=False).cumcount().to_numpy()
+    key = np.where(comm, work["name"].astype(str).to_numpy(dtype=object) + "#" + seq.astype(str), None)
+    intrinsic = np.where(comm, ge - np.maximum(gs, np.where(comm, peer, 0.0)), np.nan)
+    return Graph(hs, he, after, gap, he - hs, block, own, waits, calls.index.to_numpy(np.int64),
+                 gs, ge, ge - gs, g_launch, *g[:5], work.index.to_numpy(np.int64), g[5], host, work,
+                 key, np.where(comm, peer, np.nan), intrinsic)
+
+
+def _ended_last_before(s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """For each interval, the one that ended last at or before it started (-1 if none)."""
+    order = np.argsort(e, kind="stable")
+    j = np.searchsorted(e[order], s + 1e-9, side="right") - 1
+    return np.where(j >= 0, order[np.maximum(j, 0)], -1)
+
+
+def launch_latency(free: np.ndarray) -> float:
+    """The time (µs) from a launch call's start to its task's start on an idle stream: the 10th percentile of
+    ``free`` (launch-to-start times of tasks no stream held), at most :data:`LAUNCH_LATENCY_US`, which it is
+    where none are known.
+
+    Example:
+        >>> launch_latency(np.array([9.0, 10.0, 12.0, 300.0])), launch_latency(np.zeros(0))
+        (9.3, 20.0)
+    """
+    if not len(free):
+        return LAUNCH_LATENCY_US
+    return float(min(np.percentile(free, 10), LAUNCH_LATENCY_US))
+
+
+def _gpu_edges(work: pd.DataFrame, gs: np.ndarray, ge: np.ndarray, g_launch: np.ndarray,
+               hs: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Latency, stream predecessor and its gap, inferred cross-stream dependency and its gap, of GPU tasks."""
+    n = len(work)
+    prev = np.full(n, -1, dtype=np.int64)
+    lanes = pd.Series(list(zip(work["device"], work["stream"].astype(str))))
+    for _, idx in lanes.groupby(lanes, sort=False).indices.items():
+        prev[idx[1:]] = idx[:-1]
+    p_end = np.where(prev >= 0, ge[np.maximum(prev, 0)], -np.inf)
+    pgap = np.clip(gs - p_end, 0.0, None)
+    by_stream = pgap <= HELD_US
+    raw = np.where(g_launch >= 0, gs - hs[np.maximum(g_launch, 0)], np.inf)
+    typical = launch_latency(raw[~by_stream & np.isfinite(raw)])
+    lat = np.where(np.isfinite(raw), np.clip(raw, 0.0, None), 0.0)
+    dep = np.full(n, -1, dtype=np.int64)
+    held = ~by_stream & np.isfinite(raw) & (raw > typical + HELD_US)
+    order = np.argsort(ge, kind="stable")
+    for i in np.flatnonzero(held):
+        j = np.searchsorted(ge[order], gs[i] + 1e-6, side="right") - 1
+        while j >= 0 and order[j] == prev[i]:
+            j -= 1
+        if j >= 0 and gs[i] - ge[order[j]] <= HELD_US:
+            dep[i] = order[j]
+    gated = by_stream | (dep >= 0)
+    lat = np.where(gated, np.minimum(lat, typical), lat)
+    dgap = np.where(dep >= 0, np.clip(gs - ge[np.maximum(dep, 0)], 0.0, None), 0.0)
+    orphan = ~np.isfinite(raw)  # no known launch: it keeps its distance from the task before it on its stream
+    return lat, prev, np.where(by_stream | orphan, pgap, 0.0), dep, dgap, typical
+
+
+def _blocking(calls: pd.DataFrame, work: pd.DataFrame, g_launch: np.ndarray, hs: np.ndarray, he: np.ndarray,
+              gs: np.ndarray, ge: np.ndarray) -> tuple[np.ndarray, np.ndarray, list]:
+    """Which calls block the host, their own cost after the wait, and the GPU tasks each waits for: those launched
+    since the previous blocking call (or by it) that had ended when it returned."""
+    names = calls["name"].astype(str).to_numpy(dtype=object)
+    block = np.array([bool(BLOCKING.search(n)) for n in names], dtype=bool)
+    pageable = work["name"].astype(str).str.contains("Pageable").to_numpy(dtype=bool)
+    by_copy = g_launch[pageable & (g_launch >= 0)]
+    block[by_copy] = True
+    own = he - hs
+    waits: list = [None] * len(calls)
+    prev = -1
+    for i in np.flatnonzero(block):
+        m = (g_launch > prev) & (g_launch <= i) & (ge <= he[i] + 1.0)
+        w = np.flatnonzero(m)
+        waits[i] = w
+        done = float(ge[w].max()) if len(w) else -np.inf
+        if done > hs[i]:
+            own[i] = max(0.0, he[i] - done)
+        prev = i
+    return block, own, waits
+
+
+def replay(g: Graph, peer_start: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Simulate a graph: (host start, host end, GPU start, GPU end), all in µs.
+
+    A host call starts when the call before it ends plus the host time between them; a blocking call ends at the
+    later of its start plus its own cost and the end of the GPU work it waits for plus that cost; a GPU task starts
+    at the latest of its launch plus latency, its stream's previous task and the task it waited for; a collective
+    ends its own time after the last rank joined it (``peer_start``, per task; the trace's when not given). The
+    unchanged graph reproduces the trace.
+
+    Example:
+        >>> from asynclab.trace import load_trace
+        >>> g = build_graph(load_trace("tests/fixtures/diagnose/host_sync-bad.json.gz").events, pd.NA)
+        >>> hs, he, gs, ge = replay(g)
+        >>> bool(np.allclose(ge, g.g_end, atol=1e-3))
+        True
+    """
+    nh, ng = len(g.h_start), len(g.g_start)
+    block = np.flatnonzero(g.h_block)
+    launch_s = np.where(g.g_launch >= 0, g.h_start[np.maximum(g.g_launch, 0)], -np.inf)
+    keys = np.concatenate([g.h_start, g.h_end[block], np.maximum(g.g_start, launch_s)])
+    what = np.concatenate([np.ones(nh, np.int8), np.zeros(len(block), np.int8), np.full(ng, 2, np.int8)])
+    idx = np.concatenate([np.arange(nh), block, np.arange(ng)])
+    order = np.lexsort((what, keys))  # by time; at one time a wait's end, then host calls, then GPU tasks
+    hs0, he0, gs0, ge0 = (a.tolist() for a in (g.h_start, g.h_end, g.g_start, g.g_end))
+    HS, HE, GS, GE = list(hs0), list(he0), list(gs0), list(ge0)  # the original until replayed
+    after, gap, dur, own, blk = (a.tolist() for a in (g.h_after, g.h_gap, g.h_dur, g.h_own, g.h_block))
+    launch, lat, prev, pgap, dep, dgap, gdur = (a.tolist() for a in (g.g_launch, g.g_lat, g.g_prev, g.g_gap, g.g_dep,
+                                                                    g.g_dgap, g.g_dur))
+    peer = g.g_peer_start if peer_start is None else peer_start
+    joins = {i: (float(peer[i]), float(g.g_intrinsic[i])) for i in np.flatnonzero(np.isfinite(peer)).tolist()}
+    for w, i in zip(what[order].tolist(), idx[order].tolist()):
+        if w == 1:
+            a = after[i]
+            HS[i] = hs0[i] if a < 0 else HE[a] + gap[i]
+            if not blk[i]:
+                HE[i] = HS[i] + dur[i]
+        elif w == 0:
+            waits = g.h_waits[i]
+            done = max((GE[k] for k in waits.tolist()), default=None) if waits is not None else None
+            HE[i] = HS[i] + dur[i] if done is None else max(HS[i] + own[i], done + own[i])
+        else:
+            t = -np.inf
+            if launch[i] >= 0:
+                t = HS[launch[i]] + lat[i]
+            elif prev[i] < 0:
+                t = gs0[i]
+            if prev[i] >= 0:
+                t = max(t, GE[prev[i]] + pgap[i])
+            if dep[i] >= 0:
+                t = max(t, GE[dep[i]] + dgap[i])
+            GS[i], GE[i] = t, t + gdur[i]
+            if i in joins:
+                GE[i] = max(t, joins[i][0]) + joins[i][1]
+    return tuple(np.array(v, dtype=np.float64) for v in (HS, HE, GS, GE))
+
+
+def replayed_span(g: Graph, result: tuple, lo: float, hi: float, host_hi: float | None = None) -> float:
+    """The replayed time (µs) of the trace's span ``[lo, hi)``: from the host's moment at ``lo`` to the later of the
+    host's moment at ``host_hi`` (where the host ended the span; ``hi`` if not given) and the end of the GPU work
+    started in the span (less what of it ran past ``hi`` in the trace).
+
+    Example:
+        >>> from asynclab.trace import load_trace
+        >>> g = build_graph(load_trace("tests/fixtures/diagnose/host_sync-bad.json.gz").events, pd.NA)
+        >>> round(replayed_span(g, replay(g), 0.0, 10.0), 3)
+        10.0
+    """
+    HS, HE, GS, GE = result
+    start = host_at(g, result, lo)
+    end = host_at(g, result, hi if host_hi is None else min(host_hi, hi))
+    inside = (g.g_start >= lo) & (g.g_start < hi)
+    if inside.any():
+        end = max(end, float(np.nanmax(GE[inside])) - (max(float(g.g_end[inside].max()), hi) - hi))
+    return end - start
+
+
+def host_at(g: Graph, result: tuple, t: float) -> float:
+    """The replayed moment of the host's original time ``t``, counted from the last host call that started by then.
+
+    Example:
+        >>> from asynclab.trace import load_trace
+        >>> g = build_graph(load_trace("tests/fixtures/diagnose/host_sync-bad.json.gz").events, pd.NA)
+        >>> t = float(g.h_start[5]) + 1.0
+        >>> round(host_at(g, replay(g), t) - t, 6)
+        0.0
+    """
+    HS, HE = result[0], result[1]
+    k = int(np.searchsorted(g.h_start, t, side="right")) - 1
+    if k < 0:
+        return t
+    if t >= g.h_end[k]:
+        return float(HE[k]) + (t - float(g.h_end[k]))
+    return float(HS[k]) + (t - float(g.h_start[k]))
+
+
+def host_time_in(g: Graph, starts: np.ndarray, ends: np.ndarray, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+    """How much of each host call's preceding gap and of its own duration falls in the ranges ``[starts, ends)``
+    (merged), counting only calls that start in ``[lo, hi)``: (gap part, duration part), in µs.
+
+    Example:
+        >>> from asynclab.trace import load_trace
+        >>> g = build_graph(load_trace("tests/fixtures/diagnose/host_sync-bad.json.gz").events, pd.NA)
+        >>> gap, dur = host_time_in(g, np.array([0.0]), np.array([1.0]), 0.0, 1.0)
+        >>> float(gap.sum() + dur.sum())
+        0.0
+    """
+    rs, re_ = union(np.asarray(starts, np.float64), np.asarray(ends, np.float64))
+    cum = np.concatenate([[0.0], np.cumsum(re_ - rs)])
+
+    def _covered(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.clip(_cum_at(rs, re_, cum, b) - _cum_at(rs, re_, cum, a), 0.0, None)
+
+    prev_end = np.where(g.h_after >= 0, g.h_end[np.maximum(g.h_after, 0)], g.h_start)
+    mine = (g.h_start >= lo) & (g.h_start < hi)
+    gap = np.where(mine, np.minimum(_covered(prev_end, g.h_start), np.clip(g.h_gap, 0, None)), 0.0)
+    dur = np.where(mine, _covered(g.h_start, g.h_end), 0.0)
+    return gap, dur
+
+
+def _cum_at(rs: np.ndarray, re_: np.ndarray, cum: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Length of the ranges' union before each time ``t``."""
+    if not len(rs):
+        return np.zeros(len(t))
+    k = np.searchsorted(rs, t, side="right") - 1
+    kk = np.maximum(k, 0)
+    part = np.where(k >= 0, cum[kk] + np.clip(np.minimum(t, re_[kk]) - rs[kk], 0.0, None), 0.0)
+    return part

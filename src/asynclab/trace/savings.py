@@ -1,0 +1,205 @@
+"""What each finding's fix saves a step, by replay: steady steps only (outliers and start-up set apart), profiler's cost out."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from asynclab.trace.replay import build_graph, replay, replayed_span
+from asynclab.trace.whatif import REPLAYED_KINDS, context, fixed, profiler_free
+
+__all__ = ["Savings", "predict_savings", "predict_savings_of_ranks", "JOINT_ROUNDS", "outlier_steps", "profiler_cost_per_op", "startup_end",
+           "OUTLIER_FACTOR", "STARTUP_US"]
+
+#: A step whose host time is more than this many times the median of the others' is an outlier.
+OUTLIER_FACTOR = 2.0
+#: Rounds of replaying the ranks of a run together, each with when the others joined the collectives in the last.
+JOINT_ROUNDS = 3
+#: A runtime call this long (µs) before a trace's first GPU work is CUDA start-up (context, first cudaFree).
+STARTUP_US = 10_000.0
+_STARTUP = r"(?:Ctx|Init|SetDevice|GetDevice|DeviceGet|Free|Malloc|Register|ModuleLoad|Primary)"
+
+
+@dataclass
+class Savings:
+    """The replay's answer for one trace: the replayed step unchanged and with each fix (ms, profiler's cost out).
+
+    ``step_ms`` is the replayed steady step, ``fixed_ms`` maps a finding kind to the replayed step with its fix and
+    ``all_fixed_ms`` is the step with every fix applied; ``profiled_ms`` is the same steps as recorded;
+    ``outliers`` the steps left out; ``per_op_us`` the profiler's estimated cost per recorded op.
+    """
+
+    step_ms: float
+    profiled_ms: float
+    fixed_ms: dict[str, float]
+    all_fixed_ms: float
+    outliers: list[int] = field(default_factory=list)
+    per_op_us: float = 0.0
+
+    def saving_ms(self, kind: str) -> float:
+        """What fixing ``kind`` saves a step (ms), never less than 0 nor more than the step."""
+        return float(min(max(self.step_ms - self.fixed_ms.get(kind, self.step_ms), 0.0), self.step_ms))
+
+
+def outlier_steps(steps: pd.DataFrame) -> list[int]:
+    """Steps (numbers) whose host time (``dur_us``) is over :data:`OUTLIER_FACTOR` times the median of the others'.
+
+    Example:
+        >>> outlier_steps(pd.DataFrame({"step": [1, 2, 3], "dur_us": [4.4, 7.3, 19.6]}))
+        [3]
+    """
+    if len(steps) < 3:
+        return []
+    d = steps["dur_us"].to_numpy(np.float64)
+    out = []
+    for i, n in enumerate(steps["step"].to_numpy()):
+        if d[i] > OUTLIER_FACTOR * float(np.median(np.delete(d, i))):
+            out.append(int(n))
+    return out
+
+
+def profiler_cost_per_op(host: pd.DataFrame) -> float:
+    """The profiler's own cost per recorded op (µs): the 10th percentile of the time from an op's start to its first
+    nested op's start (recording one op, with nothing else to do in between); 0 where no op nests.
+
+    Example:
+        >>> h = pd.DataFrame({"kind": ["cpu_op"] * 3, "tid": [1] * 3, "start_us": [0.0, 1.0, 5.0],
+        ...                   "end_us": [10.0, 4.0, 8.0]})
+        >>> profiler_cost_per_op(h)
+        1.0
+    """
+    ops = host[host["kind"] == "cpu_op"]
+    delays = []
+    for _, g in ops.groupby("tid", sort=False):
+        g = g.sort_values("start_us", kind="stable")
+        s, e = g["start_us"].to_numpy(np.float64), g["end_us"].to_numpy(np.float64)
+        nested = s[1:] < e[:-1]
+        delays.append((s[1:] - s[:-1])[nested])
+    d = np.concatenate(delays) if delays else np.zeros(0)
+    return float(np.percentile(d, 10)) if len(d) else 0.0
+
+
+def startup_end(host: pd.DataFrame, lo: float, hi: float) -> tuple[float, str | None]:
+    """Where CUDA start-up ends in a trace with no steps: after the runtime calls of :data:`STARTUP_US` or more that
+    start before the first GPU work (``lo``) or are start-up calls (context, device, the allocator's first calls),
+    as long as GPU work (up to ``hi``) follows; and a note naming them. (-inf, None) where there are none.
+
+    Example:
+        >>> h = pd.DataFrame({"kind": ["launch"], "name": ["cudaFree"], "start_us": [10.0], "end_us": [6e6]})
+        >>> startup_end(h, 0.0, 7e6)[0]
+        6000000.0
+    """
+    calls = host[(host["kind"] == "launch") & (host["end_us"] - host["start_us"] >= STARTUP_US)]
+    calls = calls[(calls["start_us"] < lo) | calls["name"].astype(str).str.contains(_STARTUP).to_numpy(dtype=bool)]
+    calls = calls[calls["end_us"] < hi]
+    if calls.empty:
+        return -np.inf, None
+    names = ", ".join(f"{n} {d / 1e3:.0f} ms" for n, d in
+                      zip(calls["name"].astype(str), calls["end_us"] - calls["start_us"]))
+    return float(calls["end_us"].max()), (f"CUDA start-up ({names}) is named as start-up, not a mistake of the "
+                                          f"loop, and the step is diagnosed from its end")
+
+
+def _segments(steps: pd.DataFrame, outliers: list[int]) -> list[tuple[float, float, float, int]]:
+    """(lo, hi, host end, number of steps) of each run of consecutive steps that are not outliers."""
+    segs, run = [], []
+    rows = list(steps.itertuples(index=False))
+    for k, r in enumerate(rows + [None]):
+        if r is not None and int(r.step) not in outliers:
+            run.append(r)
+            continue
+        if run:
+            last = run[-1]
+            host_hi = float(last.host_end_us) if r is None else float(r.start_us)
+            segs.append((float(run[0].start_us), float(last.end_us), host_hi, len(run)))
+        run = []
+    return segs
+
+
+def predict_savings(events: pd.DataFrame, rank: Any, steps: pd.DataFrame, kinds: list[str]) -> Savings:
+    """Replay one rank's steady steps unchanged and with the fix of each of ``kinds`` (those the replay knows).
+
+    ``steps`` has columns step, start_us, end_us (the analysed range of each step) and host_end_us (where its
+    ``ProfilerStep#N`` range ends on the host) and, optionally, dur_us (its host time, for outliers).
+
+    Example:
+        >>> from asynclab.trace import load_trace
+        >>> from asynclab.trace.metrics import profiler_steps
+        >>> tr = load_trace("tests/fixtures/diagnose/host_sync-bad.json.gz")
+        >>> st = profiler_steps(tr)
+        >>> st = st.assign(host_end_us=st["end_us"], end_us=list(st["start_us"].iloc[1:]) + [st["end_us"].max()])
+        >>> s = predict_savings(tr.events, pd.NA, st, ["host_sync"])
+        >>> 0 < s.saving_ms("host_sync") < s.step_ms
+        True
+    """
+    return predict_savings_of_ranks(events, [(rank, steps)], kinds)[0]
+
+
+@dataclass
+class _Rank:
+    """One rank's graph without the profiler's cost, what its fixes look up, its steady segments and steps."""
+
+    graph: Any
+    ctx: dict
+    segs: list
+    n: int
+    lo: float
+    hi: float
+    outliers: list
+    per_op: float
+    profiled_ms: float
+
+
+def _rank(events: pd.DataFrame, rank: Any, steps: pd.DataFrame) -> _Rank:
+    outliers = outlier_steps(steps) if "dur_us" in steps else []
+    segs = _segments(steps, outliers) or _segments(steps, [])
+    outliers = outliers if _segments(steps, outliers) else []
+    g = build_graph(events, rank)
+    same = events["rank"].isna() if pd.isna(rank) else (events["rank"] == rank).fillna(False)
+    per_op = profiler_cost_per_op(events[same.to_numpy(dtype=bool) & events["device"].isna().to_numpy(dtype=bool)])
+    n = sum(s[3] for s in segs)
+    lo, hi = min(s[0] for s in segs), max(s[1] for s in segs)
+    profiled = sum(b - a for a, b, _, _ in segs) / n / 1e3
+    return _Rank(profiler_free(g, per_op, lo, hi), context(g, steps), segs, n, lo, hi, outliers, per_op, profiled)
+
+
+def _joint_steps(ranks: list[_Rank], kinds: list[str] | None) -> list[float]:
+    """The replayed step (ms) of each rank with the fixes of ``kinds`` (None: unchanged), the ranks replayed
+    together: a collective ends after its last rank joined it, as replayed (a few rounds, until they agree)."""
+    graphs = [r.graph if kinds is None else fixed(r.graph, kinds, r.lo, r.hi, r.ctx) for r in ranks]
+    peers = [None] * len(graphs)
+    for _ in range(JOINT_ROUNDS if len(graphs) > 1 else 1):
+        results = [replay(g, p) for g, p in zip(graphs, peers)]
+        joined: dict = {}
+        for g, res in zip(graphs, results):
+            for key, t in zip(g.g_comm_key.tolist(), res[2].tolist()):
+                if key is not None:
+                    joined[key] = max(joined.get(key, -np.inf), t)
+        peers = [np.array([joined.get(k, np.nan) if k is not None else np.nan for k in g.g_comm_key.tolist()],
+                          dtype=np.float64) for g in graphs]
+    return [sum(replayed_span(g, res, lo, hi, host_hi) for lo, hi, host_hi, _ in r.segs) / r.n / 1e3
+            for g, res, r in zip(graphs, results, ranks)]
+
+
+def predict_savings_of_ranks(events: pd.DataFrame, ranks: list[tuple[Any, pd.DataFrame]],
+                             kinds: list[str]) -> list[Savings]:
+    """:func:`predict_savings` for the ranks of one run, replayed together (a collective waits for its last rank).
+
+    Example:
+        >>> from asynclab.trace import load_trace
+        >>> from asynclab.trace.metrics import profiler_steps
+        >>> tr = load_trace("tests/fixtures/diagnose/host_sync-bad.json.gz")
+        >>> st = profiler_steps(tr)
+        >>> st = st.assign(host_end_us=st["end_us"], end_us=list(st["start_us"].iloc[1:]) + [st["end_us"].max()])
+        >>> len(predict_savings_of_ranks(tr.events, [(pd.NA, st)], []))
+        1
+    """
+    rs = [_rank(events, rank, steps) for rank, steps in ranks]
+    todo = [k for k in kinds if k in REPLAYED_KINDS]
+    base = _joint_steps(rs, None)
+    fixed_ms = {k: _joint_steps(rs, [k]) for k in todo}
+    all_fixed = _joint_steps(rs, todo) if todo else base
+    return [Savings(base[i], r.profiled_ms, {k: v[i] for k, v in fixed_ms.items()}, min(all_fixed[i], base[i]),
+                    r.outliers, r.per_op) for i, r in enumerate(rs)]

@@ -1,0 +1,301 @@
+"""What each fix would save: the replay graph changed as the fix changes the step (Daydream's what-if), kind by kind."""
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from asynclab.trace.idle import MANY_SMALL_COPIES, SMALL_COPY_BYTES
+from asynclab.trace.replay import ALLOC, Graph, host_time_in, replay, replayed_span
+
+__all__ = ["TRANSFORMS", "REPLAYED_KINDS", "fixed", "pinned_rate", "PINNED_BYTES_PER_US", "GRAPH_LAUNCH_US",
+           "profiler_free", "context", "span"]
+
+#: Host-to-device rate of pinned memory when the trace has no large pinned copy to measure it from (bytes/µs:
+#: 25 GB/s, PCIe 4.0 x16 in practice).
+PINNED_BYTES_PER_US = 25e3
+#: What a kernel's launch costs the host inside a CUDA graph's replay (µs).
+GRAPH_LAUNCH_US = 0.5
+_KERNEL_LAUNCH = re.compile(r"(?:LaunchKernel|MemsetAsync)")
+_LOADER = r"DataLoader.*__next__"
+
+
+def pinned_rate(work: pd.DataFrame) -> float:
+    """Bytes per µs of the trace's pinned host-to-device copies of 1 MB or more (:data:`PINNED_BYTES_PER_US` if none).
+
+    Example:
+        >>> w = pd.DataFrame({"kind": ["h2d"], "name": ["Memcpy HtoD (Pinned -> Device)"], "bytes": [2e6],
+        ...                   "dur_us": [40.0]})
+        >>> pinned_rate(w)
+        50000.0
+    """
+    m = (work["kind"] == "h2d") & work["name"].astype(str).str.contains("Pinned") & (work["bytes"] >= 1e6).fillna(False)
+    rows = work[m.to_numpy(dtype=bool)]
+    if rows.empty:
+        return PINNED_BYTES_PER_US
+    return float(np.median(rows["bytes"].to_numpy(np.float64) / np.maximum(rows["dur_us"].to_numpy(np.float64), 1e-3)))
+
+
+def _in(g: Graph, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+    return (g.h_start >= lo) & (g.h_start < hi), (g.g_start >= lo) & (g.g_start < hi)
+
+
+def _unblock(g: Graph, m: np.ndarray, cost: float | None = None) -> None:
+    """The calls no longer wait: each costs its own time after the wait (or ``cost``, if less)."""
+    g.h_dur[m] = np.minimum(g.h_dur[m], g.h_own[m] if cost is None else np.minimum(g.h_own[m], cost))
+    g.h_own[m] = g.h_dur[m]
+    g.h_block[m] = False
+
+
+def _remove_host_time(g: Graph, starts: np.ndarray, ends: np.ndarray, lo: float, hi: float) -> None:
+    """The host no longer spends time in the ranges: gaps and calls shrink, calls inside wait for nothing."""
+    gap, dur = host_time_in(g, starts, ends, lo, hi)
+    g.h_gap -= gap
+    g.h_dur = np.maximum(g.h_dur - dur, 0.0)
+    inside = dur >= g.h_end - g.h_start - 1e-9
+    g.h_block[inside & (dur > 0)] = False
+    g.h_own[inside] = 0.0
+
+
+def _fix_host_sync(g: Graph, lo: float, hi: float, ctx: dict) -> None:
+    hm, _ = _in(g, lo, hi)
+    _unblock(g, hm & g.h_block & (ctx["waited"] == "host_sync"))
+
+
+def _waited(g: Graph, names: np.ndarray) -> np.ndarray:
+    """What each blocking call waited for: the allocator, a pageable copy (small_copies when tiny), or anything
+    (host_sync); "" for calls that do not block."""
+    w = g.work
+    pageable = ((w["kind"] == "h2d").to_numpy(dtype=bool)
+                & w["name"].astype(str).str.contains("Pageable").to_numpy(dtype=bool))
+    tiny = (w["bytes"] <= SMALL_COPY_BYTES).fillna(False).to_numpy(dtype=bool)
+    out = np.full(len(g.h_start), "", dtype=object)
+    for i in np.flatnonzero(g.h_block):
+        waits = g.h_waits[i]
+        out[i] = "host_sync"
+        if ALLOC.search(str(names[i])):
+            out[i] = "alloc_churn"
+        elif waits is not None and len(waits):
+            last = int(waits[np.argmax(g.g_end[waits])])
+            if pageable[last]:
+                out[i] = "small_copies" if tiny[last] else "pageable_copy"
+    return out
+
+
+def _pageable(g: Graph, lo: float, hi: float) -> np.ndarray:
+    _, gm = _in(g, lo, hi)
+    w = g.work
+    big = (w["bytes"] > SMALL_COPY_BYTES).fillna(True).to_numpy(dtype=bool)
+    return gm & (w["kind"] == "h2d").to_numpy(dtype=bool) & w["name"].astype(str).str.contains("Pageable").to_numpy(dtype=bool) & big
+
+
+def _fix_pageable_copy(g: Graph, lo: float, hi: float, ctx: dict) -> None:
+    m = _pageable(g, lo, hi)
+    nbytes = g.work["bytes"].to_numpy(dtype=np.float64, na_value=np.nan)
+    g.g_dur[m] = np.where(np.isfinite(nbytes[m]), nbytes[m] / ctx["pinned"], g.g_dur[m])
+    calls = np.zeros(len(g.h_start), dtype=bool)
+    calls[g.g_launch[m & (g.g_launch >= 0)]] = True
+    hm, _ = _in(g, lo, hi)
+    calls |= hm & g.h_block & (ctx["waited"] == "pageable_copy")
+    _unblock(g, calls, ctx["call_us"])
+    g.g_lat[m] = np.minimum(g.g_lat[m], g.g_typical_lat)
+
+
+def _exposed_copies(g: Graph, lo: float, hi: float) -> np.ndarray:
+    """Copies (not pageable, not tiny) that ran with compute beside them for under half their time."""
+    _, gm = _in(g, lo, hi)
+    w = g.work
+    kind = w["kind"].to_numpy(dtype=object)
+    copy = np.isin(kind, ("h2d", "d2h", "d2d")) & gm & ~_pageable(g, lo, hi)
+    copy &= (w["bytes"] > SMALL_COPY_BYTES).fillna(True).to_numpy(dtype=bool)
+    comp = np.isin(kind, ("compute",))
+    cs, ce = g.g_start[comp], g.g_end[comp]
+    out = np.zeros(len(kind), dtype=bool)
+    for i in np.flatnonzero(copy):
+        over = np.clip(np.minimum(ce, g.g_end[i]) - np.maximum(cs, g.g_start[i]), 0, None).sum()
+        out[i] = over < 0.5 * g.g_dur[i]
+    return out
+
+
+def _fix_exposed_copy(g: Graph, lo: float, hi: float, ctx: dict) -> None:
+    """Each exposed copy moves to a side stream a step ahead: it waits for nothing and nothing waits for it."""
+    for i in np.flatnonzero(_exposed_copies(g, lo, hi)):
+        nxt = np.flatnonzero(g.g_prev == i)
+        g.g_prev[nxt] = g.g_prev[i]
+        g.g_dep[g.g_dep == i] = -1
+        g.g_prev[i], g.g_dep[i], g.g_gap[i] = -1, -1, 0.0
+        g.g_lat[i] = min(g.g_lat[i], g.g_typical_lat)
+
+
+def _fix_small_copies(g: Graph, lo: float, hi: float, ctx: dict) -> None:
+    """The tiny host-to-device copies of a step become one: the ops that made the others take no host time."""
+    _, gm = _in(g, lo, hi)
+    w = g.work
+    tiny = gm & (w["kind"] == "h2d").to_numpy(dtype=bool) & (w["bytes"] <= SMALL_COPY_BYTES).fillna(False).to_numpy(dtype=bool)
+    steps = ctx["steps"]
+    step_of = np.searchsorted(steps["start_us"].to_numpy(np.float64), g.g_start, side="right") - 1
+    drop = np.zeros(len(tiny), dtype=bool)
+    for s in np.unique(step_of[tiny]):
+        idx = np.flatnonzero(tiny & (step_of == s))
+        if len(idx) >= MANY_SMALL_COPIES:
+            drop[idx[1:]] = True
+    if not drop.any():
+        return
+    g.g_dur[drop] = 0.0
+    g.g_lat[drop] = 0.0
+    launches = g.g_launch[drop & (g.g_launch >= 0)]
+    s, e = _outer_ops(g, launches, ctx)
+    _remove_host_time(g, s, e, lo, hi)
+
+
+def _outer_ops(g: Graph, calls: np.ndarray, ctx: dict) -> tuple[np.ndarray, np.ndarray]:
+    """The outermost op around each host call (the call itself where it is in none)."""
+    starts, ends = g.h_start[calls].copy(), g.h_end[calls].copy()
+    tids = ctx["call_tids"][calls] if len(calls) else np.zeros(0, dtype=object)
+    for tid, (os_, oe) in ctx["outer_ops"].items():
+        m = np.flatnonzero(tids == tid)
+        if not len(m) or not len(os_):
+            continue
+        k = np.searchsorted(os_, starts[m], side="right") - 1
+        kk = np.maximum(k, 0)
+        inside = (k >= 0) & (oe[kk] >= ends[m])
+        starts[m[inside]], ends[m[inside]] = os_[kk[inside]], oe[kk[inside]]
+    return starts, ends
+
+
+def _outermost(ops: pd.DataFrame) -> dict:
+    """Per thread, the ops that are in no other op: (starts, ends), sorted."""
+    out = {}
+    for tid, o in ops.sort_values("start_us", kind="stable").groupby("tid", sort=False):
+        s, e = o["start_us"].to_numpy(np.float64), o["end_us"].to_numpy(np.float64)
+        reach = np.maximum.accumulate(e)
+        top = np.ones(len(s), dtype=bool)
+        top[1:] = e[1:] > reach[:-1]
+        out[tid] = (s[top], e[top])
+    return out
+
+
+def _fix_dataloader(g: Graph, lo: float, hi: float, ctx: dict) -> None:
+    h = g.host
+    rows = h[h["kind"].isin(("annotation", "cpu_op", "python")) & h["name"].astype(str).str.contains(_LOADER, regex=True)]
+    _remove_host_time(g, rows["start_us"].to_numpy(np.float64), rows["end_us"].to_numpy(np.float64), lo, hi)
+
+
+def _fix_alloc(g: Graph, lo: float, hi: float, ctx: dict) -> None:
+    hm, _ = _in(g, lo, hi)
+    m = hm & np.array([bool(ALLOC.search(str(n))) for n in ctx["call_names"]], dtype=bool)
+    g.h_dur[m] = 0.0
+    g.h_own[m] = 0.0
+    g.h_block[m] = False
+
+
+def _fix_launch_bound(g: Graph, lo: float, hi: float, ctx: dict) -> None:
+    """The step's eager launches are replayed from CUDA graphs, one per run of launches between host waits (a step
+    that waits for the GPU cannot be captured across the wait): in a run, every launch after the first costs
+    :data:`GRAPH_LAUNCH_US`, and the ops that made them and the host's time from one to the next take none; the
+    kernels follow each other as the GPU allows."""
+    hm, gm = _in(g, lo, hi)
+    launch = hm & np.array([bool(_KERNEL_LAUNCH.search(str(n))) and "Graph" not in str(n) for n in ctx["call_names"]],
+                           dtype=bool)
+    after = g.h_after
+    in_run = launch & (after >= 0) & ~g.h_block[np.maximum(after, 0)]
+    idx = np.flatnonzero(in_run)
+    s, e = _outer_ops(g, idx, ctx)
+    _remove_host_time(g, s, e, lo, hi)
+    between = idx[launch[np.maximum(after[idx], 0)]]
+    g.h_gap[between] = np.minimum(g.h_gap[between], 0.0)  # the host's time from one launch to the next
+    g.h_dur[idx] = GRAPH_LAUNCH_US
+    g.h_own[idx] = GRAPH_LAUNCH_US
+    ours = gm & (g.g_launch >= 0) & np.isin(g.g_launch, idx)
+    g.g_lat[ours] = 0.0
+
+
+def _fix_stream_wait(g: Graph, lo: float, hi: float, ctx: dict) -> None:
+    _, gm = _in(g, lo, hi)
+    held = gm & (g.g_dep >= 0)
+    g.g_dep[held] = -1
+    g.g_lat[held] = np.minimum(g.g_lat[held], g.g_typical_lat)
+
+
+TRANSFORMS: dict[str, Callable[[Graph, float, float, dict], None]] = {
+    "host_sync": _fix_host_sync, "pageable_copy": _fix_pageable_copy, "exposed_copy": _fix_exposed_copy,
+    "small_copies": _fix_small_copies, "dataloader_stall": _fix_dataloader, "alloc_churn": _fix_alloc,
+    "launch_bound": _fix_launch_bound, "stream_wait": _fix_stream_wait,
+}
+#: The kinds whose saving the replay predicts; the others (underfilled_gpu and the kinds of several ranks) keep
+#: the idle time they explain.
+REPLAYED_KINDS = tuple(TRANSFORMS)
+
+
+def context(g: Graph, steps: pd.DataFrame) -> dict:
+    """What the transforms look up: call names and threads, ops, the pinned rate, a runtime call's usual cost (µs)
+    and the steps.
+
+    Example:
+        >>> from asynclab.trace import load_trace
+        >>> from asynclab.trace.replay import build_graph
+        >>> g = build_graph(load_trace("tests/fixtures/diagnose/pageable_copy-bad.json.gz").events, pd.NA)
+        >>> context(g, pd.DataFrame({"start_us": [0.0]}))["pinned"] == PINNED_BYTES_PER_US  # no pinned copy there
+        True
+    """
+    h = g.host
+    names = h.loc[g.h_label, "name"].astype(str).to_numpy(dtype=object)
+    return {"call_names": names, "waited": _waited(g, names),
+            "call_tids": h.loc[g.h_label, "tid"].to_numpy(dtype=object),
+            "outer_ops": _outermost(h[h["kind"] == "cpu_op"]), "pinned": pinned_rate(g.work), "steps": steps,
+            "call_us": float(np.median(g.h_dur[~g.h_block])) if (~g.h_block).any() else 5.0}
+
+
+def fixed(g: Graph, kinds: tuple[str, ...] | list[str], lo: float, hi: float, ctx: dict) -> Graph:
+    """A copy of the graph with the fixes of ``kinds`` applied to the calls and tasks that start in ``[lo, hi)``.
+
+    Example:
+        >>> from asynclab.trace import load_trace
+        >>> from asynclab.trace.replay import build_graph
+        >>> g = build_graph(load_trace("tests/fixtures/diagnose/host_sync-bad.json.gz").events, pd.NA)
+        >>> ctx = context(g, pd.DataFrame({"start_us": [g.h_start[0]]}))
+        >>> int(fixed(g, ["host_sync"], 0, 1e12, ctx).h_block.sum()) < int(g.h_block.sum())
+        True
+    """
+    out = g.copy()
+    for k in kinds:
+        if k in TRANSFORMS:
+            TRANSFORMS[k](out, lo, hi, ctx)
+    return out
+
+
+def profiler_free(g: Graph, per_event_us: float, lo: float, hi: float) -> Graph:
+    """A copy of the graph with the profiler's own host cost taken out: ``per_event_us`` for every host row
+    (op, Python call, runtime call) that starts in the host time before each call.
+
+    Example:
+        >>> from asynclab.trace import load_trace
+        >>> from asynclab.trace.replay import build_graph
+        >>> g = build_graph(load_trace("tests/fixtures/diagnose/host_sync-bad.json.gz").events, pd.NA)
+        >>> bool((profiler_free(g, 1.0, 0, 1e12).h_gap <= g.h_gap).all())
+        True
+    """
+    out = g.copy()
+    h = g.host
+    t = np.sort(h.loc[h["kind"].isin(("cpu_op", "launch")), "start_us"].to_numpy(np.float64))
+    prev_end = np.where(g.h_after >= 0, g.h_end[np.maximum(g.h_after, 0)], g.h_start)
+    n = np.searchsorted(t, g.h_start, side="right") - np.searchsorted(t, prev_end, side="left")
+    mine = (g.h_start >= lo) & (g.h_start < hi)
+    cut = np.where(mine, np.minimum(np.clip(n, 0, None) * per_event_us, np.clip(g.h_gap, 0, None)), 0.0)
+    out.h_gap = g.h_gap - cut
+    return out
+
+
+def span(g: Graph, lo: float, hi: float, host_hi: float | None = None) -> float:
+    """The replayed length (µs) of ``[lo, hi)`` of a graph.
+
+    Example:
+        >>> from asynclab.trace import load_trace
+        >>> from asynclab.trace.replay import build_graph
+        >>> g = build_graph(load_trace("tests/fixtures/diagnose/host_sync-bad.json.gz").events, pd.NA)
+        >>> round(span(g, 0.0, 10.0), 3)
+        10.0
+    """
+    return replayed_span(g, replay(g), lo, hi, host_hi)
