@@ -148,7 +148,7 @@ def _run(answer: Answer) -> list[tuple[bool, str]] | str:
 #: Exercises whose checkers time work (wall clock, or overlap read off a trace): their answers run one at a time,
 #: after the others, so that the answers running beside them do not load the machine (or the GPU) they measure.
 #: The others' races are made certain by spin kernels, so they may share a GPU.
-TIMED = {"00.cpu_timers_agree", "02.event_timer", "05.overlap_loop", "06.overlap_copy"}
+TIMED = {"00.cpu_timers_agree", "02.event_timer", "05.overlap_loop", "06.overlap_copy", "06.both_ways"}
 
 
 def run_all(answers: list[Answer], processes: int | None = None, progress=None) -> dict[str, list[tuple[bool, str]] | str]:

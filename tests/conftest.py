@@ -29,11 +29,7 @@ OUTPUT_TIMEOUT_S = 60
 #: in the figure's size: their ``<Figure size ...>`` line is left out of the comparison until the notebook is
 #: re-executed on a GPU (``scripts/gpu_check.sh --refresh``). An entry whose stored output matches again fails the
 #: run, so that it is removed. Everything else in these cells is still compared.
-AWAITING_GPU_REFRESH = {
-    ("00_welcome.ipynb", "Cell 7"): "the bracket of the copy_and_compute range is drawn now",
-    ("08_your_step.ipynb", "Cell 5"): "the findings are drawn in a strip of their own, not over the kernels",
-    ("08_your_step.ipynb", "Cell 10"): "the findings are drawn in a strip of their own, not over the kernels",
-}
+AWAITING_GPU_REFRESH: dict[tuple[str, str], str] = {}
 _FIGURE_SIZE = re.compile(r"<Figure size [0-9.]+x[0-9.]+ with")
 
 

@@ -557,7 +557,9 @@ def step(send, multiply):
 
 al.check("06.overlap_copy", step)
 
-# %% raises "Event device 0 does not match recording stream's device 1": one Event object recorded on a stream of GPU 0, then on one of GPU 1 (CUDA events belong to one device)
+# On two H200s (torch 2.11) PyTorch's message is only "Event device ": the device index, an 8-bit integer, is
+# written into it as a character, and index 0 is the NUL byte that ends the message. The simulated GPU says it whole.
+# %% raises "Event device": one Event object recorded on a stream of GPU 0, then on one of GPU 1 (CUDA events belong to one device)
 s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
 fence = torch.cuda.Event()
 

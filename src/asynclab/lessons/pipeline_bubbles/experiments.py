@@ -67,9 +67,9 @@ class HandWrittenStage(nn.Module):
         torch.Size([3, 8])
     """
 
-    def __init__(self, layers: int = LAYERS, width: int = WIDTH):
+    def __init__(self, layers: int = LAYERS, width: int = WIDTH, device: Any = None):
         super().__init__()
-        self.linears = nn.ModuleList(nn.Linear(width, width) for _ in range(layers))
+        self.linears = nn.ModuleList(nn.Linear(width, width, device=device) for _ in range(layers))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for linear in self.linears:
@@ -77,8 +77,9 @@ class HandWrittenStage(nn.Module):
         return x
 
 
-def stage_module(layers: int = LAYERS, width: int = WIDTH) -> nn.Sequential:
-    """One pipeline stage: ``layers`` x (Linear + ReLU), ``width`` wide (the forum asker's ToyModel, made big enough to time).
+def stage_module(layers: int = LAYERS, width: int = WIDTH, device: Any = None) -> nn.Sequential:
+    """One pipeline stage: ``layers`` x (Linear + ReLU), ``width`` wide (the forum asker's ToyModel, made big enough to time),
+    made on ``device``: its weights are drawn there (on the host, a stage's 134 million weights take seconds to draw).
 
     Example:
         >>> len(stage_module(2, 8))
@@ -86,7 +87,7 @@ def stage_module(layers: int = LAYERS, width: int = WIDTH) -> nn.Sequential:
     """
     mods: list[nn.Module] = []
     for _ in range(layers):
-        mods += [nn.Linear(width, width), nn.ReLU()]
+        mods += [nn.Linear(width, width, device=device), nn.ReLU()]
     return nn.Sequential(*mods)
 
 
@@ -101,8 +102,8 @@ class TwoGPUModel(nn.Module):
     def __init__(self, layers: int = LAYERS, width: int = WIDTH):
         super().__init__()
         self.d0, self.d1 = torch.device("cuda", 0), torch.device("cuda", 1)
-        self.stage0 = stage_module(layers, width).to(self.d0)
-        self.stage1 = stage_module(layers, width).to(self.d1)
+        self.stage0 = stage_module(layers, width, self.d0)
+        self.stage1 = stage_module(layers, width, self.d1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.stage1(self.stage0(x.to(self.d0)).to(self.d1))
@@ -192,7 +193,7 @@ def one_stage(device: Any = None, reps: int = 5) -> dict[str, Any]:
         return cpu
     d0 = torch.device("cuda", 0)
     torch.manual_seed(0)
-    stage = stage_module().to(d0)
+    stage = stage_module(device=d0)
     x = torch.randn(BATCH, WIDTH, device=d0)
 
     def fwd() -> torch.Tensor:
@@ -264,7 +265,7 @@ class AskerStage:
 
     def __init__(self, layers: int, width: int, device: torch.device, lr: float = 1e-4):
         self.device = device
-        self.module = stage_module(layers, width).to(device)
+        self.module = stage_module(layers, width, device)
         self.opt = torch.optim.Adam(self.module.parameters(), lr=lr, weight_decay=5e-4)
         self.out: torch.Tensor | None = None
 

@@ -34,7 +34,7 @@ def main(argv: list[str]) -> int:
     phases = {"imports": time.perf_counter() - t_start}
     try:
         torch.manual_seed(rank)
-        stage = PipelineStage(HandWrittenStage(LAYERS, WIDTH).to(dev), stage_index=rank, num_stages=world, device=dev)
+        stage = PipelineStage(HandWrittenStage(LAYERS, WIDTH, dev), stage_index=rank, num_stages=world, device=dev)
         cls = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[kind]
         sched = cls(stage, n_microbatches=m, loss_fn=lambda y, t: y.square().mean())
         x = torch.randn(BATCH, WIDTH, device=dev)
