@@ -107,6 +107,24 @@ def test_the_figures_say_where_they_come_from():
         check_figures({**figures, "copy_gbps": {**figures["copy_gbps"], "peer": 0}})
 
 
+def test_an_h200_card_measured_on_h200s_moves_memory_faster():
+    figures = card_figures("H200")
+    assert figures["meta"]["calibrated"] and figures["meta"]["measured_on"]["gpu"] == "NVIDIA H200"
+
+    def big_add():
+        x = torch.empty(1 << 27, device="cuda")
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        x.add_(1.0)
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end)
+    h100 = al.simulate(big_add, values=False).meta["simulated"]["returned"]
+    h200 = al.simulate(big_add, values=False, card="H200").meta["simulated"]["returned"]
+    ratio = card_figures("H100")["memory_gbps"] / figures["memory_gbps"]
+    assert h200 == pytest.approx(h100 * ratio, rel=0.05)  # 1 GiB read and written: the cards' bandwidths
+
+
 def _calibrate():
     spec = importlib.util.spec_from_file_location("calibrate_gpu", ROOT / "scripts" / "calibrate_gpu.py")
     module = importlib.util.module_from_spec(spec)

@@ -66,7 +66,7 @@ def card_figures(card: str = "H100") -> dict[str, Any]:
         >>> card_figures("Z9")
         Traceback (most recent call last):
         ...
-        ValueError: no figures for the card 'Z9' (there are: h100)
+        ValueError: no figures for the card 'Z9' (there are: h100, h200)
     """
     path = Path(card) if str(card).endswith(".json") else CARDS / f"{str(card).lower()}.json"
     if not path.is_file():
