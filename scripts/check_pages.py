@@ -42,16 +42,7 @@ LEAKS = {
 }
 #: Stored outputs that show one of LEAKS and may stay until the notebook is re-executed where that output can be
 #: refreshed, each with its reason. An entry that no longer matches anything is itself reported, so that it is removed.
-KNOWN_STORED_OUTPUT = {
-    # Lesson 08's set-up cell now filters this warning (PyTorch prints it the first time the exercise check turns
-    # torch.cuda.set_sync_debug_mode on), but the stored output comes from a GPU run made before that, and stored
-    # outputs are never edited by hand: remove this entry once lesson 08 is re-executed on a GPU
-    # (scripts/gpu_check.sh --refresh notebooks/08_your_step.ipynb).
-    "notebooks/08_your_step.html": re.compile(
-        r"\S*/site-packages/torch/cuda/__init__\.py:\d+: UserWarning: Synchronization debug mode is a prototype "
-        r"feature and does not yet detect all synchronizing operations \(Triggered internally at \S+\)\n"
-        r"\s*torch\._C\._cuda_set_sync_debug_mode\(debug_mode\)\n?"),
-}
+KNOWN_STORED_OUTPUT: dict[str, re.Pattern] = {}  # none now: lesson 08's sync-debug warning went with its GPU refresh
 #: A blank image, the answer to a page's requests to other sites.
 _BLANK_SVG = b'<svg xmlns="http://www.w3.org/2000/svg" width="1" height="1"/>'
 #: Finds the element that makes a page wider than the window: the deepest one whose hiding narrows the page.

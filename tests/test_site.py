@@ -285,9 +285,14 @@ def test_a_known_stored_output_is_allowed_only_as_it_is():
              "debug mode is a prototype feature and does not yet detect all synchronizing operations (Triggered "
              "internally at /pytorch/torch/csrc/cuda/Module.cpp:1003.)\n"
              "  torch._C._cuda_set_sync_debug_mode(debug_mode)\n")
-    assert check_pages.output_problems(page, [known + "Not yet: every=4: 17 host reads"]) == []
-    assert check_pages.output_problems(page, [known + "/home/me/step.py:9: UserWarning: other"])
-    assert "matches nothing now" in check_pages.output_problems(page, ["Right: every=4"])[0]
+    allowed = {page: re.compile(  # the entry lesson 08 had until its GPU refresh took the warning out
+        r"\S*/site-packages/torch/cuda/__init__\.py:\d+: UserWarning: Synchronization debug mode is a prototype "
+        r"feature and does not yet detect all synchronizing operations \(Triggered internally at \S+\)\n"
+        r"\s*torch\._C\._cuda_set_sync_debug_mode\(debug_mode\)\n?")}
+    assert check_pages.output_problems(page, [known + "Not yet: every=4: 17 host reads"], allowed) == []
+    assert check_pages.output_problems(page, [known + "/home/me/step.py:9: UserWarning: other"], allowed)
+    assert "matches nothing now" in check_pages.output_problems(page, ["Right: every=4"], allowed)[0]
+    assert check_pages.output_problems(page, [known])  # with no entry, the warning is reported
 
 
 def _table(markdown: str, heading: str) -> list[list[str]]:
