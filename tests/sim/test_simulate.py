@@ -75,6 +75,18 @@ def test_the_codes_own_timers_are_recorded():
     assert 2.0 < event_ms < host_ms  # 137 GFLOP of fp32 at 50 TFLOP/s: about 2.7 ms
 
 
+def test_the_host_gets_what_the_code_copies_back():
+    seen = []
+
+    def metric():
+        a = torch.arange(8.0, device="cuda")
+        hit = (a > 5).float().mean()
+        seen[:] = [hit.cpu().numpy().item(), a.to("cpu").tolist(), str(a.to("cpu", torch.float16).dtype),
+                   a.to("cpu", non_blocking=True).is_pinned(), str(a.cpu().device)]
+    al.simulate(metric)
+    assert seen == [0.25, list(range(8)), "torch.float16", True, "cpu"]
+
+
 def test_two_gpus():
     def two():
         a = torch.randn(1 << 20, device="cuda:0")
