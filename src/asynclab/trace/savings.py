@@ -187,14 +187,11 @@ def predict_savings_of_ranks(events: pd.DataFrame, ranks: list[tuple[Any, pd.Dat
                              kinds: list[str]) -> list[Savings]:
     """:func:`predict_savings` for the ranks of one run, replayed together (a collective waits for its last rank).
 
+    Returns one :class:`Savings` a rank, in the order given (:func:`predict_savings` shows one rank's steps).
+
     Example:
-        >>> from asynclab.trace import load_trace
-        >>> from asynclab.trace.metrics import profiler_steps
-        >>> tr = load_trace("tests/fixtures/diagnose/host_sync-bad.json.gz")
-        >>> st = profiler_steps(tr)
-        >>> st = st.assign(host_end_us=st["end_us"], end_us=list(st["start_us"].iloc[1:]) + [st["end_us"].max()])
-        >>> len(predict_savings_of_ranks(tr.events, [(pd.NA, st)], []))
-        1
+        >>> predict_savings_of_ranks(pd.DataFrame(), [], ["host_sync"])  # no ranks, nothing replayed
+        []
     """
     rs = [_rank(events, rank, steps) for rank, steps in ranks]
     todo = [k for k in kinds if k in REPLAYED_KINDS]
