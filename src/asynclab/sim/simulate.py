@@ -194,7 +194,7 @@ def simulate(fn: Callable[..., Any], *args: Any, gpus: int = 1, steps: int | Non
         ...     return (x @ x).sum().item()
         >>> t = simulate(step, steps=2)
         >>> t.meta["simulated"]["card"], len(t.meta["simulated"]["step_ms"])
-        ('NVIDIA H100', 2)
+        ('NVIDIA H100 80GB HBM3', 2)
         >>> sorted(set(t.events["kind"]))
         ['annotation', 'compute', 'cpu_op', 'd2h', 'gpu_annotation', 'launch']
     """
