@@ -6,7 +6,7 @@ from typing import Any, Callable
 import torch
 
 from asynclab.sim.cuda import SimulationLimit, Stream
-from asynclab.sim.tensors import DeviceTensor, register_tensor_methods
+from asynclab.sim.tensors import DeviceTensor, moves_trained, register_tensor_methods
 
 aten = torch.ops.aten
 
@@ -117,23 +117,13 @@ def _setitem(t: DeviceTensor, index: Any, value: Any) -> None:
         torch.ops.aten.fill_.Scalar(part, value)
 
 
-def _to_host_of(name: str, args: tuple, kwargs: dict) -> tuple[bool, Any] | None:
-    """(non_blocking, dtype) if ``t.<name>(*args, **kwargs)`` moves a tensor to the host, else None."""
-    if name == "cpu":
-        return False, None
-    if name != "to":
-        return None
-    device, dtype, non_blocking, _ = torch._C._nn._parse_to(*args, **kwargs)
-    return (bool(non_blocking), dtype) if device is not None and device.type == "cpu" else None
-
-
 def _move(name: str) -> Callable:
     def move(t: DeviceTensor, *args: Any, **kwargs: Any) -> Any:
         gpu = t.simulation
-        home = _to_host_of(name, args, kwargs) if t.trains else None
-        if home is not None:  # a copy to the host of a tensor that tells autograd it is there (see trains_here)
-            host = gpu.to_host(t, non_blocking=home[0], pinned=home[0])
-            return host if home[1] in (None, t.dtype) else host.to(home[1])
+        if t.trains:  # a tensor that tells autograd it lives on the CPU: its moves are moves_trained's
+            moved = moves_trained(getattr(torch.Tensor, name), (t, *args), kwargs)
+            if moved is not NotImplemented:
+                return moved
         target = gpu.target_of(name, args, kwargs)
         if target is None:  # a dtype, or the host
             with torch._C.DisableTorchFunctionSubclass():
