@@ -187,9 +187,6 @@ def predicted_steps(cases=SIMULATED_CASES) -> dict:
 
 @pytest.fixture(scope="module")
 def predicted():
-    if torch.__version__ < "2.4":
-        pytest.skip(f"on PyTorch {torch.__version__} the diagnosis cases' simulated models (136M parameters, timed "
-                    "without values) exhaust a 23 GB machine's memory: a known limit, not yet explained")
     return predicted_steps()
 
 

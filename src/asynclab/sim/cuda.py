@@ -551,7 +551,7 @@ class Simulation:
         caller's included; one blocked in a join or a wait is left out). A thread that waits for a copy does not
         make it land for another thread that reads the memory earlier in its own time."""
         here = self._thread()
-        running = [t for i, t in self._hosts.items() if i == here or i not in self._blocked]
+        running = [t for i, t in list(self._hosts.items()) if i == here or i not in self._blocked]
         return min(running)
 
     #: Real seconds a thread that waits for the others' time to catch up gives them without any moving on, before it

@@ -425,4 +425,5 @@ class SimGPU(Simulation):
         self._placement.__exit__(*exc)
         torch.__future__.set_overwrite_module_params_on_conversion(self._overwrite)
         self.finish()
+        self._pools.clear()  # the simulated process ends: its cached memory goes back at once, not at a gc pass
         super().__exit__(*exc)

@@ -9,6 +9,7 @@ cudaMalloc and cudaFree, and the launch queue's depth. Autograd's backward pass 
 """
 from __future__ import annotations
 
+import gc
 import gzip
 import heapq
 import json
@@ -210,6 +211,8 @@ def simulate(fn: Callable[..., Any], *args: Any, gpus: int = 1, steps: int | Non
         call = (lambda: fn(state, *args, **kwargs)) if state is not None else (lambda: fn(*args, **kwargs))
         result, starts = _run_steps(gpu, call, steps, warmup)
         gpu.finish()
+        del state, call
+    gc.collect()  # the simulation's patches and memory form cycles: free its tensors now, not at some later gc pass
     doc = document_of(gpu.ran, gpu.launches, gpu.annotations, gpu.ops, _header(gpu, starts, result))
     if out is not None:
         _save(doc, out)

@@ -551,7 +551,7 @@ except Exception as e:
 def async_error(device: Any = None, timeout_s: float = 120.0) -> dict[str, Any]:
     """Where a GPU error surfaces: a device-side assert in an indexing kernel, reported at a later, unrelated line;
     with ``CUDA_LAUNCH_BLOCKING=1`` at the line that queued it. Each run is a fresh Python process (a device-side
-    assert leaves the CUDA context unusable).
+    assert leaves the CUDA context unusable); the two run side by side.
 
     Returns ``{"default": {"raised_at", "error"}, "launch_blocking": {...}, "faulty_step", "device"}``.
 
@@ -561,18 +561,19 @@ def async_error(device: Any = None, timeout_s: float = 120.0) -> dict[str, Any]:
     """
     import json
     import os
-    import subprocess
-    import sys
+
+    from asynclab.gpu.processes import side_by_side
 
     dev = resolve_device(device)
     faulty = "1 · y = x[index]: the faulty kernel is queued"
     if dev.type != "cuda":
         return {"default": None, "launch_blocking": None, "faulty_step": faulty, "device": str(dev)}
     out: dict[str, Any] = {"faulty_step": faulty, "device": str(dev)}
-    for key, extra in (("default", {}), ("launch_blocking", {"CUDA_LAUNCH_BLOCKING": "1"})):
-        env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(dev.index or 0), **extra}
-        proc = subprocess.run([sys.executable, "-c", _ASYNC_ERROR_SCRIPT], env=env, capture_output=True, text=True,
-                              timeout=timeout_s)
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(dev.index or 0)}
+    runs = side_by_side({"default": (["-c", _ASYNC_ERROR_SCRIPT], env),
+                         "launch_blocking": (["-c", _ASYNC_ERROR_SCRIPT], {**env, "CUDA_LAUNCH_BLOCKING": "1"})},
+                        timeout_s, "faulty run")
+    for key, proc in runs.items():
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
         out[key] = json.loads(lines[-1]) if lines else {"raised_at": None, "error": f"no result ({proc.returncode})"}
     return out

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -15,6 +14,7 @@ from asynclab.course.experiments import annotate as _annotate
 from asynclab.course.experiments import Experiment, dig, lesson_run_all, resolve_device, spin_cycles, wall_ms
 from asynclab.course.experiments import record_gpu_trace as _record_trace
 from asynclab.course.experiments import gpu_or_note, no_gpu
+from asynclab.gpu.processes import side_by_side
 
 LESSON = "04"
 
@@ -277,19 +277,12 @@ def sanitizer(device: Any = None, timeout_s: float = 120.0) -> dict[str, Any]:
         return cpu
     env = {**os.environ, "TORCH_CUDA_SANITIZER": "1", "CUDA_VISIBLE_DEVICES": str(dev.index or 0)}
     out: dict[str, Any] = {"device": str(dev)}
-    runs = {name: subprocess.Popen([sys.executable, "-m", __name__, "--sanitized-race", name], env=env, text=True,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            for name in ("unfixed", "fixed")}  # side by side: each spends most of its time starting up
+    runs = side_by_side({name: (["-m", __name__, "--sanitized-race", name], env) for name in ("unfixed", "fixed")},
+                        timeout_s, "sanitized run")
     for name, proc in runs.items():
-        try:
-            stdout, stderr = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            for p in runs.values():
-                p.kill()
-            raise RuntimeError(f"the sanitized run ({name}) took over {timeout_s:g} s") from None
-        lines = [x for x in stdout.splitlines() if x.startswith("{")]
+        lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
         if proc.returncode != 0 or not lines:
-            tail = (stderr or stdout).strip().splitlines()[-1:] or ["no output"]
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
             raise RuntimeError(f"the sanitized run ({name}) failed: {tail[0]}")
         out[name] = json.loads(lines[-1])
     return out
