@@ -221,3 +221,25 @@ def test_predicted_saving_within_a_factor_of_1_5(predicted, case):
     saved = predicted[case, "bad"] - predicted[case, "fixed"]
     measured = MEASURED[case]["bad"]["step_ms"] - MEASURED[case]["fixed"]["step_ms"]
     assert 1 / 1.5 <= saved / measured <= 1.5, f"{case}: {saved:.2f} ms saved, {measured:.2f} measured"
+
+
+def test_a_finished_simulation_holds_no_memory():
+    """Its tensors are freed when it returns (not at a later gc pass): a notebook simulating a large model several
+    times must not fill the machine's memory."""
+    import gc
+    import weakref
+
+    held = []
+
+    def setup():
+        model = torch.nn.Linear(512, 512).cuda()
+        held.append(weakref.ref(model.weight))
+        return model
+
+    gc.disable()
+    try:
+        al.simulate(lambda m: m(torch.randn(8, 512, device="cuda")).sum().backward(), setup=setup, steps=2,
+                    values=False)
+        assert held[0]() is None
+    finally:
+        gc.enable()
