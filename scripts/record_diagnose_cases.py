@@ -15,6 +15,7 @@ import argparse
 import datetime as dt
 import json
 import gzip
+import io
 import shutil
 import statistics
 import time
@@ -260,6 +261,132 @@ def case_underfilled_gpu(variant: str):
     return lambda i: graph.replay()
 
 
+# -- host syncs as they are written in the wild: each a host_sync of its own kind of line --------------------
+def _train(tr: Trainer, x: torch.Tensor, y: torch.Tensor, loss_of=None):
+    """One AMP step of ``tr`` with the loss ``loss_of(out, y)`` (default: the trainer's); returns (out, loss), detached."""
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        out = tr.model(x)
+        loss = (loss_of or tr.loss_fn)(out, y)
+    loss.backward()
+    tr.opt.step()
+    tr.opt.zero_grad(set_to_none=True)
+    return out.detach(), loss.detach()
+
+
+def case_item_small(variant: str):
+    """A small model, whose GPU step is shorter than the host's launches: the loss read with ``.item()`` every step
+    (bad), or summed on the GPU and read after the loop (fixed)."""
+    tr, data, losses = Trainer(width=1024, depth=2), gpu_batches(), []
+    total = torch.zeros((), device=DEV)
+
+    def step(i):
+        nonlocal total
+        x, y = data[i % len(data)]
+        loss = tr.step(x, y)
+        if variant == "bad":
+            losses.append(loss.item())
+        else:
+            total = total + loss
+    return step
+
+
+def case_sync_timing(variant: str):
+    """Each layer's forward timed: ``torch.cuda.synchronize()`` and ``perf_counter`` around it (bad), or CUDA events
+    recorded around it and read after the loop (fixed)."""
+    tr, data, times, events = Trainer(), gpu_batches(), [], []
+    total = torch.zeros((), device=DEV)
+
+    def forward(x):
+        for layer in tr.model:
+            if variant == "bad":
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                x = layer(x)
+                torch.cuda.synchronize()
+                times.append(time.perf_counter() - t0)
+            else:
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                x = layer(x)
+                end.record()
+                events.append((start, end))
+        return x
+
+    def step(i):
+        nonlocal total
+        host_work()
+        x, y = data[i % len(data)]
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = tr.loss_fn(forward(x), y)
+        loss.backward()
+        tr.opt.step()
+        tr.opt.zero_grad(set_to_none=True)
+        total = total + loss.detach()
+    return step
+
+
+def case_mask_index(variant: str):
+    """The loss over the labelled rows only (one in ten unlabelled, -100): boolean-mask indexing, whose output size
+    the host must read from the GPU (bad), or ``ignore_index=-100`` (fixed)."""
+    tr, data = Trainer(), gpu_batches()
+    labels = [torch.where(torch.rand(BATCH, device=DEV) < 0.9, y, torch.full_like(y, -100)) for _, y in data]
+    ignoring = nn.CrossEntropyLoss(ignore_index=-100)
+    total = torch.zeros((), device=DEV)
+
+    def masked(out, y):
+        keep = y != -100
+        return nn.functional.cross_entropy(out[keep], y[keep])
+
+    def step(i):
+        nonlocal total
+        host_work()
+        _, loss = _train(tr, data[i % len(data)][0], labels[i % len(labels)], masked if variant == "bad" else ignoring)
+        total = total + loss
+    return step
+
+
+def case_numpy_metric(variant: str):
+    """The step's accuracy through ``.cpu().numpy()`` every step (bad), or summed on the GPU and read after the loop
+    (fixed)."""
+    tr, data, accs = Trainer(), gpu_batches(), []
+    correct = torch.zeros((), device=DEV)
+
+    def step(i):
+        nonlocal correct
+        host_work()
+        x, y = data[i % len(data)]
+        out, _ = _train(tr, x, y)
+        hit = (out.argmax(1) == y).float().mean()
+        if variant == "bad":
+            accs.append(hit.cpu().numpy())
+        else:
+            correct = correct + hit
+    return step
+
+
+def case_print_loss(variant: str):
+    """``print(loss)`` every step, which formats a GPU tensor and so reads it (bad), or the losses summed on the GPU
+    and printed after the loop (fixed). The lines go to a buffer, not the terminal."""
+    tr, data, sink = Trainer(), gpu_batches(), io.StringIO()
+    total = torch.zeros((), device=DEV)
+
+    def step(i):
+        nonlocal total
+        host_work()
+        x, y = data[i % len(data)]
+        loss = tr.step(x, y)
+        if variant == "bad":
+            print(f"step {i}: loss", loss, file=sink)
+        else:
+            total = total + loss
+    return step
+
+
+#: The kind each case plants, where its name is not that kind.
+PLANTED = {"item_small": "host_sync", "sync_timing": "host_sync", "mask_index": "host_sync",
+           "numpy_metric": "host_sync", "print_loss": "host_sync"}
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 VARIANTS = {"clean": ("clean",)}
 
@@ -321,7 +448,8 @@ def main() -> None:
             with open(args.out / name, "rb") as src, gzip.open(args.out / f"{name}.gz", "wb", 9) as dst:
                 shutil.copyfileobj(src, dst)
             (args.out / name).unlink()
-            doc["cases"].setdefault(case, {})[variant] = {"step_ms": round(ms, 4), "trace": f"{name}.gz"}
+            doc["cases"].setdefault(case, {})[variant] = {"step_ms": round(ms, 4), "trace": f"{name}.gz",
+                                                          **({"kind": PLANTED[case]} if case in PLANTED else {})}
             print(f"{case:18s} {variant:6s} {ms:8.3f} ms/step  {(args.out / f'{name}.gz').stat().st_size // 1024} KiB",
                   flush=True)
             del step
