@@ -200,6 +200,21 @@ def load_all() -> dict[str, Callable[..., Verdict]]:
     return exercises()
 
 
+def load_lesson(number: str) -> None:
+    """Import one lesson's exercises (``"05"``), registering its checkers; a lesson without exercises, or no such
+    lesson, registers nothing.
+
+    Example:
+        >>> load_lesson("00"); "00.replayed_lessons" in exercises()
+        True
+    """
+    from asynclab.course import registry as lessons
+
+    for item in lessons.LESSONS:
+        if item.number == number and item.has("exercises"):
+            item.module("exercises")
+
+
 def exercise(name: str):
     """Register an exercise checker under ``name`` (``"<lesson number>.<exercise>"``).
 
@@ -225,7 +240,9 @@ def check(name: str, *answer, **kwargs) -> Verdict:
         >>> print(check("00.replayed_lessons", -1))  # doctest: +ELLIPSIS
         Not yet: ...
     """
-    load_all()
+    load_lesson(name.split(".")[0])  # its lesson's module registers the real checker, over any registered before
+    if name not in _EXERCISES:
+        load_all()
     if name not in _EXERCISES:
         raise KeyError(f"no exercise {name!r}; known: {', '.join(sorted(_EXERCISES))}")
     import inspect

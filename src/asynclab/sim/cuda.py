@@ -556,7 +556,7 @@ class Simulation:
 
     #: Real seconds a thread that waits for the others' time to catch up gives them without any moving on, before it
     #: goes ahead (one stuck outside the simulation's view, as in a lock's ``acquire``, must not hold it forever).
-    STALL_S = 0.02
+    STALL_S = 0.25
 
     def await_others(self) -> None:
         """The calling thread's clock moved past those of other threads that run (it waited for the GPU): as threads
