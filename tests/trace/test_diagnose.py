@@ -19,7 +19,9 @@ CASES_DIR = HERE / "fixtures" / "diagnose"
 CASES = json.loads((CASES_DIR / "cases.json").read_text())["cases"]
 ONE_GPU = {k: v for k, v in CASES.items() if "gpus" not in next(iter(v.values()))}
 TWO_GPU = {k: v for k, v in CASES.items() if k not in ONE_GPU}
-PLANTED = sorted(k for k in ONE_GPU if k != "clean")
+#: Cases whose "mistake" costs nothing on a GPU, and what a GPU says instead: the diagnosis must not blame it.
+HARMLESS = {"item_small": "launch_bound"}
+PLANTED = sorted(k for k in ONE_GPU if k != "clean" and k not in HARMLESS)
 LESSONS = HERE.parent / "src" / "asynclab" / "lessons"
 
 
@@ -27,8 +29,13 @@ def _trace(case: str, variant: str) -> Path:
     return CASES_DIR / CASES[case][variant]["trace"]
 
 
+def kind_of(case: str) -> str:
+    """The kind a case plants: its name, or the ``kind`` its bad variant names (the host syncs from the wild)."""
+    return CASES[case]["bad"].get("kind", case)
+
+
 def test_every_kind_that_one_gpu_can_show_is_planted():
-    assert set(PLANTED) == set(KINDS) - {"exposed_comm", "pipeline_bubble", "rank_skew"}
+    assert {kind_of(c) for c in PLANTED} == set(KINDS) - {"exposed_comm", "pipeline_bubble", "rank_skew"}
 
 
 def _measured_saving(case: str) -> float:
@@ -39,16 +46,29 @@ def _measured_saving(case: str) -> float:
 #: Cases the replay does not yet predict to the issue's targets (one set of rules for all traces, never tuned to a
 #: case): the numbers say how far off they are.
 _MISSED = {
-    "exposed_copy": "replay predicts 4% against a measured 12%: under the profiler the bad recording's host is slower "
-                    "than its GPU (1-2 ms host gaps inside ops), so moving the copy off the compute stream gains little",
+    "host_sync": "15.6% predicted against 23.4% measured (1.50x): the replay takes the profiler's estimated cost out of "
+                 "the host's time, yet replays the bad step at 9.29 ms against 8.40 ms measured without the profiler; "
+                 "with its host still slower than the real one, removing the wait gains less",
+    "numpy_metric": "2.3% predicted against 23.8% measured: the second of the three profiled steps is an outlier "
+                    "(19.9 ms, left out), and the first step's idle start follows a read in the step before the "
+                    "profiled window, so no steady step shows the wait",
+}
+
+#: Cases whose planted kind is found, but not first, and why (the numbers say how far off).
+_NOT_FIRST = {
+    "numpy_metric": "launch_bound first: see its entry in the replay's misses (no steady step shows the read's wait)",
+    "mask_index": "launch_bound (17% predicted) ranks above host_sync (14%; the fix measured 11%): after each sync the "
+                  "GPU starves while the host relaunches, and those gaps are put down to the launches, not yet to the "
+                  "sync before them",
 }
 
 
-@pytest.mark.parametrize("case", PLANTED)
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(reason=_NOT_FIRST[c], strict=True))
+                                  if c in _NOT_FIRST else c for c in PLANTED])
 def test_planted_mistake_is_found_and_its_fix_removes_it(case):
     bad, fixed = diagnose(_trace(case, "bad")), diagnose(_trace(case, "fixed"))
-    assert bad.findings[0].kind == case, bad.text()
-    assert fixed.share(case) < 0.03, fixed.text()
+    assert bad.findings[0].kind == kind_of(case), bad.text()
+    assert fixed.share(kind_of(case)) < 0.03, fixed.text()
 
 
 def _within_target(predicted: float, saving: float) -> bool:
@@ -61,12 +81,13 @@ def _within_target(predicted: float, saving: float) -> bool:
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(reason=_MISSED[c], strict=True))
                                   if c in _MISSED else c for c in PLANTED])
 def test_replayed_saving_is_within_the_target_of_the_measured_one(case):
-    predicted, saving = diagnose(_trace(case, "bad")).share(case), _measured_saving(case)
+    predicted, saving = diagnose(_trace(case, "bad")).share(kind_of(case)), _measured_saving(case)
     assert _within_target(predicted, saving), (predicted, saving)
 
 
 #: Cases whose step with every fix applied is not within 25% of the fixed twin's measured step, and why.
 _ALL_FIXES_MISSED = {
+    "numpy_metric": "9.13 ms against 6.47 ms measured: the read's wait is not in a steady step of this recording",
     "dataloader_stall": "8.38 ms against 6.48 ms measured (1.29x): the fixed twin's own replay is 7.58 ms, the "
                         "profiled GPU work runs longer than unprofiled and the replay does not take that out",
     "launch_bound": "0.464 ms against 0.371 ms measured (1.25x): the kernels themselves run longer under the "
@@ -87,11 +108,20 @@ _ALL_FIXES_MISSED = {
 
 @pytest.mark.filterwarnings("ignore::asynclab.trace.events.TraceWarning")
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(reason=_ALL_FIXES_MISSED[c], strict=True))
-                                  if c in _ALL_FIXES_MISSED else c for c in sorted(set(CASES) - {"clean"})])
+                                  if c in _ALL_FIXES_MISSED else c for c in sorted(set(CASES) - {"clean", *HARMLESS})])
 def test_the_step_with_every_fix_is_within_a_quarter_of_the_fixed_twin(case):
     d = diagnose(_trace(case, "bad"))
     measured = CASES[case]["fixed"]["step_ms"]
     assert 0.75 * measured <= d.all_fixed_ms <= 1.25 * measured, (d.all_fixed_ms, measured)
+
+
+@pytest.mark.parametrize("case", sorted(HARMLESS))
+def test_a_read_that_costs_nothing_is_not_blamed(case):
+    """A ``.item()`` every step of a model too small to keep the GPU busy: the host is behind its launches anyway,
+    so reading the loss costs nothing measurable, and the diagnosis names the launches, not the read."""
+    bad = diagnose(_trace(case, "bad"))
+    assert _measured_saving(case) < 0.05
+    assert bad.findings[0].kind == HARMLESS[case] and bad.share("host_sync") < 0.05, bad.text()
 
 
 def test_a_clean_step_reports_nothing_at_ten_percent():

@@ -279,7 +279,7 @@ def profiler_free(g: Graph, per_event_us: float, lo: float, hi: float) -> Graph:
     """
     out = g.copy()
     h = g.host
-    t = np.sort(h.loc[h["kind"].isin(("cpu_op", "launch")), "start_us"].to_numpy(np.float64))
+    t = np.sort(h.loc[h["kind"].isin(("cpu_op", "launch", "python")), "start_us"].to_numpy(np.float64))
     prev_end = np.where(g.h_after >= 0, g.h_end[np.maximum(g.h_after, 0)], g.h_start)
     n = np.searchsorted(t, g.h_start, side="right") - np.searchsorted(t, prev_end, side="left")
     mine = (g.h_start >= lo) & (g.h_start < hi)
