@@ -46,7 +46,7 @@ KINDS: dict[str, Kind] = {k.name: k for k in [
          "your own code"),
     Kind("pipeline_bubble", "a stage on one GPU waited for a stage on another: with p stages and m "
          "micro-batches a pipeline idles (p-1)/(m+p-1) of the step", "split the batch into micro-batches "
-         "(GPipe, 1F1B: torch.distributed.pipelining)", "07 §4 GPipe: how many micro-batches?"),
+         "(GPipe, 1F1B: torch.distributed.pipelining)", "07 §3 GPipe: how many micro-batches?"),
     Kind("alloc_churn", "cudaMalloc/cudaFree ran in steady-state steps; cudaFree waits for the whole GPU",
          "let the caching allocator keep its memory: no torch.cuda.empty_cache() in the loop",
          "04 §4 The caching allocator and `record_stream`"),

@@ -36,7 +36,7 @@ MULTI_GPU_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1
 
 #: Every experiment needs two GPUs (without them each returns a note saying so): nothing to size down.
 CPU_KWARGS: dict[str, dict[str, Any]] = {name: {} for name in (
-    "one_stage", "naive", "asker", "asker_detached", "gpipe", "memory", "torch_pipelining")}
+    "one_stage", "naive", "asker", "asker_detached", "gpipe", "memory", "torch_pipelining", "work_wait")}
 
 NO_GPUS = "needs two CUDA GPUs: a model split over two GPUs"
 NO_PIPELINING = ("needs torch.distributed.pipelining (PyTorch 2.4 or newer): this PyTorch is older, so this section "
@@ -455,7 +455,9 @@ def torch_pipelining(device: Any = None, schedules: tuple[str, ...] = ("gpipe", 
     step from the moment the barrier before it lets the last rank start (:func:`asynclab.trace.ranks.step_window`).
     With ``trace_dir`` the rank traces are kept there as ``pipelining_{schedule}_rank{r}.json.gz``.
 
-    Returns ``{schedule: {"gpus", "m", "step_ms", "bubble_measured", "traces"}, "device"}``.
+    After its pipeline each run also measures ``work.wait()`` (:func:`work_wait`), under ``"work_wait"``.
+
+    Returns ``{schedule: {"gpus", "m", "step_ms", "bubble_measured", "traces", "work_wait"}, "device"}``.
 
     Example:
         >>> torch_pipelining("cpu")["gpipe"] is None
@@ -471,18 +473,7 @@ def torch_pipelining(device: Any = None, schedules: tuple[str, ...] = ("gpipe", 
     gpus = torch.cuda.device_count()
     out: dict[str, Any] = {}
     for sched in schedules:
-        folder = Path(tempfile.mkdtemp(prefix=f"asynclab_07_{sched}_"))
-        env = {**os.environ, **MULTI_GPU_ENV, "PYTHONPATH": os.pathsep.join(filter(None, [
-            str(Path(__file__).resolve().parents[3]), os.environ.get("PYTHONPATH", "")]))}
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}",
-               "-m", "asynclab.lessons.pipeline_bubbles.stages", str(folder), sched, str(m)]
-        t0 = time.perf_counter()
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
-        if proc.returncode != 0:
-            last = (proc.stderr.strip().splitlines() or ["?"])[-1]
-            raise RuntimeError(f"torchrun ({sched}) failed: {last[:300]}")
-        result = json.loads((folder / "result.json").read_text())
-        result["torchrun_s"] = time.perf_counter() - t0
+        folder, result = _torchrun(sched, m, timeout_s)
         ranks = sorted(folder.glob("rank*.json.gz"))
         trace = load_ranks(ranks)
         result["bubble_measured"] = pipelining_bubble(trace, gpus)
@@ -495,6 +486,44 @@ def torch_pipelining(device: Any = None, schedules: tuple[str, ...] = ("gpipe", 
         out[sched] = result
     out["device"] = str(dev)
     return out
+
+
+def _torchrun(kind: str, m: int, timeout_s: float) -> tuple[Path, dict[str, Any]]:
+    """Run :mod:`asynclab.lessons.pipeline_bubbles.stages` under ``torchrun``, one process per GPU, in a folder of
+    its own; that folder and rank 0's ``result.json`` (with ``torchrun_s``, the launch's wall time)."""
+    folder = Path(tempfile.mkdtemp(prefix=f"asynclab_07_{kind}_"))
+    env = {**os.environ, **MULTI_GPU_ENV, "PYTHONPATH": os.pathsep.join(filter(None, [
+        str(Path(__file__).resolve().parents[3]), os.environ.get("PYTHONPATH", "")]))}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={torch.cuda.device_count()}",
+           "-m", "asynclab.lessons.pipeline_bubbles.stages", str(folder), kind, str(m)]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["?"])[-1]
+        raise RuntimeError(f"torchrun ({kind}) failed: {last[:300]}")
+    result = json.loads((folder / "result.json").read_text())
+    result["torchrun_s"] = time.perf_counter() - t0
+    return folder, result
+
+
+def work_wait(device: Any = None, timeout_s: float = 300.0) -> dict[str, Any]:
+    """``work.wait()`` on an all-reduce issued with ``async_op=True`` that the last rank joins about 20 ms late:
+    rank 0's host time issuing it, in ``wait()`` and in the ``torch.cuda.synchronize()`` after, and its stream's
+    time across the all-reduce and the wait. Under ``torchrun``, one process per GPU, as
+    :func:`torch_pipelining` (whose live run measures the same after its pipeline).
+
+    Returns ``{"issue_ms", "wait_host_ms", "synchronize_ms", "stream_ms", "late_ms", "nbytes", "gpus", "device"}``.
+
+    Example:
+        >>> work_wait("cpu")["wait_host_ms"] is None
+        True
+    """
+    keys = ("issue_ms", "wait_host_ms", "synchronize_ms", "stream_ms", "late_ms", "nbytes")
+    dev = resolve_device(device)
+    if dev.type != "cuda" or not gpu_count() >= 2:
+        return no_gpu(dev, NO_GPUS, **{k: None for k in keys})
+    _, result = _torchrun("none", 1, timeout_s)
+    return {**result["work_wait"], "gpus": result["gpus"], "device": str(dev)}
 
 
 def pipelining_bubble(trace: Any, gpus: int = 2, step: str = "ProfilerStep#3") -> float:
@@ -594,6 +623,8 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
         "asker_detached_small_ms": loop_ms("small"),
         "asker_detached_big_ms": loop_ms("big"),
         "asker_detached_big_both_busy_share_m4": (big["both_busy_ms_m4"] / big["step_ms_m4"]) if big else None,
+        "work_wait_host_ms": (results.get("work_wait") or {}).get("wait_host_ms"),
+        "work_wait_stream_ms": (results.get("work_wait") or {}).get("stream_ms"),
     }
 
 
@@ -625,6 +656,7 @@ EXPERIMENTS: list[Experiment] = [
     Experiment("gpipe", _gpipe, "gpipe_m*", gpus=2, custom=True),
     Experiment("memory", memory),
     Experiment("torch_pipelining", _torch_pipelining, "pipelining_*_rank*", gpus=2, custom=True),
+    Experiment("work_wait", work_wait),
 ]
 
 run_all = lesson_run_all(LESSON, EXPERIMENTS, CPU_KWARGS, headline)

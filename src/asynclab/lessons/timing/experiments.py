@@ -115,6 +115,26 @@ def timers_trace(device: Any, path: str | Path, n: int = 8192, dtype: torch.dtyp
         return record(windows, path=path, warmup=1, steps=1)
 
 
+def timer_window(trace: Any, name: str) -> dict[str, float]:
+    """What a timer's window in :func:`timers_trace` holds, in µs: the whole host window, the host time before its
+    kernel starts (the synchronize before it, the launch), the kernel, and the time from the kernel's end to the
+    window's end (the return from the synchronize after it, for the synchronize timer; negative where the window
+    closed while the kernel still ran, as the naive timer's does).
+
+    Example:
+        >>> from asynclab.course import reference
+        >>> w = timer_window(reference.trace(2, "timers"), "sync timer window")
+        >>> abs(w["before_us"] + w["kernel_us"] + w["after_us"] - w["window_us"]) < 1e-6
+        True
+    """
+    start, end = trace.annotation_range(name, occurrence=0)
+    ev = trace.events
+    kernel = ev[(ev["kind"] == "compute") & (ev["start_us"] >= start)].sort_values("start_us").iloc[0]
+    k_start, k_end = float(kernel["start_us"]), float(kernel["start_us"] + kernel["dur_us"])
+    return {"window_us": end - start, "before_us": k_start - start, "kernel_us": k_end - k_start,
+            "after_us": end - k_end}
+
+
 def warmup_cost(device: Any = None, n: int = 4096, dtype: torch.dtype = torch.float16,
                 repeats: int = 20) -> dict[str, Any]:
     """The first call of a workload vs its steady-state median, both with the synchronized wall clock.
