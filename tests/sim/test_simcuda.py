@@ -351,6 +351,33 @@ def test_each_host_thread_started_in_a_check_has_its_own_clock():
 
 
 
+def test_a_thread_woken_by_a_notify_holds_the_others_back_before_it_runs():
+    """A thread waiting on a condition holds no one back; once notified it does, at once, even before the operating
+    system runs it (as ``Thread.start()`` is woken by the new thread, which may then wait for the GPU)."""
+    import threading
+    import time
+
+    from asynclab.sim.device import SimGPU
+
+    with SimGPU() as gpu:
+        cond, ready = threading.Condition(), threading.Event()
+
+        def waiter():
+            with cond:
+                ready.set()
+                cond.wait()
+
+        worker = threading.Thread(target=waiter, daemon=True)
+        worker.start()
+        ready.wait()
+        time.sleep(0.05)  # the check's thread moves 50 ms on; the waiter's clock stays where it started
+        with cond:  # the waiter cannot return from its wait while this thread holds the lock
+            assert gpu.horizon == pytest.approx(gpu.host)
+            cond.notify()
+            assert gpu.horizon < gpu.host - 40.0
+        worker.join()
+
+
 def test_a_wrong_argument_fails_as_it_does_on_a_gpu():
     from asynclab.grading.backend import backend
 

@@ -519,6 +519,7 @@ class Simulation:
         self._slept: dict[int, float] = {self._owner: 0.0}  # how long each has slept (its CPU-time clocks stood still)
         self._ended: dict[threading.Thread, float] = {}  # when each thread started in the simulation ended
         self._blocked: set[int] = set()  # threads blocked in a join or a wait: their clocks hold no one back
+        self._waiting: dict[Any, list[int]] = {}  # a condition -> the threads waiting on it, in the order they came
         self._signals: dict[Any, float] = {}  # the latest time each condition was signalled at (see signalled)
         self._ready: dict[Stream, float] = {}
         self._recorded: dict[Event, float] = {}
@@ -576,15 +577,19 @@ class Simulation:
             pause.acquire(timeout=0.001)
 
     @contextlib.contextmanager
-    def blocked(self) -> Iterator[None]:
-        """The calling thread is blocked (in a join or a wait) meanwhile: other threads' GPU time is not held back by
-        its clock."""
+    def blocked(self, cond: Any = None) -> Iterator[None]:
+        """The calling thread is blocked (in a join, or a wait on ``cond``) meanwhile: other threads' GPU time is not
+        held back by its clock, until it returns or a ``notify`` of ``cond`` wakes it."""
         here = threading.get_ident()
         self._blocked.add(here)
+        waiters = self._waiting.setdefault(cond, []) if cond is not None else []
+        waiters.append(here)
         try:
             yield
         finally:
             self._blocked.discard(here)
+            if here in waiters:
+                waiters.remove(here)
 
     @property
     def slept(self) -> float:
@@ -612,8 +617,12 @@ class Simulation:
         if thread in self._ended and not thread.is_alive():
             self.host = max(self.host, self._ended[thread])
 
-    def signalled(self, cond: Any) -> None:
-        """The calling thread signals ``cond`` now (a ``notify``): whoever it wakes goes on from this time."""
+    def signalled(self, cond: Any, n: int = 1) -> None:
+        """The calling thread signals ``cond`` now (a ``notify`` of ``n``): whoever it wakes goes on from this time,
+        and runs from now on, before the operating system gets to it (a thread just woken must hold back what other
+        threads' GPU work may have done by its time)."""
+        for woken in list(self._waiting.get(cond, []))[:n]:
+            self._blocked.discard(woken)
         if threading.get_ident() in self._hosts:  # (never current_thread(): a thread starting up signals too)
             self._signals[cond] = max(self._signals.get(cond, 0.0), self.host)
 

@@ -104,14 +104,14 @@ def _signals(notify: Callable, wait: Callable) -> dict[str, Callable]:
     def timed_notify(cond: threading.Condition, n: int = 1) -> None:
         gpu = gpu_of(required=False)
         if gpu is not None:
-            gpu.signalled(cond)
+            gpu.signalled(cond, n)
         notify(cond, n)
 
     def timed_wait(cond: threading.Condition, timeout: float | None = None) -> bool:
         gpu = gpu_of(required=False)
         if gpu is None:
             return wait(cond, timeout)
-        with gpu.blocked():
+        with gpu.blocked(cond):
             woken = wait(cond, timeout)
         if woken:
             gpu.woken(cond)
