@@ -87,8 +87,10 @@ def case_clean(variant: str):
     return _data_on_gpu()
 
 
-def case_host_sync(variant: str):
-    tr, data, losses = Trainer(), gpu_batches(), []
+def _read_loss(variant: str, read):
+    """A step after the host's own work whose loss is read on the host every step with ``read(i, loss)`` (bad), or
+    summed on the GPU and read once, after the loop (fixed)."""
+    tr, data = Trainer(), gpu_batches()
     total = torch.zeros((), device=DEV)
 
     def step(i):
@@ -97,10 +99,15 @@ def case_host_sync(variant: str):
         x, y = data[i % len(data)]
         loss = tr.step(x, y)
         if variant == "bad":
-            losses.append(loss.item())  # the planted mistake: the host waits for the step every step
+            read(i, loss)
         else:
-            total = total + loss  # read once, after the loop
+            total = total + loss
     return step
+
+
+def case_host_sync(variant: str):
+    losses = []
+    return _read_loss(variant, lambda i, loss: losses.append(loss.item()))  # the host waits for every step
 
 
 class SyntheticBatches(torch.utils.data.Dataset):
@@ -368,19 +375,8 @@ def case_numpy_metric(variant: str):
 def case_print_loss(variant: str):
     """``print(loss)`` every step, which formats a GPU tensor and so reads it (bad), or the losses summed on the GPU
     and printed after the loop (fixed). The lines go to a buffer, not the terminal."""
-    tr, data, sink = Trainer(), gpu_batches(), io.StringIO()
-    total = torch.zeros((), device=DEV)
-
-    def step(i):
-        nonlocal total
-        host_work()
-        x, y = data[i % len(data)]
-        loss = tr.step(x, y)
-        if variant == "bad":
-            print(f"step {i}: loss", loss, file=sink)
-        else:
-            total = total + loss
-    return step
+    sink = io.StringIO()
+    return _read_loss(variant, lambda i, loss: print(f"step {i}: loss", loss, file=sink))
 
 
 #: The kind each case plants, where its name is not that kind.

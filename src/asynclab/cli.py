@@ -169,46 +169,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     from asynclab.course import notebooks as course
 
-    try:
-        return course.command(args)
-    except course.CourseError as err:
-        raise UsageError(str(err)) from None
+    p = sub.add_parser("course", help="execute the course notebooks headless and write their figures",
+                       description=course.command.__doc__)
+    course.add_arguments(p)
+    p.set_defaults(func=_cmd_course)
+
+    _add_classroom(sub)
+    return parser
 
 
-def _cmd_diagnose(args: argparse.Namespace) -> int:
-    from asynclab.trace.diagnose import diagnose
-    from asynclab.trace import TraceError
-
-    limits = [_fail_on(t) for t in args.fail_on or []]
-    trace = _load(args.trace)
-    try:
-        d = diagnose(trace, step=args.step)
-    except TraceError as err:
-        raise UsageError(str(err)) from None
-    print(d.to_json() if args.json else d.text())
-    if args.what_if and not args.json:
-        print(d.what_if())
-    failed = [(k, lim, d.share(k)) for k, lim in limits if d.share(k) > lim]
-    for kind, limit, share in failed:
-        print(f"asynclab: {kind} loses {100 * share:.1f}% of the step, over the {100 * limit:g}% that "
-              f"--fail-on allows", file=sys.stderr)
-    return 1 if failed else 0
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """Return the argument parser with every subcommand registered.
-
-    Example:
-        >>> build_parser().parse_args(["hardware"]).command
-        'hardware'
-    """
-    parser = _Parser(prog="asynclab", description="asynclab: see what the GPU really did.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("hardware", help="print the hardware report and the course mode")
-    p.add_argument("--no-torch", dest="torch", action="store_false",
-                   help="ask nvidia-smi only, without importing torch (fast; no P2P matrix)")
-    p.set_defaults(func=_cmd_hardware)
-
+def _add_trace_commands(sub) -> None:
+    """``timeline``, ``summary`` and ``diagnose``: the commands that read traces (they never import torch)."""
     p = sub.add_parser("timeline", help="draw a torch.profiler trace as a timeline image (.png or .svg)",
                        description="Draw a torch.profiler trace (.json or .json.gz): one lane per GPU stream "
                                    "and per host thread that launched work. Several files, or a folder of "
@@ -256,21 +227,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="exit with status 1 when KIND loses more than SHARE of the step (default 0.02; "
                         "0.05 or 5%%); repeat for several kinds. A guard for CI")
     p.set_defaults(func=_cmd_diagnose)
-
-    from asynclab.course import notebooks as course
-
-    p = sub.add_parser("course", help="execute the course notebooks headless and write their figures",
-                       description=course.command.__doc__)
-    course.add_arguments(p)
-    p.set_defaults(func=_cmd_course)
-
-    _add_classroom(sub)
-    return parser
-
-
-def _add_trace_commands(sub) -> None:
-    """``timeline``, ``summary`` and ``diagnose``: the commands that read traces (they never import torch)."""
-
 
 
 def _add_classroom(sub) -> None:
