@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.asynclab-setup
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
-# The unit tests in two processes, a test file to each at a time (pytest-xdist): a 2-core machine runs them in two
+# The unit tests and the notebooks in two processes, a file to each at a time (pytest-xdist): a 2-core machine runs them in two
 # thirds of the time. The answer corpus keeps its own pool of processes.
 PARALLEL := -n 2 --dist loadfile
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg --nbval-cell-timeout=300 -p tests.conftest
@@ -32,7 +32,7 @@ unit: setup
 	$(PYTEST) $(PARALLEL) tests
 	$(PYTEST) --doctest-modules src/asynclab
 nbval: setup
-	$(PYTEST) $(NBVAL) notebooks
+	$(PYTEST) $(PARALLEL) $(NBVAL) notebooks
 
 # An nbgrader course in build/classroom (source, student versions), graded on two example submissions per lesson
 # (solved, and as shipped), on this machine (no GPU needed): prints the gradebook.

@@ -68,5 +68,5 @@ fi
 echo "test-oldest: testing with torch $have_torch, torchvision $have_vision (CPU)"
 "${PYTEST[@]}" "${PARALLEL[@]}" "${OLDEST_TESTS[@]}"
 "${PYTEST[@]}" --doctest-modules src/asynclab
-"${PYTEST[@]}" "${NBVAL[@]}" notebooks
+"${PYTEST[@]}" "${PARALLEL[@]}" "${NBVAL[@]}" notebooks
 echo "test-oldest: passed with torch $have_torch, torchvision $have_vision in $(( $(date +%s) - start )) s"

@@ -151,11 +151,19 @@ def _run(answer: Answer) -> list[tuple[bool, str]] | str:
 TIMED = {"00.cpu_timers_agree", "02.event_timer", "05.overlap_loop", "06.overlap_copy", "06.both_ways"}
 
 
+#: What each answer's process has imported before it starts (it is forked from a process that imported these): what
+#: every answer's notebook imports, and what the first check imports, once (torch._dynamo, which the meta kernels of
+#: a few operators import, costs an answer without a GPU about 1 s, as a notebook's first check pays it once). Not
+#: the lessons' checkers: an answer's process loads its own lesson, as a notebook does.
+PRELOAD = ["torch", "torch._dynamo", "IPython", "matplotlib.pyplot", "pandas", "asynclab", "asynclab.grading.checks",
+           "asynclab.grading.hostreads", "asynclab.course.lessonrun", "asynclab.sim.simulate"]
+
+
 def run_all(answers: list[Answer], processes: int | None = None, progress=None) -> dict[str, list[tuple[bool, str]] | str]:
     """Run every answer in a fresh process of its own; ``{answer id: its verdicts or its error}``.
     ``progress(answer, outcome)`` is called as each one ends."""
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["torch", "asynclab", "matplotlib.pyplot", "pandas"])
+    ctx.set_forkserver_preload(PRELOAD)
     parallel = processes or min(4, multiprocessing.cpu_count())
     outcomes = {}
     def done(answer: Answer, outcome) -> None:

@@ -60,3 +60,21 @@ def test_profile_gives_one_step_per_run():
     steps = trace.events[trace.events["name"] == "asynclab.step"]
     assert (steps["kind"] == "annotation").sum() == 3 and (steps["kind"] == "gpu_annotation").sum() == 3
     assert (trace.events["name"] == "mul").sum() == 3  # the warm-up run is not in the trace
+
+
+def test_counting_host_reads_does_not_import_torch_compile():
+    """PyTorch wraps a dispatch mode so that torch.compile stays out of it, and the wrapper imports torch._dynamo on
+    the mode's first operator: 3-8 s before a learner's first verdict on a GPU. The mode that counts reads opts out."""
+    import subprocess
+    import sys
+
+    code = ("import sys, torch\n"
+            "from asynclab.grading.hostreads import count_reads\n"
+            "from asynclab.sim.device import SimGPU\n"
+            "with SimGPU():  # host tensors: the operators pass through the mode, and nothing else runs\n"
+            "    result, reads = count_reads(lambda losses: sum(float(x) for x in losses), [torch.ones(()), torch.ones(())])\n"
+            "assert result == 2.0, result\n"
+            "print('torch._dynamo' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] == "False"

@@ -98,6 +98,43 @@ def test_two_gpus():
     assert "p2p" in set(trace.events["kind"])
 
 
+def test_a_model_split_over_two_gpus_trains_with_each_gradient_on_its_own_gpu():
+    """Autograd is told a trained tensor lives on the CPU: a move to the other GPU must still send its gradient back
+    (else the first GPU's backward met a gradient on the second: 'Expected all tensors to be on the same device')."""
+    grads = {}
+
+    def step():
+        w0 = torch.ones(64, 64, device="cuda:0", requires_grad=True)
+        w1 = torch.ones(64, 64, device="cuda:1", requires_grad=True)
+        x = torch.ones(8, 64, device="cuda:0")
+        ((x @ w0).to("cuda:1") @ w1).sum().backward()
+        grads.update({name: (w.grad.device, float(w.grad.sum())) for name, w in (("w0", w0), ("w1", w1))})
+
+    trace = al.simulate(step, gpus=2)
+    assert grads == {"w0": (torch.device("cuda", 0), 8 * 64 * 64 * 64.0), "w1": (torch.device("cuda", 1), 8 * 64 * 64 * 64.0)}
+    kinds = trace.events.groupby("device")["kind"].agg(set)
+    assert "p2p" in kinds[0] and "p2p" in kinds[1], kinds  # the activations one way, their gradient back
+
+
+def test_record_inside_a_simulation_gives_the_simulated_steps(tmp_path):
+    """The lessons' experiments record their traces with asynclab.gpu.record: inside al.simulate it writes the
+    simulated GPU's steps (a profiler there sees no GPU at all)."""
+    from asynclab.gpu.record import STEP_ANNOTATION, record
+
+    box = {}
+
+    def run():
+        x = torch.randn(512, 512, device="cuda")
+        box["trace"] = record(lambda: (x @ x).sum(), path=tmp_path / "t.json.gz", warmup=1, steps=2)
+
+    al.simulate(run)
+    trace = box["trace"]
+    assert trace.devices == [0] and "compute" in set(trace.events["kind"])
+    names = list(trace.events.loc[trace.events["kind"] == "annotation", "name"])
+    assert names.count(STEP_ANNOTATION) == 2 and "ProfilerStep#1" in names and "ProfilerStep#2" in names
+    assert al.load_trace(tmp_path / "t.json.gz").devices == [0]
+
+
 def test_bad_input_is_one_line():
     with pytest.raises(TypeError, match="needs a function"):
         al.simulate(3)

@@ -363,6 +363,12 @@ def _fakes() -> dict[str, Any]:
         "is_bf16_supported": lambda *a, **k: True if in_check() else real("is_bf16_supported")(*a, **k),
         "is_available": lambda: True if in_check() else real("is_available")(),
         "device_count": lambda: active().devices if in_check() else real("device_count")(),
+        "memory_allocated": lambda device=None: active().memory_stat("allocated", device),
+        "max_memory_allocated": lambda device=None: active().memory_stat("allocated", device, peak=True),
+        "memory_reserved": lambda device=None: active().memory_stat("reserved", device),
+        "max_memory_reserved": lambda device=None: active().memory_stat("reserved", device, peak=True),
+        "reset_peak_memory_stats": lambda device=None: active().reset_peak(device),
+        "is_current_stream_capturing": lambda: False if in_check() else real("is_current_stream_capturing")(),
     }
     assert set(fakes) == set(patches.TORCH_CUDA), "the stand-ins are those the table of patches lists"
     return fakes
@@ -714,6 +720,16 @@ class Simulation:
 
     def empty_cache(self) -> None:
         """``torch.cuda.empty_cache()``: nothing is cached here."""
+
+    def memory_stat(self, kind: str, device: Any = None, peak: bool = False) -> int:
+        """``torch.cuda.memory_allocated()`` and its kin: bytes of ``kind`` ("allocated" to tensors, or "reserved"
+        by the caching allocator) on ``device`` now, or at their peak; none here, where no tensor lives."""
+        self.index(device)
+        return 0
+
+    def reset_peak(self, device: Any = None) -> None:
+        """``torch.cuda.reset_peak_memory_stats()``: the peaks start again from what is in use now."""
+        self.index(device)
 
     def sleep(self, seconds: float) -> None:
         """``time.sleep`` in learner code during a check: the host's time moves on, and the GPU's work with it. A

@@ -63,12 +63,17 @@ class _Placement(TorchFunctionMode):
         on_gpu = any(isinstance(a, DeviceTensor) for a in flat_tensors((args, kwargs)))
         if name.startswith("_record_function_"):  # torch.profiler.record_function: the host's annotation
             return self.gpu.annotation(name, func(*args, **kwargs), args[0])
+        if name.endswith("_like") and _is_cuda(device) and args and isinstance(args[0], DeviceTensor):
+            like = torch.empty(args[0].shape, dtype=args[0].dtype)  # zeros_like(x, device=...): a factory, x its shape
+            args, on_gpu = (like, *args[1:]), False
         if _is_cuda(device) and not on_gpu:  # a factory (an operator on GPU tensors is theirs to run)
             kwargs["device"] = "cpu"
             out = func(*args, **kwargs)
             if name in ("tensor", "as_tensor"):  # host data: a blocking copy to the GPU
-                return self.gpu.from_host(out, self.gpu.index(device), non_blocking=False)
-            return self.gpu.made(out, self.gpu.index(device), name)
+                made = self.gpu.from_host(out, self.gpu.index(device), non_blocking=False)
+            else:
+                made = self.gpu.made(out, self.gpu.index(device), name)
+            return made.requires_grad_() if out.requires_grad else made  # (a no-op where autograd does not run)
         out = func(*args, **kwargs)
         return self.gpu.pin(out) if pinned and isinstance(out, torch.Tensor) else out
 
@@ -174,6 +179,8 @@ class SimGPU(Simulation):
         self.failed: list[str] = []  # operators whose CPU run failed (the host hears of it at its next wait)
         self._pinned: dict[int, tuple] = {}  # pinned host memory: its address -> (its bytes, a tensor that holds it)
         self.mallocs = 0  # blocks the caching allocator asked the driver for (cudaMalloc)
+        self._bytes: dict[tuple[str, int], int] = {}  # ("allocated" or "reserved", device) -> bytes now, and at peak:
+        self._peaks: dict[tuple[str, int], int] = {}  # torch.cuda.memory_allocated() and its kin
         self.late_copies: dict[int, int] = {}  # id of a block -> the spin (cycles) that runs ahead of each copy of it
         self.watch_host(self.catch_up)
 
@@ -271,6 +278,7 @@ class SimGPU(Simulation):
             base = pool.pop(min(fits)[1])[0].base if fits else fresh_memory(need)
             self.mallocs += not fits
             elem = shaped_on(base, like)
+        self._count(device, base.numel(), reserved=base.numel() if not fits else 0)
         block = Block(base, device, stream, self)
         weakref.finalize(block, self._free, base, device, stream, block.recorded)
         return DeviceTensor(elem, block)
@@ -279,7 +287,31 @@ class SimGPU(Simulation):
         """A block no tensor uses: back to its stream's pool, at once, or once the streams record_stream named have
         done what is queued on them now."""
         free_at = max([self.host] + [self.ready(s) for s in recorded if s.device_index == device and s is not stream])
+        self._count(device, -base.numel())
         self._pools.setdefault((device, stream), []).append((Block(base, device, stream, self), free_at))
+
+    def _count(self, device: int, allocated: int, reserved: int = 0) -> None:
+        for kind, change in (("allocated", allocated), ("reserved", reserved)):
+            now = self._bytes[kind, device] = self._bytes.get((kind, device), 0) + change
+            self._peaks[kind, device] = max(self._peaks.get((kind, device), 0), now)
+
+    def memory_stat(self, kind: str, device: Any = None, peak: bool = False) -> int:
+        """Bytes ``allocated`` to tensors (rounded up to 512, as PyTorch's caching allocator rounds them) or
+        ``reserved`` by its pools, on ``device``, now or at their peak.
+
+        Example:
+            >>> with SimGPU() as gpu:
+            ...     x = torch.ones(1000, device="cuda")
+            ...     torch.cuda.memory_allocated(), torch.cuda.max_memory_reserved()
+            (4096, 4096)
+        """
+        key = (kind, self.index(device))
+        return (self._peaks if peak else self._bytes).get(key, 0)
+
+    def reset_peak(self, device: Any = None) -> None:
+        i = self.index(device)
+        for kind in ("allocated", "reserved"):
+            self._peaks[kind, i] = self._bytes.get((kind, i), 0)
 
     def cached_blocks(self) -> int:
         """How many free blocks the caching allocator holds now (what ``empty_cache`` gives back)."""
@@ -287,7 +319,8 @@ class SimGPU(Simulation):
 
     def empty_cache(self) -> None:
         """``torch.cuda.empty_cache()``: the free blocks go back to the driver."""
-        for pool in self._pools.values():
+        for (device, _), pool in self._pools.items():
+            self._count(device, 0, reserved=-sum(b.base.numel() for b, t in pool if t <= self.host))
             pool[:] = [(b, t) for b, t in pool if t > self.host]
 
     def pin(self, host: torch.Tensor) -> PinnedTensor:

@@ -23,7 +23,8 @@ __all__ = ["ACCELERATOR", "CLOCK_DEFAULTS", "CPU_CLOCKS", "Installed", "TIME_FUN
 TORCH_CUDA = ("Stream", "Event", "StreamContext", "device", "stream", "set_stream", "set_device", "current_stream",
               "default_stream", "current_device", "synchronize", "_sleep", "empty_cache", "set_sync_debug_mode",
               "get_sync_debug_mode", "get_device_capability", "get_device_name", "get_device_properties", "is_bf16_supported",
-              "is_available", "device_count")
+              "is_available", "device_count", "memory_allocated", "max_memory_allocated", "memory_reserved",
+              "max_memory_reserved", "reset_peak_memory_stats", "is_current_stream_capturing")
 #: torch.accelerator's names (PyTorch 2.6 and later) that have stand-ins on a simulated GPU.
 ACCELERATOR = ("current_accelerator", "is_available", "device_count", "current_device_index", "current_device_idx",
                "set_device_index", "set_device_idx", "current_stream", "set_stream", "synchronize")

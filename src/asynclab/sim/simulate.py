@@ -24,7 +24,7 @@ from asynclab.sim.device import SimGPU
 from asynclab.sim.figures import card_figures, rates
 from asynclab.sim.trace import document_of
 
-__all__ = ["Predictor", "simulate", "LOWER_PRECISION", "FULL_PRECISION"]
+__all__ = ["Predictor", "simulate", "running_predictor", "record_predicted", "save_document", "LOWER_PRECISION", "FULL_PRECISION"]
 
 #: Functions ``torch.autocast("cuda")`` runs in its 16-bit dtype (PyTorch's CUDA autocast list, the common ones).
 LOWER_PRECISION = frozenset({"linear", "matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "addmm", "baddbmm", "addbmm",
@@ -215,12 +215,58 @@ def simulate(fn: Callable[..., Any], *args: Any, gpus: int = 1, steps: int | Non
     gc.collect()  # the simulation's patches and memory form cycles: free its tensors now, not at some later gc pass
     doc = document_of(gpu.ran, gpu.launches, gpu.annotations, gpu.ops, _header(gpu, starts, result))
     if out is not None:
-        _save(doc, out)
+        save_document(doc, out)
     from asynclab.trace import load_trace
 
     trace = load_trace(doc)
     trace.source = str(out) if out is not None else "<simulated>"
     return trace
+
+
+def running_predictor() -> Predictor | None:
+    """The :class:`Predictor` that runs now (inside :func:`simulate`), or None.
+
+    Example:
+        >>> running_predictor() is None
+        True
+    """
+    from asynclab.sim.tensors import gpu_of
+
+    gpu = gpu_of(required=False)
+    return gpu if isinstance(gpu, Predictor) else None
+
+
+def record_predicted(gpu: Predictor, call: Callable[[], Any], steps: int, warmup: int,
+                     annotation: str) -> dict:
+    """What torch.profiler records of ``call`` inside :func:`simulate` (:func:`asynclab.gpu.record.record` there):
+    ``warmup`` runs, then ``steps`` runs each in a ``record_function(annotation)`` and a ``ProfilerStep``; the
+    Chrome trace document of those steps alone, the run before them kept in the simulation's own trace.
+
+    Example:
+        >>> def step():
+        ...     return (torch.ones(256, 256, device="cuda") * 2).sum()
+        >>> def run():
+        ...     doc = record_predicted(running_predictor(), step, steps=2, warmup=1, annotation="step")
+        ...     return sorted({e["name"] for e in doc["traceEvents"] if e["cat"] == "user_annotation"})
+        >>> with Predictor() as gpu:
+        ...     run()
+        ['ProfilerStep#1', 'ProfilerStep#2', 'step']
+    """
+    for _ in range(warmup):
+        call()
+    torch.cuda.synchronize()
+    marks = [len(rows) for rows in (gpu.ran, gpu.launches, gpu.annotations, gpu.ops)]
+    starts = []
+    for k in range(warmup, warmup + steps):
+        starts.append(gpu.host)
+        with torch.profiler.record_function(annotation):
+            call()
+        if k == warmup + steps - 1:
+            torch.cuda.synchronize()  # every kernel of the last step lands in the trace, as record() does
+        gpu.annotations.append((f"ProfilerStep#{k}", starts[-1], gpu.host))
+        gpu.host += gpu.ANNOTATION_MS
+    rows = [rows[mark:] for rows, mark in zip((gpu.ran, gpu.launches, gpu.annotations, gpu.ops), marks)]
+    return document_of(*rows, _header(gpu, starts + [gpu.host], None))
 
 
 def _run_steps(gpu: Predictor, call: Callable[[], Any], steps: int | None, warmup: int) -> tuple[Any, list[float]]:
@@ -268,7 +314,8 @@ def _output(path: str | os.PathLike | None) -> Path | None:
     return out
 
 
-def _save(doc: dict, out: Path) -> None:
+def save_document(doc: dict, out: Path) -> None:
+    """Write a trace document to ``out`` (gzipped where its name ends in .gz): it opens in Perfetto."""
     text = json.dumps(doc)
     if out.name.endswith(".gz"):
         with gzip.open(out, "wt", compresslevel=6) as f:

@@ -245,7 +245,25 @@ def moves_trained(func: Any, args: tuple, kwargs: dict) -> Any:
         host = t.simulation.to_host(t, non_blocking=non_blocking, pinned=non_blocking)
         return host if dtype in (None, t.dtype) else host.to(dtype)
     here = device is None or (device.type == "cuda" and device.index in (None, t.block.device))
-    return t if here and dtype in (None, t.dtype) else NotImplemented
+    if here:
+        return t if dtype in (None, t.dtype) else NotImplemented
+    if device.type == "cuda" and t.requires_grad and torch.is_grad_enabled():
+        return _ToOtherGPU.apply(t, device.index, dtype, non_blocking)
+    return NotImplemented
+
+
+class _ToOtherGPU(torch.autograd.Function):
+    """A move of a trained tensor to another simulated GPU, as autograd sees it: its gradient moves back to the
+    tensor's own GPU (autograd, told both live on the CPU, would otherwise keep it where it was computed)."""
+
+    @staticmethod
+    def forward(ctx: Any, t: torch.Tensor, index: int, dtype: Any, non_blocking: bool) -> torch.Tensor:
+        ctx.home, ctx.dtype = t.block.device, t.dtype
+        return t.to(torch.device("cuda", index), dtype=dtype, non_blocking=non_blocking)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple:
+        return grad.to(torch.device("cuda", ctx.home), dtype=ctx.dtype), None, None, None
 
 
 def gpu_of(required: bool = True) -> Simulation | None:
