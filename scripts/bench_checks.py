@@ -1,9 +1,14 @@
 """How long each exercise check takes: the published solution's al.check, timed in a fresh process, median of runs.
 
-    python3 scripts/bench_checks.py [--runs 5] [EXERCISE ...]
+    python3 scripts/bench_checks.py [--runs 5] [--fresh] [EXERCISE ...]
 
 Without a GPU the checks run on the simulated GPU; with one, on the GPU. Prints one line per exercise: the median
-and the spread of the check's own time (the set-up before it is not counted).
+and the spread of the check's own time (the set-up before it is not counted). With ``--fresh``, the time of the
+whole fresh-process grade the classroom gives it instead (asynclab.grading.fresh: a new Python, the set-up, the
+answer, the check).
+
+Let Python cache bytecode (no PYTHONDONTWRITEBYTECODE), as an installed PyTorch has it: without a cache every fresh
+process compiles torch's Python modules again, seconds that no learner's machine pays.
 """
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ import json
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,9 +44,24 @@ def time_solution(answer: answers.Answer) -> float:
     return json.loads(line[5:])[0]
 
 
+def time_fresh_grade(answer: answers.Answer) -> float:
+    """Seconds the classroom's fresh-process grade of the answer took, whole (its last ``al.check(...)`` call)."""
+    from asynclab.grading.fresh import check_in_fresh_process
+
+    lines = answer.code.rstrip().splitlines()
+    at = max(i for i, line in enumerate(lines) if line.startswith("al.check("))
+    t0 = time.perf_counter()
+    grade = check_in_fresh_process(answer.setup, "\n".join(lines[:at]), "\n".join(lines[at:]))
+    seconds = time.perf_counter() - t0
+    if not grade.right:
+        raise RuntimeError(f"{answer.id}: graded not right: {grade.message[:200]}")
+    return seconds
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--fresh", action="store_true", help="time the whole fresh-process grade")
     parser.add_argument("exercises", nargs="*")
     args = parser.parse_args()
     chosen = {}
@@ -49,7 +70,8 @@ def main() -> int:
             if not args.exercises or answer.exercise in args.exercises:
                 chosen.setdefault(answer.exercise, answer)
     for exercise, answer in chosen.items():
-        times = [time_solution(answer) for _ in range(args.runs)]
+        timed = time_fresh_grade if args.fresh else time_solution
+        times = [timed(answer) for _ in range(args.runs)]
         print(f"{exercise:22s} median {statistics.median(times):6.2f} s  (min {min(times):.2f}, max {max(times):.2f}, "
               f"{args.runs} runs)", flush=True)
     return 0
