@@ -152,13 +152,29 @@ def _arguments(check: str, namespace: dict) -> tuple[str, list]:
     return call.args[0].value, values
 
 
+def _exercise_of(check: str) -> str:
+    """The exercise an ``al.check("NN.name", ...)`` call names ("" if it names none).
+
+    Example:
+        >>> _exercise_of('al.check("05.overlap_loop", overlapped)')
+        '05.overlap_loop'
+    """
+    try:
+        call = ast.parse(check, mode="eval").body
+    except SyntaxError:
+        return ""
+    first = call.args[0] if isinstance(call, ast.Call) and call.args else None
+    return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else ""
+
+
 def _grade_here(job: dict) -> dict[str, Any]:
     """In the grading process: set up, bind the checker, run the answer, check it (see check_in_fresh_process)."""
     namespace: dict[str, Any] = {"__name__": "__main__"}
     exec(compile(job["setup"], "<set-up>", "exec"), namespace)  # noqa: S102 - the instructor's own set-up
-    from asynclab.grading.checks import Verdict, load_all
+    from asynclab.grading.checks import Verdict, exercises, load_lesson
 
-    checkers = load_all()  # registers every checker, before the answer can touch the registry
+    load_lesson(_exercise_of(job["check"]).split(".")[0])  # its lesson's checkers, before the answer can touch them
+    checkers = exercises()
     try:  # importing it later would wrap some of torch's functions (torch.manual_seed) as torch does, not as tampering
         import torch._dynamo  # noqa: F401
     except ImportError:
