@@ -135,16 +135,22 @@ def wall_ms(t0: float) -> float:
     return (time.perf_counter() - t0) * 1e3
 
 
-def dig(results: dict[str, Any], *keys: str) -> Any:
-    """``results[k1][k2]...``, or None where a level is missing or not a dict (a headline from partial results).
+def dig(results: dict[str, Any], *keys: str | int) -> Any:
+    """``results[k1][k2]...``, or None where a level is missing (a headline from partial results); a whole number
+    picks an item of a list.
 
     Example:
         >>> dig({"race": {"no wait": {"wrong": 5}}}, "race", "no wait", "wrong"), dig({}, "race", "elements")
         (5, None)
+        >>> dig({"step_ms": [3.0, 2.0]}, "step_ms", 1), dig({"step_ms": [3.0]}, "step_ms", 4)
+        (2.0, None)
     """
     value: Any = results
     for key in keys:
-        value = value.get(key) if isinstance(value, dict) else None
+        if isinstance(key, int) and not isinstance(key, bool):
+            value = value[key] if isinstance(value, list) and -len(value) <= key < len(value) else None
+        else:
+            value = value.get(key) if isinstance(value, dict) else None
     return value
 
 

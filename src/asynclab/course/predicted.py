@@ -47,8 +47,13 @@ FIGURES: dict[str, list[tuple[str, tuple[str, ...]]]] = {
            ("pin_cost", ("pinned_copy_ms",)), ("copy_streams", ("best_hidden_fraction",)),
            ("dataloader", ("plain", "step_ms")), ("dataloader", ("pinned", "step_ms"))],
     "06": [("bandwidth", ("one_way_gbps",)), ("bandwidth", ("both_ways_gbps",)), ("bandwidth", ("via_host_gbps",)),
-           ("fully_parallel", ("copy_ms",)), ("fully_parallel", ("multiply_ms",))],
-    "07": [("one_stage", ("ms",)), ("one_stage", ("forward_ms",)), ("naive", ("step_ms",))],
+           ("fully_parallel", ("copy_ms",)), ("fully_parallel", ("multiply_ms",)), ("latency", ("us_per_copy", 0)),
+           ("latency", ("local_us_per_copy", 0))],
+    "07": [("one_stage", ("ms",)), ("one_stage", ("forward_ms",)), ("naive", ("step_ms",)),
+           ("asker", ("chunk_by_chunk", "step_ms")), ("asker", ("forwards_first", "step_ms")),
+           ("gpipe", ("step_ms", 2)), ("gpipe", ("step_ms", 3)), ("gpipe", ("step_ms", 5)),
+           ("memory", ("gpipe", "peak_gib", 0)), ("memory", ("1f1b", "peak_gib", 0)), ("memory", ("1f1b", "step_ms")),
+           ("asker_detached", ("big", "step_ms_m4")), ("asker_detached", ("small", "loop_ms", 2))],
     "08": [],
 }
 
@@ -78,6 +83,11 @@ class Claim:
 
 def _flat(r: dict) -> float:
     return r["flat_level_us"]
+
+
+def _at(r: dict, m: int) -> float:
+    """The asker's loop's step time with ``m`` chunks."""
+    return r["loop_ms"][r["m"].index(m)]
 
 
 #: The notebooks' claims (``al.claim`` cells) that read one experiment's results only, as they state them.
@@ -151,6 +161,17 @@ CLAIMS = [
     Claim("05", "dataloader", "the pinned loader's steps are faster, with less GPU idle time",
           lambda r: r["pinned"]["step_ms"] < r["plain"]["step_ms"]
           and r["pinned"]["idle_ms_per_step"] < r["plain"]["idle_ms_per_step"]),
+    Claim("07", "naive", "each GPU is busy for at most 60% of the step", lambda r: max(r["busy_share"]) <= 0.6),
+    Claim("07", "gpipe", "past some m, more micro-batches make the step slower",
+          lambda r: r["step_ms"][-1] > min(r["step_ms"])),
+    Claim("07", "memory", "by hand, 1F1B is slower than by-hand GPipe (1.2x or more)",
+          lambda r: r["1f1b"]["step_ms"] >= 1.2 * r["gpipe"]["step_ms"]),
+    Claim("07", "asker_detached", "at his size, his loop with m=4 is at least 1.5x slower than the plain step",
+          lambda r: _at(r["small"], 4) >= 1.5 * r["small"]["plain_ms"]),
+    Claim("07", "asker_detached", "at the GPU-bound size, his loop with m=4 is at least 1.3x faster than with one chunk",
+          lambda r: _at(r["big"], 1) >= 1.3 * _at(r["big"], 4)),
+    Claim("07", "asker_detached", "at the GPU-bound size, both GPUs work at once for at least 40% of the m=4 step",
+          lambda r: r["big"]["both_busy_ms_m4"] >= 0.4 * r["big"]["step_ms_m4"]),
     Claim("06", "bandwidth", "both ways at once move 1.8x or more of one way",
           lambda r: r["both_ways_gbps"] >= 1.8 * r["one_way_gbps"]),
     Claim("06", "bandwidth", "staged through pinned host memory, the copy is 10x or more slower than P2P",
@@ -312,7 +333,7 @@ def figure_rows(lesson: str | int, predictions: dict[str, Prediction]) -> list[d
         predicted = _number(dig(pred.results, *path)) if pred.ran else None
         recorded = _number(dig(ref, key, *path))
         ratio = predicted / recorded if predicted is not None and recorded else None
-        rows.append({"lesson": item.number, "experiment": key, "figure": ".".join(path), "predicted": predicted,
+        rows.append({"lesson": item.number, "experiment": key, "figure": ".".join(map(str, path)), "predicted": predicted,
                      "recorded": recorded, "ratio": ratio, "limit": pred.limit})
     return rows
 
