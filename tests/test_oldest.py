@@ -44,9 +44,10 @@ def test_the_script_runs_the_tests_as_make_test_does():
     text = SCRIPT.read_text()
     assert f"NBVAL=({' '.join(nbval)})" in text and f"PARALLEL=({' '.join(parallel)})" in text
     assert re.search(r"^\s+\$\(PYTEST\) \$\(PARALLEL\) tests$", makefile, re.M)
+    assert re.search(r"^\s+\$\(PYTEST\) \$\(PARALLEL\) \$\(NBVAL\) notebooks$", makefile, re.M)
     assert re.search(r"^PYTEST=\(\"\$PY\" -m pytest -p no:cacheprovider\)$", text, re.M)
     for run in ('"${PYTEST[@]}" "${PARALLEL[@]}" "${OLDEST_TESTS[@]}"', '"${PYTEST[@]}" --doctest-modules src/asynclab',
-                '"${PYTEST[@]}" "${NBVAL[@]}" notebooks'):
+                '"${PYTEST[@]}" "${PARALLEL[@]}" "${NBVAL[@]}" notebooks'):
         assert re.search(rf"^{re.escape(run)}$", text, re.M), run
     assert re.search(r"^test-oldest:.*\n\tbash scripts/test_oldest\.sh$", makefile, re.M)
 

@@ -938,7 +938,7 @@ def my_time_ms(fn):
 al.check("02.event_timer", my_time_ms)
 
 
-# %% limit: reports the peak memory too, with torch.cuda's memory statistics
+# %% right: reports the peak memory too, with torch.cuda's memory statistics
 def my_time_ms(fn):
     torch.cuda.reset_peak_memory_stats()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

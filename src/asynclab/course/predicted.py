@@ -14,6 +14,7 @@ import torch
 from asynclab.course import reference
 from asynclab.course import registry
 from asynclab.course.experiments import ExperimentRun, TraceFolder, dig
+from asynclab.sim import patches
 from asynclab.sim.cuda import SimulationLimit
 from asynclab.sim.simulate import simulate
 
@@ -232,20 +233,16 @@ def refusals() -> Iterator[None]:
         ...         print(err.call)
         torch.cuda.CUDAGraph (CUDA graphs)
     """
-    import torch.distributed as dist
-
-    swaps = [(torch.cuda, "CUDAGraph", _refuse("torch.cuda.CUDAGraph (CUDA graphs)", "not simulated")),
-             (torch.cuda, "graph", _refuse("torch.cuda.graph (CUDA graphs)", "not simulated")),
-             (subprocess, "Popen", _python_refused(subprocess.Popen)),
-             (dist, "init_process_group", _refuse("torch.distributed (NCCL)", "not simulated"))]
-    before = [(owner, name, getattr(owner, name, None)) for owner, name, _ in swaps]
-    try:
-        for owner, name, stand_in in swaps:
-            setattr(owner, name, stand_in)
+    stand_ins = {"torch.cuda": {"CUDAGraph": _refuse("torch.cuda.CUDAGraph (CUDA graphs)", "not simulated"),
+                                "graph": _refuse("torch.cuda.graph (CUDA graphs)", "not simulated")},
+                 "subprocess": {"Popen": _python_refused(subprocess.Popen)},
+                 "torch.distributed": {"init_process_group": _refuse("torch.distributed (NCCL)", "not simulated")}}
+    assert {path: tuple(names) for path, names in stand_ins.items()} == patches.REFUSED
+    with contextlib.ExitStack() as stack:
+        for path, names in stand_ins.items():
+            here = {name: fn for name, fn in names.items() if hasattr(patches.owner_of(path), name)}
+            stack.enter_context(patches.patched(path, here))
         yield
-    finally:
-        for owner, name, value in before:
-            setattr(owner, name, value)
 
 
 def _where(err: BaseException) -> str:

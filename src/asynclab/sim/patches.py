@@ -7,7 +7,8 @@ The simulation replaces torch.cuda's streams, events and devices, and PyTorch's 
 own, which a join or a wake-up brings together), timeit's and torch.utils.benchmark's clock defaults, and a check
 counts the host's waits by wrapping ``synchronize``. :data:`TABLE` lists all of it, and grading's tamper check watches
 the same names. Besides, while a check runs, the clocks an answer bound before it (``from time import perf_counter``)
-look themselves up in ``time`` (:func:`answer_clocks`).
+look themselves up in ``time`` (:func:`answer_clocks`). A prediction of a lesson's experiment refuses CUDA graphs, fresh
+Python processes and torch.distributed instead of reaching a real driver: :data:`REFUSED` lists those.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import importlib
 import sys
 from typing import Any, Iterator
 
-__all__ = ["ACCELERATOR", "CLOCK_DEFAULTS", "CPU_CLOCKS", "Installed", "TIME_FUNCTIONS", "answer_clocks", "clock_defaults", "is_time_function", "TABLE", "TORCH_CUDA", "WAITS", "WALL_CLOCKS", "install", "owner_of", "patched",
+__all__ = ["ACCELERATOR", "CLOCK_DEFAULTS", "CPU_CLOCKS", "Installed", "REFUSED", "TIME_FUNCTIONS", "answer_clocks", "clock_defaults", "is_time_function", "TABLE", "TORCH_CUDA", "WAITS", "WALL_CLOCKS", "install", "owner_of", "patched",
            "replaced"]
 
 #: torch.cuda's names that have stand-ins on a simulated GPU.
@@ -25,6 +26,10 @@ TORCH_CUDA = ("Stream", "Event", "StreamContext", "device", "stream", "set_strea
               "get_sync_debug_mode", "get_device_capability", "get_device_name", "get_device_properties", "is_bf16_supported",
               "is_available", "device_count", "memory_allocated", "max_memory_allocated", "memory_reserved",
               "max_memory_reserved", "reset_peak_memory_stats", "is_current_stream_capturing")
+#: What a prediction (a lesson's experiment on the simulated H100, never a check) refuses instead of reaching a real
+#: driver or a GPU of its own: owner -> names (asynclab.course.predicted.refusals). Patched here too, through
+#: :func:`patched`, but not watched by grading's tamper check, which :data:`TABLE` alone feeds.
+REFUSED = {"torch.cuda": ("CUDAGraph", "graph"), "subprocess": ("Popen",), "torch.distributed": ("init_process_group",)}
 #: torch.accelerator's names (PyTorch 2.6 and later) that have stand-ins on a simulated GPU.
 ACCELERATOR = ("current_accelerator", "is_available", "device_count", "current_device_index", "current_device_idx",
                "set_device_index", "set_device_idx", "current_stream", "set_stream", "synchronize")
@@ -95,7 +100,7 @@ class Installed:
     """Stand-ins in place on one owner of :data:`TABLE`, the originals they replaced, and :meth:`undo`."""
 
     def __init__(self, path: str, stand_ins: dict[str, Any]):
-        unknown = sorted(set(stand_ins) - set(TABLE.get(path, ())))
+        unknown = sorted(set(stand_ins) - set(TABLE.get(path, ())) - set(REFUSED.get(path, ())))
         if unknown:
             raise ValueError(f"{path}.{unknown[0]} is not in the table of what asynclab patches")
         self.path, self.owner = path, owner_of(path)
