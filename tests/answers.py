@@ -159,11 +159,20 @@ PRELOAD = ["torch", "torch._dynamo", "IPython", "matplotlib.pyplot", "pandas", "
            "asynclab.grading.hostreads", "asynclab.course.lessonrun", "asynclab.sim.simulate"]
 
 
+def _preload() -> list[str]:
+    """:data:`PRELOAD`, less torch._dynamo on PyTorch before 2.4: there a process forked after that import cannot
+    reach torch.cuda ("Cannot re-initialize CUDA in forked subprocess"), which a machine without a GPU must."""
+    import torch
+
+    old = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) < (2, 4)
+    return [m for m in PRELOAD if not (old and m == "torch._dynamo")]
+
+
 def run_all(answers: list[Answer], processes: int | None = None, progress=None) -> dict[str, list[tuple[bool, str]] | str]:
     """Run every answer in a fresh process of its own; ``{answer id: its verdicts or its error}``.
     ``progress(answer, outcome)`` is called as each one ends."""
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD)
+    ctx.set_forkserver_preload(_preload())
     parallel = processes or min(4, multiprocessing.cpu_count())
     outcomes = {}
     def done(answer: Answer, outcome) -> None:
