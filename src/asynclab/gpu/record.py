@@ -43,21 +43,15 @@ def record(fn: Callable[..., Any], *args: Any, path: str | os.PathLike | None = 
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-    from asynclab.sim.simulate import record_predicted, running_predictor, save_document
+    from asynclab.sim.simulate import running_predictor
 
     if not callable(fn):
         raise TypeError(f"record() needs a callable, not {type(fn).__name__}")
     if int(warmup) < 0 or int(steps) < 1:
         raise ValueError(f"need warmup >= 0 and steps >= 1 (got warmup={warmup}, steps={steps})")
     out = _output_path(path)
-    predictor = running_predictor()
-    if predictor is not None:  # inside al.simulate: the simulated GPU's trace of the same steps, in predicted times
-        doc = record_predicted(predictor, lambda: fn(*args, **kwargs), int(steps), int(warmup), STEP_ANNOTATION)
-        trace = load_trace(doc)
-        if out is not None:
-            save_document(doc, out)
-        trace.source = trace.meta["source"] = str(out) if out is not None else "<simulated>"
-        return trace
+    if running_predictor() is not None:  # inside al.simulate: the simulated GPU's trace of the same steps
+        return _record_simulated(lambda: fn(*args, **kwargs), out, int(warmup), int(steps))
 
     cuda = bool(torch.cuda.is_available())
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
@@ -100,6 +94,19 @@ def record(fn: Callable[..., Any], *args: Any, path: str | os.PathLike | None = 
             trace.meta["gpu_name"] = torch.cuda.get_device_name()
         except Exception:  # pragma: no cover - depends on the driver
             pass
+    return trace
+
+
+def _record_simulated(call: Callable[[], Any], out: Path | None, warmup: int, steps: int) -> Trace:
+    """:func:`record` inside ``al.simulate``: the simulated GPU's steps, in predicted times (a profiler there sees no
+    GPU at all)."""
+    from asynclab.sim.simulate import record_predicted, running_predictor, save_document
+
+    doc = record_predicted(running_predictor(), call, steps, warmup, STEP_ANNOTATION)
+    trace = load_trace(doc)
+    if out is not None:
+        save_document(doc, out)
+    trace.source = trace.meta["source"] = str(out) if out is not None else "<simulated>"
     return trace
 
 
