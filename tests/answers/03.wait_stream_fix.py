@@ -1487,3 +1487,29 @@ def on_side_stream(work, x):
     return y
 
 al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: the work under autocast(float16) on the side stream, waits both ways
+def on_side_stream(work, x):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side), torch.autocast("cuda", dtype=torch.float16):
+        y = work(x)
+    torch.cuda.current_stream().wait_stream(side)
+    y.record_stream(torch.cuda.current_stream())
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)
+
+# %% right: TF32 allowed for the whole cell, the side stream waits both ways
+torch.backends.cuda.matmul.allow_tf32 = True
+
+def on_side_stream(work, x):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        y = work(x)
+    torch.cuda.current_stream().wait_stream(side)
+    y.record_stream(torch.cuda.current_stream())
+    return y
+
+al.check("03.wait_stream_fix", on_side_stream)

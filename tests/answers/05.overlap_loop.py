@@ -1252,3 +1252,97 @@ def overlapped(chunks, compute):
     return res
 
 al.check("05.overlap_loop", overlapped)
+
+# %% wrong "ran in": the whole loop under autocast(float16), to make the compute cheaper (the prompt says not to)
+def overlapped(chunks, compute):
+    side, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    res = []
+    with torch.autocast("cuda", dtype=torch.float16):
+        for c in chunks:
+            with torch.cuda.stream(side):
+                g = c.to("cuda", non_blocking=True)
+            main.wait_stream(side)
+            g.record_stream(main)
+            res.append(compute(g))
+    return res
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong "ran in": only the compute call under autocast(bfloat16)
+def overlapped(chunks, compute):
+    copy = torch.cuda.Stream()
+    out = []
+    for c in chunks:
+        with torch.cuda.stream(copy):
+            x = c.to("cuda", non_blocking=True)
+            done = torch.cuda.Event()
+            done.record()
+        torch.cuda.current_stream().wait_event(done)
+        x.record_stream(torch.cuda.current_stream())
+        with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
+            out.append(compute(x))
+    return out
+
+al.check("05.overlap_loop", overlapped)
+
+# %% wrong "ran in": TF32 switched on for float32 products inside the loop (faster compute, fewer mantissa bits)
+def overlapped(chunks, compute):
+    torch.backends.cuda.matmul.allow_tf32 = True
+    s = torch.cuda.Stream()
+    res = []
+    for c in chunks:
+        with torch.cuda.stream(s):
+            g = c.cuda(non_blocking=True)
+        torch.cuda.current_stream().wait_stream(s)
+        g.record_stream(torch.cuda.current_stream())
+        res.append(compute(g))
+    return res
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: float32 matmul precision "high" set at the top of the cell, before the check (its compute is sized then)
+torch.set_float32_matmul_precision("high")
+
+def overlapped(chunks, compute):
+    s = torch.cuda.Stream()
+    res = []
+    for c in chunks:
+        with torch.cuda.stream(s):
+            g = c.cuda(non_blocking=True)
+        torch.cuda.current_stream().wait_stream(s)
+        g.record_stream(torch.cuda.current_stream())
+        res.append(compute(g))
+    return res
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: autocast present but switched off (enabled=False), the compute stays float32
+def overlapped(chunks, compute):
+    side, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    res = []
+    with torch.autocast("cuda", dtype=torch.float16, enabled=False):
+        for c in chunks:
+            with torch.cuda.stream(side):
+                g = c.to("cuda", non_blocking=True)
+            main.wait_stream(side)
+            g.record_stream(main)
+            res.append(compute(g))
+    return res
+
+al.check("05.overlap_loop", overlapped)
+
+# %% right: float32 matmul precision "highest" (PyTorch's default), said out loud
+torch.set_float32_matmul_precision("highest")
+
+def overlapped(chunks, compute):
+    side = torch.cuda.Stream()
+    res = []
+    for c in chunks:
+        with torch.cuda.stream(side):
+            g = c.to("cuda", non_blocking=True)
+        torch.cuda.current_stream().wait_stream(side)
+        g.record_stream(torch.cuda.current_stream())
+        res.append(compute(g))
+    return res
+
+al.check("05.overlap_loop", overlapped)

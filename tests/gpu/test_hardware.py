@@ -43,6 +43,23 @@ def test_no_nvidia_smi_is_fine(monkeypatch):
     assert hw.driver is None and hw.topology is None
 
 
+def test_driver_version_from_the_kernel_module_without_a_process(monkeypatch, tmp_path):
+    monkeypatch.setattr(hardware, "_run", lambda cmd, timeout=10.0: (_ for _ in ()).throw(AssertionError(cmd)))
+    for text, version in [("NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Release Build  (dvs)", "580.159.04"),
+                          ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.86.15  Release Build", "570.86.15")]:
+        (tmp_path / "version").write_text(text + "\nGCC version:  gcc version 12.3.0\n")
+        monkeypatch.setattr(hardware, "_NVRM", tmp_path / "version")
+        assert hardware.driver_version() == version
+
+
+def test_driver_version_falls_back_to_nvidia_smi(monkeypatch, tmp_path):
+    monkeypatch.setattr(hardware, "_NVRM", tmp_path / "absent")
+    monkeypatch.setattr(hardware, "_run", lambda cmd, timeout=10.0: "580.1\n580.1" if cmd[0] == "nvidia-smi" else None)
+    assert hardware.driver_version() == "580.1"
+    monkeypatch.setattr(hardware, "_run", lambda cmd, timeout=10.0: None)
+    assert hardware.driver_version() is None
+
+
 def test_hanging_or_failing_command_is_none():
     assert hardware._run(["false"]) is None
     assert hardware._run(["sleep", "5"], timeout=0.2) is None

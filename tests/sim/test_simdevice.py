@@ -1,4 +1,5 @@
 """The simulated GPU (asynclab.sim.device): an operator sweep against the CPU, and CUDA's order of streams and memory."""
+import math
 from types import SimpleNamespace
 
 import pytest
@@ -494,6 +495,27 @@ def test_a_non_blocking_to_cpu_is_not_written_before_a_wait():
         early = host.tolist()
         torch.cuda.current_stream().synchronize()
         assert early != [3.0] * 4 and host.tolist() == [3.0] * 4
+
+
+def _read_while_a_copy_overwrites(copy_after_ms: float) -> list[float]:
+    """``y = x * 2`` on the default stream (about 2.7 ms, as slow as a GPU's 8 GB) while a side stream copies new
+    values into ``x`` from ``copy_after_ms`` on (about 76 ms): what ``y`` holds in the end."""
+    with SimGPU(scale=1e6) as gpu:
+        x, side = torch.ones(1 << 10, device="cuda"), torch.cuda.Stream()
+        host = torch.full((1 << 10,), 5.0).pin_memory()
+        torch.cuda.synchronize()
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(gpu.cycles(copy_after_ms))
+            x.copy_(host, non_blocking=True)
+        y = x * 2
+        torch.cuda.synchronize()
+        return y.tolist()
+
+
+def test_a_copy_that_starts_while_a_kernel_reads_its_memory_spoils_what_the_kernel_writes():
+    spoiled = _read_while_a_copy_overwrites(1.0)  # the copy ends long after the kernel: it had begun to write
+    assert all(math.isnan(v) for v in spoiled)
+    assert _read_while_a_copy_overwrites(10.0) == [2.0] * 1024  # the copy starts after the kernel ended: no race
 
 
 def test_print_and_repr_show_the_device(capsys):

@@ -37,14 +37,15 @@ class Backend:
         return max(1, int(n // self.scale))
 
     def side(self, n: int) -> int:
-        """The side of a square matrix whose product takes as long here as a product of side ``n`` on a GPU (the
-        simulated GPU's are :attr:`scale` times smaller in bytes, and as slow).
+        """A scenario's matrix side of ``n`` on a GPU, as this backend holds it: ``sqrt(scale)`` times shorter, so
+        that the matrix is :attr:`scale` times smaller in bytes, like every tensor of a scenario, and its product
+        ``scale ** 1.5`` times fewer FLOPs (the simulated GPU runs both that much slower: they take as long).
 
         Example:
-            >>> backend().side(1024) in (1024, 102)
+            >>> backend().side(1024) in (1024, 32)
             True
         """
-        return max(1, round(n / self.scale ** (1 / 3)))
+        return max(1, round(n / self.scale ** 0.5))
 
     def __enter__(self) -> "Backend":
         return self

@@ -131,8 +131,11 @@ def _is_cuda(device: Any) -> bool:
 class SimGPU(Simulation):
     """One or two simulated GPUs for checkers on machines without them: any PyTorch code runs, in CUDA's order.
 
-    Work is timed in logical milliseconds from the cost model below (an H100's rates, divided by ``scale``: a check
-    hands a simulated GPU tensors ``scale`` times smaller than a GPU's, which then take as long), the host moves on by
+    Work is timed in logical milliseconds from the cost model below (an H100's rates, slowed by ``scale``: a check
+    hands a simulated GPU tensors ``scale`` times smaller in bytes than a GPU's, each side of a matrix ``sqrt(scale)``
+    times shorter, so that its bytes move ``scale`` times slower and its matrix products' FLOPs, ``scale ** 1.5``
+    times fewer, run that much slower: every kernel and copy takes as long as the GPU's, whatever its dtype, and a
+    cast or an operand takes its share of the time as on the GPU), the host moves on by
     :data:`LAUNCH_MS` per launch, and ``torch.cuda._sleep(cycles)`` spins for ``cycles / CYCLES_PER_MS``. What ran
     comes back as a :class:`asynclab.trace.Trace` from :meth:`trace`.
 
@@ -164,9 +167,10 @@ class SimGPU(Simulation):
     def __init__(self, devices: int = 1, peer_access: bool = True, scale: float = 1.0) -> None:
         super().__init__()
         self.devices, self.peer_access, self.scale = devices, peer_access, scale
-        for rate in ("MEMORY_BYTES_PER_MS", "FLOPS_PER_MS", "PINNED_BYTES_PER_MS", "PAGEABLE_BYTES_PER_MS",
-                     "PEER_BYTES_PER_MS", "VIA_HOST_BYTES_PER_MS"):  # a GPU `scale` times smaller and slower: its tensors' times are a GPU's
+        for rate in ("MEMORY_BYTES_PER_MS", "PINNED_BYTES_PER_MS", "PAGEABLE_BYTES_PER_MS", "PEER_BYTES_PER_MS",
+                     "VIA_HOST_BYTES_PER_MS"):  # bytes `scale` times fewer, moved as much slower: a GPU's times
             setattr(self, rate, getattr(type(self), rate) / scale)
+        self.FLOPS_PER_MS = type(self).FLOPS_PER_MS / scale ** 1.5  # sides sqrt(scale) shorter: FLOPs scale ** 1.5
         self._queue: list[tuple[float, bool, int, Callable]] = []  # (when, a start?, order, what happens then)
         self._pools: dict[tuple, list[tuple[Block, float]]] = {}  # (device, stream) -> free blocks, free from when
         self._engines: dict[tuple, float] = {}  # (device, direction) -> when that copy engine is free
@@ -176,6 +180,7 @@ class SimGPU(Simulation):
         self._open: list[tuple[str, float]] = []  # record_function ranges the host is in
         self._busy = False
         self._written: dict[int, float] = {}  # memory (its address) -> when work last wrote it
+        self._writing: dict[int, set[int]] = {}  # memory (its address) -> the work writing it now (correlation ids)
         self.failed: list[str] = []  # operators whose CPU run failed (the host hears of it at its next wait)
         self._pinned: dict[int, tuple] = {}  # pinned host memory: its address -> (its bytes, a tensor that holds it)
         self.mallocs = 0  # blocks the caching allocator asked the driver for (cudaMalloc)
@@ -223,8 +228,18 @@ class SimGPU(Simulation):
                 heapq.heappop(self._queue)[-1]()
 
     def matmul_rate(self, dtype: torch.dtype) -> float:
-        """FLOPs per ms of a matrix product with output of ``dtype``: 16-bit types run on the tensor cores."""
-        return self.FLOPS_PER_MS * (self.HALF_SPEEDUP if dtype in (torch.float16, torch.bfloat16) else 1.0)
+        """FLOPs per ms of a matrix product with output of ``dtype``: bf16, fp16, tf32 (float32 where PyTorch allows
+        TF32: ``torch.backends.cuda.matmul.allow_tf32``, or ``set_float32_matmul_precision("high")``), fp32.
+
+        Example:
+            >>> gpu = SimGPU()
+            >>> round(gpu.matmul_rate(torch.bfloat16) / gpu.matmul_rate(torch.float32))
+            15
+        """
+        if dtype is torch.float32 and torch.backends.cuda.matmul.allow_tf32:
+            return self.FLOPS_PER_MS * self.TF32_SPEEDUP
+        speedup = {torch.bfloat16: self.HALF_SPEEDUP, torch.float16: self.FP16_SPEEDUP}.get(dtype, 1.0)
+        return self.FLOPS_PER_MS * speedup
 
     def cycles(self, ms: float) -> int:
         """The ``torch.cuda._sleep`` argument that spins for ``ms``."""
@@ -253,19 +268,24 @@ class SimGPU(Simulation):
         def begin() -> None:
             then = at_start()
             if then is not None:
-                self.at(end, lambda: self._finish(then, start, end, reads, writes))
+                for t in writes:  # from now on it writes there, a little at a time, until it ends
+                    self._writing.setdefault(memory_of(t), set()).add(corr)
+                self.at(end, lambda: self._finish(then, start, end, reads, writes, corr))
         self.at(start, begin, starts=True)
         return start, end
 
-    def _finish(self, then: Callable, start: float, end: float, reads: tuple, writes: tuple) -> None:
-        """Work ends at ``end``: it writes its results, unless memory it read was written while it ran."""
-        if any(self._written.get(memory_of(t), -1.0) > start for t in reads):
+    def _finish(self, then: Callable, start: float, end: float, reads: tuple, writes: tuple, corr: int) -> None:
+        """Work ends at ``end``: it writes its results, unless memory it read was written while it ran (by work that
+        ended meanwhile, or that is still writing it)."""
+        if any(self._written.get(memory_of(t), -1.0) > start or self._writing.get(memory_of(t), set()) - {corr}
+               for t in reads):
             for t in writes:
                 t.fill_(float("nan") if t.dtype.is_floating_point else -1)
         else:
             then()
         for t in writes:
             self._written[memory_of(t)] = end
+            self._writing.get(memory_of(t), set()).discard(corr)
 
     # -- memory ---------------------------------------------------------------------------------------------------
     def allocate(self, like: torch.Tensor, device: int, stream: Stream | None = None) -> DeviceTensor:

@@ -117,13 +117,6 @@ class Predictor(SimGPU):
         self.ops.append((f"aten::{name}", start, self.host))
         return made
 
-    def matmul_rate(self, dtype: torch.dtype) -> float:
-        """FLOPs per ms of a matrix product: bf16, fp16, tf32 (float32 where PyTorch allows TF32), fp32."""
-        if dtype is torch.float32 and torch.backends.cuda.matmul.allow_tf32:
-            return self.FLOPS_PER_MS * self.TF32_SPEEDUP
-        speedup = {torch.bfloat16: self.HALF_SPEEDUP, torch.float16: self.FP16_SPEEDUP}.get(dtype, 1.0)
-        return self.FLOPS_PER_MS * speedup
-
     def queue(self, name: str, stream: Any, ms: float, at_start: Callable, **kw: Any) -> tuple[float, float]:
         while self._waiting and self._waiting[0] <= self.host:
             heapq.heappop(self._waiting)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import statistics
 from typing import Any, Callable
 
 from asynclab.grading.backend import Backend, run_answer
@@ -14,6 +15,8 @@ CHUNKS = 12
 #: The share of copy time that must be hidden behind compute; the best possible is (CHUNKS - 1) / CHUNKS. A loop that
 #: synchronizes every 4 chunks hides at most 3 / 4, so the bar sits above that, below the best.
 MIN_HIDDEN = 0.8
+#: The scenario's compute per chunk, as a multiple of a chunk's copy (float32, as the chunks come).
+COMPUTE_OVER_COPY = 1.5
 #: Profiled runs of the learner's loop on a GPU; the checker takes the median of their hidden shares.
 RUNS = 3
 #: How late the GPU's numbers are in the read checker, in ms.
@@ -24,18 +27,20 @@ _TRUTH = random.Random()
 
 
 # -- exercise 1: a loop that overlaps copies with compute -------------------------------------------------------
-def _overlap(b: Backend, overlapped: Callable) -> tuple[int, int, float, int, int, bool]:
+def _overlap(b: Backend, overlapped: Callable) -> tuple[int, int, float, int, int, bool, float]:
     """Run ``overlapped(chunks, compute)`` on a GPU or a simulated one, profiled; returns ``(results, wrong results,
-    hidden fraction, compute calls, streams the copies ran on, whether each copy waited for the compute before it)``."""
+    hidden fraction, compute calls, streams the copies ran on, whether each copy waited for the compute before it,
+    the compute's time over the copies')``."""
     import torch
 
-    from asynclab.lessons.copy_overlap.experiments import MiB, Pipeline
+    from asynclab.lessons.copy_overlap.experiments import COLS, MiB, Pipeline
     from asynclab.trace.metrics import hidden_fraction
     from asynclab.gpu.record import STEP_ANNOTATION
 
     dev = torch.device("cuda", torch.cuda.current_device())
     # big chunks, compute 1.5x a chunk's copy: the host's launches (slower under the profiler) stay small beside them
-    pipe = Pipeline(dev, "pinned", chunks=CHUNKS, chunk_bytes=b.nbytes(64 * MiB), compute_over_copy=1.5)
+    pipe = Pipeline(dev, "pinned", chunks=CHUNKS, chunk_bytes=b.nbytes(64 * MiB), compute_over_copy=COMPUTE_OVER_COPY,
+                    cols=b.side(COLS))
     counts = {"results": 0, "wrong": 0, "calls": 0}
     runs = itertools.count(1)
 
@@ -68,7 +73,7 @@ def _overlap(b: Backend, overlapped: Callable) -> tuple[int, int, float, int, in
     hidden = sorted(hidden_fraction(run) for run in runs)
     median = float("nan") if any(h != h for h in hidden) else hidden[RUNS // 2]
     return (counts["results"], counts["wrong"], median, counts["calls"], max(_copy_streams(run) for run in runs),
-            all(_copies_wait_for_compute(run) for run in runs))
+            all(_copies_wait_for_compute(run) for run in runs), statistics.median(map(_compute_over_copy, runs)))
 
 
 def _copies_wait_for_compute(trace: Any) -> bool:
@@ -89,6 +94,13 @@ def _copies_wait_for_compute(trace: Any) -> bool:
         if not issued < ended <= copy["start_us"] + 1.0:  # issued while it ran, started after it ended
             return False
     return True
+
+
+def _compute_over_copy(trace: Any) -> float:
+    """The GPU time of the trace's compute kernels over that of its host-to-GPU copies."""
+    ev = trace.events
+    took = (ev["end_us"] - ev["start_us"]).groupby(ev["kind"]).sum()
+    return float(took.get("compute", 0.0) / took["h2d"]) if took.get("h2d", 0.0) > 0 else float("inf")
 
 
 def _copy_streams(trace: Any) -> int:
@@ -131,7 +143,7 @@ def overlap_loop(overlapped: Callable) -> Verdict:
     got, where, verdict = run_answer(overlapped, "overlapped", _overlap, known=(_NotAList,))
     if verdict is not None:
         return verdict
-    count, wrong, hidden, calls, copy_streams, chained = got
+    count, wrong, hidden, calls, copy_streams, chained, compute_ratio = got
     if calls != CHUNKS:
         return Verdict(False, f"call compute() once per chunk: {CHUNKS} chunks, {calls} calls (extra work would hide "
                               "copies behind nothing useful).")
@@ -155,6 +167,12 @@ def overlap_loop(overlapped: Callable) -> Verdict:
                               "it, so no copy could run beside compute. A copy_stream.wait_stream(compute stream) (or "
                               "an event of the compute stream) before each copy does that: the compute must wait for "
                               "the copies, not the copies for the compute.")
+    if hidden < MIN_HIDDEN and compute_ratio < 1.0:
+        return Verdict(False, f"right results, but only {hidden:.0%} of the copy time was hidden behind compute{where} "
+                              f"(needed: {MIN_HIDDEN:.0%}): the compute ran in {compute_ratio:.0%} of the copies' "
+                              "time, so most of each copy had nothing to hide behind. As the chunks come (float32), "
+                              f"it takes about {COMPUTE_OVER_COPY:g}x a copy: give compute each chunk as it came, "
+                              "outside autocast and without a cast (its precision is the model's, not the loop's).")
     if hidden < MIN_HIDDEN:
         return Verdict(False, f"right results, but only {hidden:.0%} of the copy time was hidden behind compute{where} "
                               f"(needed: {MIN_HIDDEN:.0%}): issue the copies on a stream of their own, non_blocking, "

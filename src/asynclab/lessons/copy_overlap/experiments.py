@@ -327,17 +327,17 @@ class Pipeline:
     stream waits for it) and another "buffer b is free again" (the copy stream waits for it before
     overwriting). ``run("serial")`` does copy, compute, copy, compute... on one stream. Compute is ``reps``
     multiplications by an identity matrix, so each result must equal its chunk: ``run`` returns how many
-    chunks came out wrong.
+    chunks came out wrong. A chunk has ``cols`` columns (:data:`COLS` on a GPU; a checker's scaled scenario has fewer).
     """
 
     def __init__(self, dev: torch.device, memory: str = "pinned", chunks: int = 16, chunk_bytes: int = 32 * MiB,
-                 reps: int | None = None, compute_over_copy: float = 1.2):
+                 reps: int | None = None, compute_over_copy: float = 1.2, cols: int = COLS):
         self.dev, self.memory, self.chunks = dev, memory, int(chunks)
-        rows = chunk_bytes // (4 * COLS)
-        self.host = [_host(rows * COLS * 4, memory, fill=float(i)).view(rows, COLS) for i in range(self.chunks)]
-        self.buffers = [torch.empty(rows, COLS, device=dev) for _ in range(2)]
+        rows = chunk_bytes // (4 * cols)
+        self.host = [_host(rows * cols * 4, memory, fill=float(i)).view(rows, cols) for i in range(self.chunks)]
+        self.buffers = [torch.empty(rows, cols, device=dev) for _ in range(2)]
         self.out = torch.empty(self.chunks, device=dev)
-        self.eye = torch.eye(COLS, device=dev)
+        self.eye = torch.eye(cols, device=dev)
         self.copy_stream, self.compute_stream = torch.cuda.Stream(), torch.cuda.Stream()
         self.arrived = [torch.cuda.Event() for _ in range(self.chunks)]
         self.freed = [torch.cuda.Event() for _ in range(2)]
