@@ -1300,22 +1300,6 @@ def overlapped(chunks, compute):
 
 al.check("05.overlap_loop", overlapped)
 
-# %% right: float32 matmul precision "high" set at the top of the cell, before the check (its compute is sized then)
-torch.set_float32_matmul_precision("high")
-
-def overlapped(chunks, compute):
-    s = torch.cuda.Stream()
-    res = []
-    for c in chunks:
-        with torch.cuda.stream(s):
-            g = c.cuda(non_blocking=True)
-        torch.cuda.current_stream().wait_stream(s)
-        g.record_stream(torch.cuda.current_stream())
-        res.append(compute(g))
-    return res
-
-al.check("05.overlap_loop", overlapped)
-
 # %% right: autocast present but switched off (enabled=False), the compute stays float32
 def overlapped(chunks, compute):
     side, main = torch.cuda.Stream(), torch.cuda.current_stream()

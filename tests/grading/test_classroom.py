@@ -153,7 +153,10 @@ _SOLVED = ("side = torch.cuda.Stream()\n\ndef on_side_stream(work, x):\n    call
 
 
 @pytest.mark.parametrize("patch", ["import time\ntime.perf_counter = lambda: 0.0\n",
-                                   "import threading\nthreading.Thread.run = lambda self: None\n"])
+                                   "import threading\nthreading.Thread.run = lambda self: None\n",
+                                   # a stand-in that says it wraps the original, as PyTorch's own guard does
+                                   "import functools\ntorch.cuda.synchronize = functools.wraps(torch.cuda.synchronize)"
+                                   "(lambda *a, **k: None)\n"])
 def test_changing_what_the_simulation_patches_is_tampering(patch):
     """The tamper check watches every name of the table of patches (asynclab.sim.patches), not only torch's."""
     from asynclab.grading.fresh import check_in_fresh_process, setup_code
@@ -164,6 +167,19 @@ def test_changing_what_the_simulation_patches_is_tampering(patch):
     assert check_in_fresh_process(setup_code(source["cells"], at), _SOLVED, call, timeout_s=120).right
     grade = check_in_fresh_process(setup_code(source["cells"], at), patch + _SOLVED, call, timeout_s=120)
     assert not grade.right and "changed the course's or PyTorch's own code" in grade.message, grade
+
+
+def test_an_answer_that_imports_torch_compile_is_not_tampering():
+    """Importing torch._dynamo (torch.compile in an answer) wraps torch.manual_seed in PyTorch's own guard: not the
+    answer's doing, and the grading process no longer imports it up front to hide that."""
+    from asynclab.grading.fresh import check_in_fresh_process, setup_code
+
+    source = classroom.source_notebook(json.loads((NOTEBOOKS / "03_streams.ipynb").read_text()))
+    at = next(i for i, c in enumerate(source["cells"]) if c.get("id") == "03_wait_stream_fix_answer")
+    call = 'al.check("03.wait_stream_fix", on_side_stream)'
+    grade = check_in_fresh_process(setup_code(source["cells"], at), "import torch._dynamo\n" + _SOLVED, call,
+                                   timeout_s=120)
+    assert grade.right, grade
 
 
 def _released_and_solved(root: Path, lesson: str) -> tuple[dict, str]:

@@ -114,8 +114,8 @@ def check_in_fresh_process(setup: str, answer: str, check: str, timeout_s: float
     return Grade(bool(result["right"]), str(result["message"]))
 
 
-def _snapshot() -> dict[tuple[str, str], int]:
-    """The identity of every function, class and module that asynclab's modules, torch, torch.cuda and torch.Tensor
+def _snapshot() -> dict[tuple[str, str], Any]:
+    """Every function, class and module that asynclab's modules, torch, torch.cuda and torch.Tensor
     hold (their flags and caches change as they work; their code does not), and of all that the simulation patches
     (:data:`asynclab.sim.patches.TABLE`: the clocks, ``time.sleep``, ``timeit``, ``Thread.run``, the waits)."""
     import torch
@@ -128,18 +128,29 @@ def _snapshot() -> dict[tuple[str, str], int]:
     spaces.update({f"{name}.{key}": vars(value) for name, module in ours for key, value in list(vars(module).items())
                    if isinstance(value, type) and value.__module__ == name})  # their classes' methods too
     spaces.update({"torch": vars(torch), "torch.cuda": vars(torch.cuda), "torch.Tensor": vars(torch.Tensor)})
-    watched = {(space, key): id(value) for space, values in spaces.items() for key, value in list(values.items())
+    watched = {(space, key): value for space, values in spaces.items() for key, value in list(values.items())
                if callable(value) or isinstance(value, type(sys))}
     for path, name in patches.replaced():
         owner = patches.owner_of(path)
         if owner is not None and hasattr(owner, name):
-            watched[(path, name)] = id(getattr(owner, name))
+            watched[(path, name)] = getattr(owner, name)
     return watched
 
 
-def _altered(before: dict[tuple[str, str], int]) -> list[str]:
+def _torchs_own_wrapping(now: Any, before: Any) -> bool:
+    """Whether ``now`` is PyTorch's torch.compile guard around ``before`` (``torch._disable_dynamo``, which
+    importing ``torch._dynamo`` puts around ``torch.manual_seed``): a check that imports it changes nothing."""
+    import torch._compile
+
+    code = getattr(now, "__code__", None)
+    return getattr(now, "__wrapped__", None) is before and code is not None \
+        and code.co_filename == torch._compile.__file__
+
+
+def _altered(before: dict[tuple[str, str], Any]) -> list[str]:
     now = _snapshot()
-    return sorted(f"{space}.{key}" for (space, key), ident in before.items() if now.get((space, key), ident) != ident)
+    return sorted(f"{space}.{key}" for (space, key), was in before.items()
+                  if now.get((space, key), was) is not was and not _torchs_own_wrapping(now[(space, key)], was))
 
 
 def _arguments(check: str, namespace: dict) -> tuple[str, list]:
@@ -175,10 +186,6 @@ def _grade_here(job: dict) -> dict[str, Any]:
 
     load_lesson(_exercise_of(job["check"]).split(".")[0])  # its lesson's checkers, before the answer can touch them
     checkers = exercises()
-    try:  # importing it later would wrap some of torch's functions (torch.manual_seed) as torch does, not as tampering
-        import torch._dynamo  # noqa: F401
-    except ImportError:
-        pass
     before = _snapshot()
     try:
         exec(compile(job["answer"], "<answer>", "exec"), namespace)  # noqa: S102 - the learner's answer

@@ -74,6 +74,19 @@ def on_late_losses(b: Backend, fast_loop, values) -> tuple[object, int]:
     return result, max(reads, waits[0])  # a synchronize then one read: the host waited once
 
 
+def _into_pageable(func, args: tuple) -> bool:
+    """Whether the operator copies a GPU tensor into pageable host memory: CUDA returns from such a copy only once it
+    has landed, ``non_blocking`` or not, so the host waits (PyTorch's sync debug mode does not report the
+    ``non_blocking`` one)."""
+    import torch
+
+    if func is not torch.ops.aten.copy_.default or len(args) < 2:
+        return False
+    target, source = args[0], args[1]
+    return isinstance(source, torch.Tensor) and source.is_cuda and isinstance(target, torch.Tensor) \
+        and target.device.type == "cpu" and not target.is_pinned()
+
+
 def count_reads(fast_loop, losses: list) -> tuple[object, int]:
     """``fast_loop`` on GPU losses: the syncs ``torch.cuda.set_sync_debug_mode`` reports, or the reads of GPU tensors
     counted operator by operator, whichever is more."""
@@ -94,7 +107,7 @@ def count_reads(fast_loop, losses: list) -> tuple[object, int]:
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
-            if on_gpu and func.__name__.split(".")[0] in HOST_READS:
+            if on_gpu and (func.__name__.split(".")[0] in HOST_READS or _into_pageable(func, args)):
                 reads[0] += 1
             return func(*args, **(kwargs or {}))
 
