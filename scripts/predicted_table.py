@@ -24,10 +24,27 @@ INTRO = """# Predicted against recorded: the lessons on the simulated H100
 
 Each lesson's experiment functions, run on the simulated H100 of `al.simulate` (device `"cuda"`, the GPU sizes),
 beside the lesson's reference recorded on a real GPU. Every predicted number is labelled **{label}**. The cost
-model's figures are in `src/asynclab/sim/cards/h100.json`; {calibrated}. Lessons 04 to 07 were recorded on H200s:
-their ratios compare an H100's prediction with an H200's measurement. Written by `scripts/predicted_table.py`
+model's figures are in `src/asynclab/sim/cards/h100.json`; {calibrated}. {elsewhere}
+Written by `scripts/predicted_table.py`
 on {date}; `tests/course/test_predicted.py` holds a fast subset of it to the references.
 """
+
+
+def recorded_elsewhere() -> str:
+    """The sentence that names the lessons whose reference comes from another card than an H100.
+
+    Example:
+        >>> recorded_elsewhere().startswith(("Lesson", "Every lesson"))
+        True
+    """
+    others = [item.number for item in registry.LESSONS
+              if item.has("experiments") and "H100" not in reference.describe(item.number)]
+    if not others:
+        return "Every lesson was recorded on an H100."
+    names = others[0] if len(others) == 1 else ", ".join(others[:-1]) + " and " + others[-1]
+    return (f"Lesson{'s' if len(others) > 1 else ''} {names} {'were' if len(others) > 1 else 'was'} recorded on "
+            "another card (each section names it): their ratios compare an H100's prediction with that card's "
+            "measurement.")
 
 
 def fmt(value: float | None) -> str:
@@ -72,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         [item.number for item in registry.LESSONS if item.has("experiments")]
     calibrated = ("the card's own figures measured on an H100 by `scripts/calibrate_gpu.py`, the host's kept from the recordings (its `meta.source` says which)" if card_figures("H100")["meta"].get("calibrated")
                   else "most of them are not yet calibrated on a card (its `meta.source` says which)")
-    lines = [INTRO.format(label=predicted.LABEL, calibrated=calibrated, date=dt.date.today().isoformat())]
+    lines = [INTRO.format(label=predicted.LABEL, calibrated=calibrated, elsewhere=recorded_elsewhere(),
+                          date=dt.date.today().isoformat())]
     for number in numbers:
         preds = predicted.predict(number)
         part = lesson_tables(number, preds)

@@ -127,3 +127,23 @@ def test_reference_traces_carry_the_callouts_of_their_figures(number, name, wind
         tl = draw_timeline(trace, annotation=window)
         assert [a.get_text() for a in tl.collections["callouts"]] == [text for _, text in trace.meta["callouts"]]
     plt.close("all")
+
+
+def test_explore_runs_a_lessons_experiment_with_your_parameters_on_the_simulated_h100(tmp_path, capsys):
+    """Without a GPU, ``run.explore`` predicts: the results are labelled, they follow the parameter (fewer chunks hide
+    less: the first copy has nothing to hide behind), the trace it saves is the simulated one, and what the
+    simulation refuses is said, not raised."""
+    import torch
+
+    from asynclab.trace import load_trace
+
+    run = lessonrun.LessonRun(lessons.lesson(5), Hardware())
+    few = run.explore("pipeline", chunks=2, chunk_bytes=8 << 20, path=tmp_path / "few.json.gz")
+    many = run.explore("pipeline", chunks=8, chunk_bytes=8 << 20, path=tmp_path / "many.json.gz")
+    assert few["where"] == many["where"] == "simulated H100 (predicted)"
+    assert few["wrong_chunks"] is None  # values are not computed: not a figure it can give
+    assert few["hidden_fraction"] < 0.6 < 0.8 < many["hidden_fraction"]
+    assert load_trace(tmp_path / "few.json.gz").meta["simulated"]["predicted"]
+    assert not torch.cuda.is_available() or run.live
+    assert lessonrun.LessonRun(lessons.lesson(3), Hardware()).explore("cuda_graphs") is None
+    assert "not predicted here: cuda_graphs the simulation refuses torch.cuda.CUDAGraph" in capsys.readouterr().out

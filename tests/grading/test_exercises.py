@@ -615,3 +615,33 @@ def test_step_time_prediction(fn, right, says):
 def test_pick_m(fn, right, says):
     v = al.check("07.pick_m", fn)
     assert v.right is right and says in v.message, v.message
+
+
+#: Values that are never right: not finite, or not a number at all (a bool is an int to Python, never a duration).
+_NEVER_RIGHT = [float("nan"), float("inf"), -float("inf"), "1.5", None, True, [1.0], torch.tensor(1.0)]
+
+
+def _value_answers(bad):
+    """Each exercise that takes a value or a function returning one, given ``bad`` where the value goes."""
+    from asynclab.lessons.your_step.exercises import baseline_diagnosis
+
+    best = max(baseline_diagnosis()["findings"], key=lambda f: f["lost_ms_per_step"])["kind"]
+    return {
+        "00.replayed_lessons": (bad,),
+        "01.enqueue_span": (bad,),
+        "01.no_sync_loop": (lambda losses: bad,),
+        "02.event_timer": (lambda fn: bad,),
+        "02.tail_share": (bad,),
+        "06.both_ways": (bad,),
+        "07.step_time": (lambda p, m, t_f, t_b: bad,),
+        "07.pick_m": (lambda p, target: bad,),
+        "08.first_fix": (best, bad),
+    }
+
+
+@pytest.mark.parametrize("bad", _NEVER_RIGHT, ids=repr)
+def test_no_value_check_passes_a_non_finite_or_wrong_typed_value(bad):
+    for name, args in _value_answers(bad).items():
+        verdict = al.check(name, *args)
+        assert not verdict.right and verdict.judged, (name, bad, verdict)
+        assert "raised" not in verdict.message or "your function" not in verdict.message, (name, bad, verdict)

@@ -97,6 +97,28 @@ class LessonRun:
         takes_device = next(iter(inspect.signature(fn).parameters), None) == "device"
         return fn("cpu", **{**small, **kwargs}) if takes_device else fn(**{**small, **kwargs})
 
+    def explore(self, name: str, **kwargs: Any) -> dict[str, Any] | None:
+        """Run experiment ``name`` with parameters of your own: live on the GPU when this lesson runs live, else on
+        the simulated H100, its times predicted. The results say which under ``"where"``; a figure the simulation
+        cannot give (values it does not compute) is None. Prints why, and returns None, where it cannot run.
+
+        Example:
+            >>> run = LessonRun(lesson(5), hardware.Hardware())
+            >>> mine = run.explore("pipeline", chunks=4, chunk_bytes=8 << 20)
+            >>> mine["where"], mine["chunks"], mine["serial_ms"] > mine["overlapped_ms"]
+            ('simulated H100 (predicted)', 4, True)
+        """
+        fn, _ = self._experiment(name)
+        if self.live:
+            return {**fn("cuda", **kwargs), "where": f"live on {self.hw.gpus[0].name}"}
+        from asynclab.course.predicted import LABEL, simulated
+
+        results, limit, _ = simulated(lambda: fn("cuda", **kwargs), gpus=max(1, self.lesson.gpus))
+        if limit is not None:
+            print(f"not predicted here: {name} {limit}")
+            return None
+        return {**results, **{key: None for key in ("wrong_chunks", "wrong") if key in results}, "where": LABEL}
+
     def reference(self, name: str) -> dict[str, Any]:
         """The figures of experiment ``name`` recorded in this lesson's reference.
 

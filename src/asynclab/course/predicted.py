@@ -266,24 +266,34 @@ def predict_one(lesson: str | int, key: str, values: bool | None = None) -> Pred
     row = next((r for r in item.module("experiments").EXPERIMENTS if r.key == key), None)
     if row is None:
         raise ValueError(f"lesson {item.number} has no experiment {key!r}")
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        box["results"] = row.run(ExperimentRun(torch.device("cuda"), TraceFolder(None, gpu=True), False, {}))
-
     values = (item.number, key) in VALUES if values is None else values
+    results, limit, seconds = simulated(
+        lambda: row.run(ExperimentRun(torch.device("cuda"), TraceFolder(None, gpu=True), False, {})),
+        gpus=min(2, max(1, row.gpus, item.gpus)), values=values)
+    return Prediction(item.number, key, results, limit, seconds)
+
+
+def simulated(call: Callable[[], Any], gpus: int = 1, values: bool = False) -> tuple[Any, str | None, float]:
+    """Run ``call()`` on the simulated H100 (``gpus`` of them), with what it does not cover refused: returns
+    ``(what it returned, None, seconds)``, or ``(None, why it could not run there, seconds)``.
+
+    Example:
+        >>> results, limit, _ = simulated(lambda: torch.ones(4, device="cuda").sum().item(), values=True)
+        >>> results, limit
+        (4.0, None)
+    """
+    box: dict[str, Any] = {}
     t0 = time.perf_counter()
     try:
         with refusals():
-            simulate(run, gpus=min(2, max(1, row.gpus, item.gpus)), values=values)
+            simulate(lambda: box.setdefault("results", call()), gpus=gpus, values=values)
     except SimulationLimit as err:
-        return Prediction(item.number, key, None, f"the simulation refuses {err.call}{_where(err)}",
-                          time.perf_counter() - t0)
+        return None, f"the simulation refuses {err.call}{_where(err)}", time.perf_counter() - t0
     except ValueError as err:
         if "nothing ran" not in str(err):
             raise
-        return Prediction(item.number, key, None, "runs nothing on the GPU (a CPU experiment)", time.perf_counter() - t0)
-    return Prediction(item.number, key, box.get("results"), None, time.perf_counter() - t0)
+        return None, "runs nothing on the GPU (a CPU experiment)", time.perf_counter() - t0
+    return box.get("results"), None, time.perf_counter() - t0
 
 
 def predict(lesson: str | int, keys: list[str] | None = None) -> dict[str, Prediction]:

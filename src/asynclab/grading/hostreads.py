@@ -75,16 +75,18 @@ def on_late_losses(b: Backend, fast_loop, values) -> tuple[object, int]:
 
 
 def _into_pageable(func, args: tuple) -> bool:
-    """Whether the operator copies a GPU tensor into pageable host memory: CUDA returns from such a copy only once it
-    has landed, ``non_blocking`` or not, so the host waits (PyTorch's sync debug mode does not report the
-    ``non_blocking`` one)."""
+    """Whether the operator copies a real GPU's tensor into pageable host memory: CUDA returns from such a copy only
+    once it has landed, ``non_blocking`` or not, so the host waits (PyTorch's sync debug mode does not report the
+    ``non_blocking`` one). The simulated GPU counts that wait itself, as its host waits for the copy."""
     import torch
+
+    from asynclab.sim.tensors import DeviceTensor
 
     if func is not torch.ops.aten.copy_.default or len(args) < 2:
         return False
     target, source = args[0], args[1]
-    return isinstance(source, torch.Tensor) and source.is_cuda and isinstance(target, torch.Tensor) \
-        and target.device.type == "cpu" and not target.is_pinned()
+    return isinstance(source, torch.Tensor) and source.is_cuda and not isinstance(source, DeviceTensor) \
+        and isinstance(target, torch.Tensor) and target.device.type == "cpu" and not target.is_pinned()
 
 
 def count_reads(fast_loop, losses: list) -> tuple[object, int]:
