@@ -27,6 +27,8 @@ LABEL = "simulated H100 (predicted)"
 #: Experiments whose results count wrong values: they run with values computed (slower); the others are timed only.
 VALUES = {("03", "missing_wait"), ("04", "race"), ("04", "allocator_reuse"),
           ("04", "cross_device"), ("05", "early_read"), ("05", "source_mutation")}
+#: Figures an experiment counts from the tensors' values: an experiment timed only cannot give them (None).
+VALUE_FIGURES = ("wrong_chunks", "wrong")
 
 #: The headline figures per lesson: (experiment, path into its results), the numbers the lesson's text and claims use.
 FIGURES: dict[str, list[tuple[str, tuple[str, ...]]]] = {
