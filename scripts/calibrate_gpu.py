@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 #: Figures this script measures, by the name of the card file's figure (dotted: a rate of a group).
 MEASURED = ("memory_gbps", "matmul_tflops.fp32", "matmul_tflops.tf32", "matmul_tflops.bf16", "matmul_tflops.fp16",
-            "host_op_us", "launch_us", "copy_gbps.pinned", "copy_gbps.pageable", "copy_gbps.peer",
+            "host_op_us", "launch_us", "stream_call_us", "blocking_copy_us", "copy_gbps.pinned", "copy_gbps.pageable", "copy_gbps.peer",
             "copy_gbps.via_host", "sm_count", "malloc_us", "free_us")
 
 
@@ -128,9 +128,32 @@ def measure_compute() -> dict[str, Any]:
     one = torch.zeros(1, device="cuda")
     op_us = _host_us(lambda: one.add_(1.0))
     launch_us = _host_us(lambda: torch.cuda._sleep(1))  # a launch with next to no operator around it
-    out.update(host_op_us=max(0.0, op_us - launch_us), launch_us=launch_us,
+    out.update(host_op_us=max(0.0, op_us - launch_us), launch_us=launch_us, stream_call_us=_stream_call_us(),
+               blocking_copy_us=max(0.0, _blocking_copy_us() - op_us),
                sm_count=torch.cuda.get_device_properties(0).multi_processor_count)
     return out
+
+
+def _blocking_copy_us() -> float:
+    """The host's time per blocking copy of one number from Python, with the GPU idle: the mean of one to the GPU
+    from pageable memory (``torch.tensor(x, device="cuda")``) and one back (``.item()``)."""
+    import torch
+
+    one = torch.ones((), device="cuda")
+    return (_host_us(lambda: torch.tensor(0.5, device="cuda"), n=500) + _host_us(one.item, n=500)) / 2
+
+
+def _stream_call_us() -> float:
+    """The host's time per stream call from Python: the mean of a ``wait_stream`` (an event made, recorded and
+    waited for) and of entering and leaving ``torch.cuda.stream`` (two calls)."""
+    import torch
+
+    side, here = torch.cuda.Stream(), torch.cuda.current_stream()
+
+    def switch() -> None:
+        with torch.cuda.stream(side):
+            pass
+    return (_host_us(lambda: side.wait_stream(here)) + _host_us(switch) / 2) / 2
 
 
 def measure_copies() -> dict[str, float]:

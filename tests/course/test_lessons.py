@@ -147,3 +147,12 @@ def test_explore_runs_a_lessons_experiment_with_your_parameters_on_the_simulated
     assert not torch.cuda.is_available() or run.live
     assert lessonrun.LessonRun(lessons.lesson(3), Hardware()).explore("cuda_graphs") is None
     assert "not predicted here: cuda_graphs the simulation refuses torch.cuda.CUDAGraph" in capsys.readouterr().out
+
+
+def test_explore_predicts_that_branches_stop_gaining_once_their_kernels_fill_the_sms():
+    """Lesson 03's Try-it: the same elements in 8 rows (8 of the H100's 132 SMs a kernel) gain from a second stream;
+    in 512 rows each kernel fills the SMs, and they gain next to nothing (an H100 measured 1.78x and 1.12x)."""
+    run = lessonrun.LessonRun(lessons.lesson(3), Hardware())
+    few, many = (run.explore("branches", rows=r, repeats=3) for r in (8, 512))
+    assert few["spec"]["batch"] * few["spec"]["features"] == many["spec"]["batch"] * many["spec"]["features"]
+    assert few["speedup"] >= 1.5 and many["speedup"] <= 1.25, (few["speedup"], many["speedup"])

@@ -111,15 +111,14 @@ class LessonRun:
         fn, _ = self._experiment(name)
         if self.live:
             return {**fn("cuda", **kwargs), "where": f"live on {self.hw.gpus[0].name}"}
-        from asynclab.course.predicted import LABEL, VALUE_FIGURES, VALUES, simulated
+        from asynclab.course.predicted import LABEL, VALUES, simulated, timed_only
 
         values = (self.lesson.number, name) in VALUES  # as the course's own predictions run it
         results, limit, _ = simulated(lambda: fn("cuda", **kwargs), gpus=max(1, self.lesson.gpus), values=values)
         if limit is not None:
             print(f"not predicted here: {name} {limit}")
             return None
-        unknown = {} if values else {key: None for key in VALUE_FIGURES if key in results}
-        return {**results, **unknown, "where": LABEL}
+        return {**(results if values else timed_only(results)), "where": LABEL}
 
     def reference(self, name: str) -> dict[str, Any]:
         """The figures of experiment ``name`` recorded in this lesson's reference.

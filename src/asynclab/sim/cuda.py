@@ -141,9 +141,11 @@ class Stream:
     def wait_stream(self, stream: "Stream") -> None:
         sim = active()
         sim.set_ready(self, max(sim.ready(self), sim.ready(_stream(stream, "record_event"))))
+        sim.stream_call("wait_stream")
 
     def wait_event(self, event: "Event") -> None:
         sim, at = active(), active().recorded(_event(event, "wait"))
+        sim.stream_call("wait_event")
         if at is not None:
             sim.set_ready(self, max(sim.ready(self), at))
 
@@ -242,6 +244,7 @@ class Event:
             raise RuntimeError(f"Event device {self._device} does not match recording stream's device "
                                f"{stream.device_index}.")
         sim.record(self, stream)
+        sim.stream_call("record")
 
     def wait(self, stream: Stream | None = None) -> None:
         (_stream(stream) if stream is not None else active().current()).wait_event(self)
@@ -287,6 +290,7 @@ class StreamContext:
             sim = active()
             self._before = (sim.device, sim.current(self.stream.device_index))
             sim.set_current(self.stream)
+            sim.stream_call("set_stream")
 
     def __exit__(self, *exc: Any) -> None:
         if self.stream is not None:
@@ -294,6 +298,7 @@ class StreamContext:
             device, stream = self._before
             sim.set_current(stream)
             sim.device = device
+            sim.stream_call("set_stream")
 
 
 class device:  # noqa: N801 - the name torch.cuda uses
@@ -827,6 +832,14 @@ class Simulation:
             raise RuntimeError("called a synchronizing CUDA operation")
         if self.sync_debug_mode == 1:
             warnings.warn("called a synchronizing CUDA operation", UserWarning, stacklevel=3)
+
+    def copy_waited(self) -> None:
+        """The host waited for a blocking copy between it and a GPU: no cost here; :func:`asynclab.sim.simulate.simulate`
+        prices the round trip."""
+
+    def stream_call(self, name: str) -> None:
+        """The host made the stream call ``name`` from Python (a ``wait_stream``, an event's record or wait, a
+        change of the current stream): it costs nothing here; :func:`asynclab.sim.simulate.simulate` prices it."""
 
     # -- events --
     def record(self, event: Event, stream: Stream) -> None:

@@ -69,10 +69,7 @@ class _Placement(TorchFunctionMode):
         if _is_cuda(device) and not on_gpu:  # a factory (an operator on GPU tensors is theirs to run)
             kwargs["device"] = "cpu"
             out = func(*args, **kwargs)
-            if name in ("tensor", "as_tensor"):  # host data: a blocking copy to the GPU
-                made = self.gpu.from_host(out, self.gpu.index(device), non_blocking=False)
-            else:
-                made = self.gpu.made(out, self.gpu.index(device), name)
+            made = self.gpu.made(out, self.gpu.index(device), name)  # torch.tensor: host data, a blocking copy
             return made.requires_grad_() if out.requires_grad else made  # (a no-op where autograd does not run)
         out = func(*args, **kwargs)
         return self.gpu.pin(out) if pinned and isinstance(out, torch.Tensor) else out
@@ -135,8 +132,9 @@ class SimGPU(Simulation):
     hands a simulated GPU tensors ``scale`` times smaller in bytes than a GPU's, each side of a matrix ``sqrt(scale)``
     times shorter, so that its bytes move ``scale`` times slower and its matrix products' FLOPs, ``scale ** 1.5``
     times fewer, run that much slower: every kernel and copy takes as long as the GPU's, whatever its dtype, and a
-    cast or an operand takes its share of the time as on the GPU), the host moves on by
-    :data:`LAUNCH_MS` per launch, and ``torch.cuda._sleep(cycles)`` spins for ``cycles / CYCLES_PER_MS``. What ran
+    cast or an operand takes its share of the time as on the GPU); a kernel holds the share of the ``SM_COUNT`` SMs
+    its blocks fill, runs that much slower than a kernel that fills them, and leaves the rest to kernels on other
+    streams (:meth:`on_sms`); the host moves on by :data:`LAUNCH_MS` per launch, and ``torch.cuda._sleep(cycles)`` spins for ``cycles / CYCLES_PER_MS``. What ran
     comes back as a :class:`asynclab.trace.Trace` from :meth:`trace`.
 
     Example:
@@ -174,6 +172,7 @@ class SimGPU(Simulation):
         self._queue: list[tuple[float, bool, int, Callable]] = []  # (when, a start?, order, what happens then)
         self._pools: dict[tuple, list[tuple[Block, float]]] = {}  # (device, stream) -> free blocks, free from when
         self._engines: dict[tuple, float] = {}  # (device, direction) -> when that copy engine is free
+        self._on_sms: dict[int, list[tuple[float, float, float]]] = {}  # device -> kernels' (start, end, SMs' share)
         self.ran: list[tuple] = []  # (cat, name, device, stream, start, end, correlation)
         self.launches: list[tuple[str, float, float, int]] = []  # the host's: (name, start, end, correlation)
         self.annotations: list[tuple[str, float, float]] = []  # the host's record_function ranges: (name, start, end)
@@ -250,12 +249,15 @@ class SimGPU(Simulation):
         self.queue("spin", self.current(), max(self.KERNEL_MS, cycles / self.CYCLES_PER_MS), lambda: None)
 
     def queue(self, name: str, stream: Stream, ms: float, at_start: Callable, cat: str = "kernel",
-              engine: tuple | None = None, after: float = 0.0, reads: tuple = (), writes: tuple = ()) -> tuple[float, float]:
+              engine: tuple | None = None, after: float = 0.0, reads: tuple = (), writes: tuple = (),
+              fill: float = 0.0) -> tuple[float, float]:
         """Queue GPU work of ``ms`` on ``stream`` (and on a copy ``engine``): ``at_start()`` runs when it starts and
-        may return what to do when it ends. The work reads the memory of ``reads`` all along: if other work writes it
-        meanwhile, what it writes (``writes``) is garbage, as on a GPU. The host pays one launch. Returns (start, end)."""
+        may return what to do when it ends. A kernel whose blocks hold a share ``fill`` of the SMs gets what the
+        kernels already queued leave of them (:meth:`on_sms`). The work reads the memory of ``reads`` all along: if
+        other work writes it meanwhile, what it writes (``writes``) is garbage, as on a GPU. The host pays one launch.
+        Returns (start, end)."""
         start = max(self.ready(stream), self.host, after, self._engines.get(engine, 0.0))
-        end = start + ms
+        start, end = self.on_sms(stream.device_index, start, ms, fill) if fill > 0 else (start, start + ms)
         self.set_ready(stream, end)
         if engine is not None:
             self._engines[engine] = end
@@ -272,6 +274,35 @@ class SimGPU(Simulation):
                     self._writing.setdefault(memory_of(t), set()).add(corr)
                 self.at(end, lambda: self._finish(then, start, end, reads, writes, corr))
         self.at(start, begin, starts=True)
+        return start, end
+
+    def on_sms(self, device: int, ready: float, ms: float, fill: float) -> tuple[float, float]:
+        """When a kernel ready at ``ready`` that runs ``ms`` alone on a share ``fill`` of the SMs of ``device`` starts
+        and ends, beside the kernels queued before it: as a GPU hands out SMs to blocks in the order kernels were
+        launched, it runs on what those leave free (no faster than alone), and starts once some SMs are free.
+
+        Example:
+            >>> gpu = SimGPU()
+            >>> gpu.on_sms(0, 0.0, 2.0, 1.0), gpu.on_sms(0, 0.0, 2.0, 1.0)   # both fill the GPU: one after the other
+            ((0.0, 2.0), (2.0, 4.0))
+            >>> gpu.on_sms(0, 10.0, 1.0, 0.5), gpu.on_sms(0, 10.0, 1.0, 0.25)  # room for both: side by side
+            ((10.0, 11.0), (10.0, 11.0))
+        """
+        held = [k for k in self._on_sms.get(device, ()) if k[1] > min(ready, self.horizon)]
+        self._on_sms[device] = held
+        others = [k for k in held if k[1] > ready]
+        t, left, start = ready, ms, None
+        for edge in sorted({e for k in others for e in k[:2] if e > ready}) + [float("inf")]:
+            free = 1.0 - sum(f for s, e, f in others if s <= t < e)
+            rate = max(0.0, min(fill, free)) / fill
+            if rate > 1e-9:
+                start = t if start is None else start
+                if t + left / rate <= edge:
+                    end = t + left / rate
+                    break
+                left -= rate * (edge - t)
+            t = edge
+        held.append((start, end, fill))
         return start, end
 
     def _finish(self, then: Callable, start: float, end: float, reads: tuple, writes: tuple, corr: int) -> None:

@@ -85,16 +85,53 @@ def _is_view(func: Any) -> bool:
         and not any(a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments)
 
 
-def _kernel_ms(gpu: Simulation, func: Any, args: Any, outputs: list) -> float:
-    """How long the operator runs: its FLOPs at the compute rate for matrix products, else its bytes at the memory
-    rate; never less than the shortest kernel."""
+#: How many elements fill one SM, by the shapes of PyTorch's kernels: an elementwise kernel's block is 128 threads
+#: of 4 elements each, and an SM holds 2048 threads; a matrix product's block computes one tile of its output, one
+#: block to an SM, and cuBLAS shrinks its tiles, down to 32 x 32, to give every SM one (the products the lessons
+#: recorded on an H100 ran tiles from 32 x 32 to 320 x 128); a softmax or a norm runs one block per row, one to an SM.
+ELEMENTS_PER_SM = 2048 * 4
+TILE_PER_SM = 32 * 32
+#: Operators that run one block per row (of the last dimension; softmax's own ``dim``).
+_PER_ROW = {"_softmax", "_log_softmax", "_softmax_backward_data", "_log_softmax_backward_data", "native_layer_norm",
+            "native_layer_norm_backward", "_fused_rms_norm"}
+
+
+def _fill(gpu: Simulation, name: str, args: Any, tensors: list, outputs: list) -> float:
+    """The share of the GPU's SMs the operator's blocks occupy (0 to 1), from the sizes the GPU would see (a check's
+    tensors are ``gpu.scale`` times smaller)."""
+    scale = getattr(gpu, "scale", 1.0)
+    if name in _MATMULS and outputs:
+        units = outputs[0].numel() * scale / TILE_PER_SM
+    elif name in _PER_ROW and tensors and tensors[0].dim() >= 1:
+        operands = args[0] if isinstance(args, tuple) and len(args) == 2 and isinstance(args[1], dict) else args
+        dim = operands[1] if name.startswith("_") and "softmax" in name and len(operands) > 1 \
+            and isinstance(operands[1], int) else -1
+        units = tensors[0].numel() * scale / max(1, tensors[0].shape[dim])
+    else:
+        units = max((t.numel() for t in tensors), default=0) * scale / ELEMENTS_PER_SM
+    return min(1.0, max(units, 1.0) / gpu.SM_COUNT)
+
+
+def _kernel_cost(gpu: Simulation, func: Any, args: Any, outputs: list) -> tuple[float, float]:
+    """How long the operator runs alone, and the share of the SMs it holds meanwhile: its FLOPs at the compute rate
+    for matrix products, else its bytes at the memory rate, each at the share of the SMs its blocks fill; never less
+    than the shortest kernel.
+
+    Example:
+        >>> from asynclab.sim.device import SimGPU
+        >>> gpu = SimGPU()
+        >>> big, tiny = torch.empty(8192, 8192), torch.empty(256, 256)
+        >>> [round(_kernel_cost(gpu, aten.mm.default, (m, m), [m])[1], 3) for m in (big, tiny)]  # 64 tiles of 132
+        [1.0, 0.485]
+    """
     tensors = [t for t in tree_flatten(args)[0] if isinstance(t, torch.Tensor)] + outputs
     nbytes = sum(t.numel() * t.element_size() for t in tensors)
     ms = nbytes / gpu.MEMORY_BYTES_PER_MS
     name = func._schema.name.split("::")[-1]
     if name in _MATMULS and outputs:
         ms = max(ms, 2.0 * outputs[0].numel() * _inner(name, args) / gpu.matmul_rate(outputs[0].dtype))
-    return max(gpu.KERNEL_MS, ms)
+    fill = _fill(gpu, name, args, tensors, outputs)
+    return max(gpu.KERNEL_MS, ms / fill), fill
 
 
 def _inner(name: str, args: Any) -> int:
@@ -262,8 +299,9 @@ def _kernel(gpu: Simulation, func: Any, args: tuple, kwargs: dict, device: int, 
 
     reads = tuple(t for t in tree_flatten((eargs, ekwargs))[0] if isinstance(t, torch.Tensor)
                   and any(t is x.elem for x in tree_flatten((args, kwargs))[0] if isinstance(x, DeviceTensor)))
-    gpu.queue(name, stream, _kernel_ms(gpu, func, (args, kwargs), [o for o in outputs if o is not None]), at_start,
-              reads=reads, writes=tuple(f for f in fresh if f is not None) + tuple(written_to))
+    ms, fill = _kernel_cost(gpu, func, (args, kwargs), [o for o in outputs if o is not None])
+    gpu.queue(name, stream, ms, at_start, fill=fill, reads=reads,
+              writes=tuple(f for f in fresh if f is not None) + tuple(written_to))
     return tree_unflatten([o if o is not None else m for o, m in zip(outputs, flat)], spec)
 
 
@@ -346,6 +384,7 @@ def copy_between(gpu: Simulation, dst: torch.Tensor, src: torch.Tensor, non_bloc
     if not (non_blocking and (pinned or to_gpu)):
         gpu.sync_report()
         gpu.wait_until(end)
+        gpu.copy_waited()
     gpu.catch_up()
 
 

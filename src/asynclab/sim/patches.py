@@ -27,7 +27,7 @@ TORCH_CUDA = ("Stream", "Event", "StreamContext", "device", "stream", "set_strea
               "is_available", "device_count", "memory_allocated", "max_memory_allocated", "memory_reserved",
               "max_memory_reserved", "reset_peak_memory_stats", "is_current_stream_capturing")
 #: What a prediction (a lesson's experiment on the simulated H100, never a check) refuses instead of reaching a real
-#: driver or a GPU of its own: owner -> names (asynclab.course.predicted.refusals). Patched here too, through
+#: driver or a GPU of its own: owner -> names (asynclab.sim.refusals). Patched here too, through
 #: :func:`patched`, but not watched by grading's tamper check, which :data:`TABLE` alone feeds.
 REFUSED = {"torch.cuda": ("CUDAGraph", "graph"), "subprocess": ("Popen",), "torch.distributed": ("init_process_group",)}
 #: torch.accelerator's names (PyTorch 2.6 and later) that have stand-ins on a simulated GPU.

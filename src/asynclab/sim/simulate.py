@@ -22,6 +22,7 @@ from torch.overrides import TorchFunctionMode
 
 from asynclab.sim.device import SimGPU
 from asynclab.sim.figures import card_figures, rates
+from asynclab.sim.refusals import refusals
 from asynclab.sim.trace import document_of
 
 __all__ = ["Predictor", "simulate", "running_predictor", "record_predicted", "save_document", "LOWER_PRECISION", "FULL_PRECISION"]
@@ -74,6 +75,8 @@ class Predictor(SimGPU):
     """Simulated GPUs with a card's whole cost model, that run autograd: what :func:`simulate` runs code on.
 
     Besides a checker's :class:`SimGPU`, each operator costs the host ``HOST_OP_MS`` (a ``cpu_op`` row in the trace),
+    each stream call (``wait_stream``, an event's record or wait, a change of the current stream) ``STREAM_CALL_MS``,
+    each blocking copy between the host and a GPU a round trip of ``BLOCKING_COPY_MS`` once it landed,
     memory new to the caching allocator costs ``MALLOC_MS``, ``torch.cuda.empty_cache()`` waits for the GPU and costs
     ``FREE_MS`` per block, and the host blocks when ``LAUNCH_QUEUE_DEPTH`` launches wait. With ``computes=False``
     kernels are timed but not computed (values stay garbage): a large model then runs in seconds.
@@ -97,7 +100,7 @@ class Predictor(SimGPU):
         self.ops: list[tuple[str, float, float]] = []  # the host's operators: (name, start, end)
         self.clock_reads: list[float] = []  # when the code read a host clock (ms)
         self.elapsed: list[float] = []  # what the code's elapsed_time calls gave (ms)
-        self._waiting: list[float] = []  # starts of launched work not yet started (a heap)
+        self._unstarted: list[float] = []  # starts of launched work not yet started (a heap)
 
     def dispatch(self, func: Any, args: tuple, kwargs: dict) -> Any:
         start = self.host
@@ -109,6 +112,17 @@ class Predictor(SimGPU):
         self.ops.append((f"aten::{name}", start, self.host))
         return out
 
+    def copy_waited(self) -> None:
+        """A blocking copy between the host and a GPU costs the host ``BLOCKING_COPY_MS`` once it has landed: the
+        driver's round trip (staging through its pinned buffer, waking the host)."""
+        self.host += self.BLOCKING_COPY_MS
+
+    def stream_call(self, name: str) -> None:
+        """A stream call from Python costs the host ``STREAM_CALL_MS`` (a ``cpu_op`` row in the trace)."""
+        start = self.host
+        self.host += self.STREAM_CALL_MS
+        self.ops.append((f"torch.cuda.{name}", start, self.host))
+
     def made(self, out: Any, device: int, name: str) -> Any:
         """A factory (``torch.ones(..., device="cuda")``): an operator of the host's, too."""
         start = self.host
@@ -118,12 +132,12 @@ class Predictor(SimGPU):
         return made
 
     def queue(self, name: str, stream: Any, ms: float, at_start: Callable, **kw: Any) -> tuple[float, float]:
-        while self._waiting and self._waiting[0] <= self.host:
-            heapq.heappop(self._waiting)
-        if len(self._waiting) >= self.LAUNCH_QUEUE_DEPTH:  # the queue is full: the host waits for a place
-            self.wait_until(heapq.heappop(self._waiting))
+        while self._unstarted and self._unstarted[0] <= self.host:
+            heapq.heappop(self._unstarted)
+        if len(self._unstarted) >= self.LAUNCH_QUEUE_DEPTH:  # the queue is full: the host waits for a place
+            self.wait_until(heapq.heappop(self._unstarted))
         start, end = super().queue(name, stream, ms, at_start, **kw)
-        heapq.heappush(self._waiting, start)
+        heapq.heappush(self._unstarted, start)
         return start, end
 
     def allocate(self, like: torch.Tensor, device: int, stream: Any = None) -> Any:
@@ -199,7 +213,7 @@ def simulate(fn: Callable[..., Any], *args: Any, gpus: int = 1, steps: int | Non
     if steps is not None and not (isinstance(steps, int) and steps >= 1) or not (isinstance(warmup, int) and warmup >= 0):
         raise ValueError(f"steps must be a whole number of at least 1 (or None), warmup at least 0: {steps!r}, {warmup!r}")
     out = _output(path)
-    with Predictor(gpus=gpus, card=card, computes=values) as gpu:
+    with refusals(), Predictor(gpus=gpus, card=card, computes=values) as gpu:
         state = setup() if setup is not None else None
         call = (lambda: fn(state, *args, **kwargs)) if state is not None else (lambda: fn(*args, **kwargs))
         result, starts = _run_steps(gpu, call, steps, warmup)

@@ -70,29 +70,40 @@ def _on_two_streams(block1: Callable, block2: Callable, x: torch.Tensor) -> Call
     return run
 
 
-def branches(device: Any = None, workload: str = "small", repeats: int = 20) -> dict[str, Any]:
+def branches(device: Any = None, workload: str = "small", repeats: int = 20, rows: int | None = None,
+             path: str | Path | None = None) -> dict[str, Any]:
     """``block1(x)`` and ``block2(x)``: two independent branches of a workload of :data:`WORKLOADS`, on one
     stream and on two.
 
     On one stream the branches run one after the other. On two, ``block2`` runs on a side stream that
     first waits for the default stream (where ``x`` was made), and the default stream waits for it at the
     end: the pattern every correct use of a side stream follows. On the CPU there is one order only.
+    ``rows`` cuts the same elements into that many rows (a softmax runs one block per row, so that many SMs
+    work on each kernel). With ``path`` (a GPU only) a trace of both is saved there (``"one stream"``, ``"two
+    streams"``).
 
     Returns ``{"one_stream_ms", "two_streams_ms" (None on the CPU), "speedup", "workload", "spec", "device"}``.
 
     Example:
-        >>> r = branches("cpu", repeats=2)
-        >>> r["one_stream_ms"] > 0 and r["two_streams_ms"] is None
-        True
+        >>> r = branches("cpu", repeats=2, rows=16)
+        >>> r["one_stream_ms"] > 0 and r["two_streams_ms"] is None, r["spec"]["batch"], r["spec"]["features"]
+        (True, 16, 8192)
     """
     dev = resolve_device(device)
     spec = {**_specs(dev)[workload], "branches": 2}
+    if rows is not None:
+        if not isinstance(rows, int) or isinstance(rows, bool) or not 1 <= rows <= spec["batch"] * spec["features"]:
+            raise ValueError(f"rows must be a whole number from 1 to {spec['batch'] * spec['features']}, not {rows!r}")
+        spec.update(batch=rows, features=spec["batch"] * spec["features"] // rows)
     (block1, block2), x = workload_modules(spec, dev)
     out: dict[str, Any] = {"workload": workload, "spec": spec, "device": str(dev)}
     with on_device(dev), torch.no_grad():
         out["one_stream_ms"] = _ms(lambda: (block1(x), block2(x)), dev, repeats)
         if dev.type == "cuda":
             out["two_streams_ms"] = _ms(_on_two_streams(block1, block2, x), dev, repeats)
+            if path is not None:
+                _trace_parts(path, {"one stream": lambda: (block1(x), block2(x)),
+                                    "two streams": _on_two_streams(block1, block2, x)}, dev)
         else:
             out["two_streams_ms"] = None
     out["speedup"] = out["one_stream_ms"] / out["two_streams_ms"] if out["two_streams_ms"] else None
