@@ -156,3 +156,14 @@ def test_explore_predicts_that_branches_stop_gaining_once_their_kernels_fill_the
     few, many = (run.explore("branches", rows=r, repeats=3) for r in (8, 512))
     assert few["spec"]["batch"] * few["spec"]["features"] == many["spec"]["batch"] * many["spec"]["features"]
     assert few["speedup"] >= 1.5 and many["speedup"] <= 1.25, (few["speedup"], many["speedup"])
+
+
+def test_explore_says_in_one_line_what_is_wrong_with_a_parameter():
+    run = lessonrun.LessonRun(lessons.lesson(3), Hardware())
+    with pytest.raises(ValueError, match=r"^branches: rows must be a whole number from 1 to 8388608, not 0$") as err:
+        run.explore("branches", rows=0)
+    assert len(err.traceback) == 2  # the test, then explore itself, not from deep in the experiment or the simulation
+    with pytest.raises(TypeError, match="takes no parameter 'row'; it takes workload, repeats, rows, path"):
+        run.explore("branches", row=8)
+    with pytest.raises(ValueError, match="chunks must be a whole number of at least 1, not 2.5"):
+        lessonrun.LessonRun(lessons.lesson(5), Hardware()).explore("pipeline", chunks=2.5)

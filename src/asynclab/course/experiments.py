@@ -115,6 +115,25 @@ def spin_cycles(device: torch.device, ms: float) -> int:
     return max(1, int(per_ms * ms))
 
 
+def whole_number(name: str, value: Any, lo: int = 1, hi: int | None = None) -> int:
+    """``value`` if it is a whole number from ``lo`` to ``hi``; else a ValueError that names the parameter (a
+    learner's own parameter in a Try-it cell gets this one line, not an error from deep in torch).
+
+    Example:
+        >>> whole_number("chunks", 8)
+        8
+        >>> whole_number("chunks", 0)
+        Traceback (most recent call last):
+        ...
+        ValueError: chunks must be a whole number of at least 1, not 0
+    """
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= lo and (hi is None or value <= hi)
+    if not ok:
+        span = f"of at least {lo}" if hi is None else f"from {lo} to {hi}"
+        raise ValueError(f"{name} must be a whole number {span}, not {value!r}")
+    return value
+
+
 def percentile(values: list[float], q: float) -> float:
     """Linear-interpolated percentile (q in 0..100) of a list, like ``numpy.percentile``.
 

@@ -1,6 +1,7 @@
 """A lesson in its notebook: what the set-up cell decided (the hardware, live or replayed), its references and live measurements."""
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -91,7 +92,6 @@ class LessonRun:
             >>> r["device"]
             'cpu'
         """
-        import inspect
 
         fn, small = self._experiment(name)
         takes_device = next(iter(inspect.signature(fn).parameters), None) == "device"
@@ -109,12 +109,19 @@ class LessonRun:
             ('simulated H100 (predicted)', 4, True)
         """
         fn, _ = self._experiment(name)
-        if self.live:
-            return {**fn("cuda", **kwargs), "where": f"live on {self.hw.gpus[0].name}"}
-        from asynclab.course.predicted import LABEL, VALUES, simulated, timed_only
+        takes = [p for p in inspect.signature(fn).parameters if p != "device"]
+        unknown = sorted(set(kwargs) - set(takes))
+        if unknown:
+            raise TypeError(f"{name} takes no parameter {unknown[0]!r}; it takes {', '.join(takes)}")
+        try:
+            if self.live:
+                return {**fn("cuda", **kwargs), "where": f"live on {self.hw.gpus[0].name}"}
+            from asynclab.course.predicted import LABEL, VALUES, simulated, timed_only
 
-        values = (self.lesson.number, name) in VALUES  # as the course's own predictions run it
-        results, limit, _ = simulated(lambda: fn("cuda", **kwargs), gpus=max(1, self.lesson.gpus), values=values)
+            values = (self.lesson.number, name) in VALUES  # as the course's own predictions run it
+            results, limit, _ = simulated(lambda: fn("cuda", **kwargs), gpus=max(1, self.lesson.gpus), values=values)
+        except ValueError as err:  # a parameter out of range: the experiment's own message, without its machinery
+            raise ValueError(f"{name}: {err}") from None
         if limit is not None:
             print(f"not predicted here: {name} {limit}")
             return None

@@ -14,7 +14,7 @@ from asynclab.course.experiments import annotate as _annotate
 from asynclab.course.experiments import Experiment, ExperimentRun, lesson_run_all
 from asynclab.course.experiments import dig, gbps, resolve_device, spin_cycles, wall_ms
 from asynclab.course.experiments import record_gpu_trace as _record_trace
-from asynclab.course.experiments import gpu_or_note, no_gpu
+from asynclab.course.experiments import gpu_or_note, no_gpu, whole_number
 
 LESSON = "05"
 
@@ -406,6 +406,7 @@ def pipeline(device: Any = None, memory: str = "pinned", chunks: int = 16, chunk
         >>> pipeline("cpu")["hidden_fraction"] is None
         True
     """
+    whole_number("chunks", chunks), whole_number("chunk_bytes", chunk_bytes, 4)
     dev, cpu = gpu_or_note(device, NO_GPU, serial_ms=None, overlapped_ms=None, hidden_fraction=None,
                            best_hidden_fraction=(chunks - 1) / chunks, wrong_chunks=None, copy_ms=None, mm_ms=None,
                            reps=reps, chunks=chunks, chunk_bytes=chunk_bytes, memory=memory)

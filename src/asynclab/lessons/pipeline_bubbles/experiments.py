@@ -19,7 +19,7 @@ from asynclab.course.experiments import annotate as _annotate
 from asynclab.course.experiments import record_gpu_trace as _record_trace
 from asynclab.course.experiments import Experiment, ExperimentRun, lesson_run_all
 from asynclab.course.experiments import gpu_count, resolve_device, run_annotated, sync_all, wall_ms
-from asynclab.course.experiments import gpu_or_note, no_gpu
+from asynclab.course.experiments import gpu_or_note, no_gpu, whole_number
 
 LESSON = "07"
 
@@ -381,6 +381,9 @@ def gpipe(device: Any = None, micro_batches: tuple[int, ...] = MICRO_BATCHES, re
         >>> gpipe("cpu")["step_ms"] is None
         True
     """
+    micro_batches = (micro_batches,) if isinstance(micro_batches, int) else tuple(micro_batches)  # one m, or several
+    for m in micro_batches:  # each splits the batch
+        whole_number("each of micro_batches", m, 1, BATCH)
     dev, cpu = gpu_or_note(device, NO_GPUS, min_gpus=2, p=2, m=list(micro_batches), step_ms=None, bubble_measured=None,
                            bubble_formula=None, traces={})
     if cpu is not None:

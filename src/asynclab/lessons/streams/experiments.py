@@ -10,7 +10,7 @@ from torch import nn
 
 from asynclab.course.experiments import Experiment, lesson_run_all
 from asynclab.course.experiments import dig, dtype_name, native_half, on_device, resolve_device, spin_cycles, sync
-from asynclab.course.experiments import gpu_or_note
+from asynclab.course.experiments import gpu_or_note, whole_number
 from asynclab.gpu.parallel import Parallel
 from asynclab.gpu.timing import event_timer, sync_timer
 
@@ -92,9 +92,8 @@ def branches(device: Any = None, workload: str = "small", repeats: int = 20, row
     dev = resolve_device(device)
     spec = {**_specs(dev)[workload], "branches": 2}
     if rows is not None:
-        if not isinstance(rows, int) or isinstance(rows, bool) or not 1 <= rows <= spec["batch"] * spec["features"]:
-            raise ValueError(f"rows must be a whole number from 1 to {spec['batch'] * spec['features']}, not {rows!r}")
-        spec.update(batch=rows, features=spec["batch"] * spec["features"] // rows)
+        elements = spec["batch"] * spec["features"]
+        spec.update(batch=whole_number("rows", rows, 1, elements), features=elements // rows)
     (block1, block2), x = workload_modules(spec, dev)
     out: dict[str, Any] = {"workload": workload, "spec": spec, "device": str(dev)}
     with on_device(dev), torch.no_grad():
