@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     numbers = [registry.lesson(n).number for n in args.lessons] if args.lessons else \
         [item.number for item in registry.LESSONS if item.has("experiments")]
-    calibrated = ("the card's own figures measured on an H100 by `scripts/calibrate_gpu.py`, the host's kept from the recordings (its `meta.source` says which)" if card_figures("H100")["meta"].get("calibrated")
+    calibrated = ("the card's own figures measured on an H100 by `scripts/calibrate_gpu.py`, the host's taken from the recordings, or measured on an H100's host and scaled to the recordings' host (its `meta.source` says which)" if card_figures("H100")["meta"].get("calibrated")
                   else "most of them are not yet calibrated on a card (its `meta.source` says which)")
     lines = [INTRO.format(label=predicted.LABEL, calibrated=calibrated, elsewhere=recorded_elsewhere(),
                           date=dt.date.today().isoformat())]
