@@ -28,7 +28,8 @@ sys.path.insert(0, str(ROOT / "src"))
 
 #: Figures this script measures, by the name of the card file's figure (dotted: a rate of a group).
 MEASURED = ("memory_gbps", "matmul_tflops.fp32", "matmul_tflops.tf32", "matmul_tflops.bf16", "matmul_tflops.fp16",
-            "host_op_us", "launch_us", "stream_call_us", "blocking_copy_us", "copy_gbps.pinned", "copy_gbps.pageable", "copy_gbps.peer",
+            "host_op_us", "launch_us", "stream_call_us", "blocking_copy_us", "min_kernel_us", "min_matmul_us",
+            "copy_gbps.pinned", "copy_gbps.pageable", "copy_gbps.peer",
             "copy_gbps.via_host", "sm_count", "malloc_us", "free_us")
 
 
@@ -129,9 +130,31 @@ def measure_compute() -> dict[str, Any]:
     op_us = _host_us(lambda: one.add_(1.0))
     launch_us = _host_us(lambda: torch.cuda._sleep(1))  # a launch with next to no operator around it
     out.update(host_op_us=max(0.0, op_us - launch_us), launch_us=launch_us, stream_call_us=_stream_call_us(),
-               blocking_copy_us=max(0.0, _blocking_copy_us() - op_us),
+               blocking_copy_us=max(0.0, _blocking_copy_us() - op_us), min_kernel_us=_min_kernel_us(),
+               min_matmul_us=_min_kernel_us(matmul=True),
                sm_count=torch.cuda.get_device_properties(0).multi_processor_count)
     return out
+
+
+def _min_kernel_us(n: int = 1000, matmul: bool = False) -> float:
+    """The GPU's time per kernel that does next to nothing, ``n`` of them launched back to back from a CUDA graph (no
+    launch of the host's between them): an add on one number, or (``matmul``) a product of two 64 x 64 bf16 matrices,
+    as cuBLAS runs a small product."""
+    import torch
+
+    one = torch.zeros(1, device="cuda")
+    small = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
+    work = (lambda: small @ small) if matmul else (lambda: one.add_(1.0))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        work()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(n):
+            work()
+    return _median_ms(g.replay) * 1e3 / n
 
 
 def _blocking_copy_us() -> float:

@@ -17,7 +17,7 @@ FAST = {
     "07": ["naive", "asker"],
 }
 #: The experiments that cannot run on the simulated GPU, and a word of the reason they must give.
-CANNOT = {("01", "launch_overhead"): "CUDA graphs", ("01", "async_error"): "subprocess",
+CANNOT = {("01", "async_error"): "subprocess",
           ("01", "cpu_is_synchronous"): "CPU experiment", ("03", "tail_effect"): "triton",
           ("04", "sanitizer"): "subprocess"}
 

@@ -144,8 +144,8 @@ def test_bad_input_is_one_line():
         al.simulate(lambda: None, gpus=3)
     with pytest.raises(ValueError, match="no figures for the card"):
         al.simulate(lambda: None, card="Z9")
-    with pytest.raises(SimulationLimit, match=r"does not cover torch.cuda.CUDAGraph \(CUDA graphs\)"):
-        al.simulate(lambda: torch.cuda.CUDAGraph())  # not the real driver's "CUDA driver version is insufficient"
+    with pytest.raises(SimulationLimit, match=r"does not cover torch.distributed \(NCCL\)"):
+        al.simulate(lambda: torch.distributed.init_process_group("nccl"))  # not NCCL's own error, far from the call
 
 
 def test_the_figures_say_where_they_come_from():
@@ -214,12 +214,11 @@ def _cases():
     return _script("record_diagnose_cases")
 
 
-#: The one-GPU diagnosis cases the simulated GPU runs: all but those whose fix is a CUDA graph (:data:`REFUSED`).
+#: The one-GPU diagnosis cases, all of which the simulated GPU runs (launch_bound's and underfilled_gpu's fixes are
+#: CUDA graphs).
 SIMULATED_CASES = ("clean", "host_sync", "pageable_copy", "exposed_copy", "stream_wait", "small_copies",
                    "alloc_churn", "dataloader_stall", "item_small", "sync_timing", "mask_index", "numpy_metric",
-                   "print_loss")
-#: The cases it refuses, and a word of what it says.
-REFUSED = {"launch_bound": "CUDA graphs", "underfilled_gpu": "CUDA graphs"}
+                   "print_loss", "launch_bound", "underfilled_gpu")
 #: The two-GPU case it runs: two stages in one process (the others run a process per GPU, through torch.distributed,
 #: which the simulation does not cover).
 TWO_GPU_CASES = ("pipeline_bubble",)
@@ -246,14 +245,6 @@ def predicted():
     return predicted_steps()
 
 
-@pytest.mark.parametrize("case", sorted(REFUSED))
-def test_the_cases_it_cannot_run_say_why(case):
-    rdc = _cases()
-    with pytest.raises(SimulationLimit, match=REFUSED[case]):
-        al.simulate(lambda step: rdc.measure_ms(step, steps=1, repeats=1), setup=lambda: rdc.CASES[case]("fixed"),
-                    values=False)
-
-
 def test_the_cases_run_and_bad_is_never_faster(predicted):
     for case in SIMULATED_CASES + TWO_GPU_CASES:
         if (case, "bad") in predicted:
@@ -266,8 +257,10 @@ _CPU_WORK = ("batches made on the CPU (randn and tanh, about 11 ms a step on the
 _SMALL_MODEL = ("a model too small to keep the GPU busy, so the step is the host's launches: the model's host, 15 µs an "
                 "operator (from x.add_), is faster than the H100's on this model's operators (0.63 ms predicted "
                 "against 1.03 measured; the bad step, 0.64 against 0.90, is just inside 30%)")
+_AUTOGRAD = ("a small model's AMP training step (16 layers of 128): 7.1 ms of the H100's host a step, autograd's engine "
+             "and the optimizer's Python per parameter besides the operators; 3.1 ms predicted at 15 µs an operator")
 MISSES = {("dataloader_stall", "bad"): f"{_CPU_WORK}: 6.1 ms predicted against 17.2 ms measured",
-          ("item_small", "fixed"): _SMALL_MODEL}
+          ("item_small", "fixed"): _SMALL_MODEL, ("launch_bound", "bad"): _AUTOGRAD}
 _SYNC_REFILL = ("after each host sync the GPU starves while the host relaunches; on the H100 the sync itself also "
                 "costs the host about 20 µs (the trace's cudaDeviceSynchronize calls), which the model does not price")
 SAVING_MISSES = {"alloc_churn": "empty_cache's cost: 3.1 ms a step on the H100, 1.5 ms predicted with cudaMalloc and "
@@ -280,6 +273,8 @@ SAVING_MISSES = {"alloc_churn": "empty_cache's cost: 3.1 ms a step on the H100, 
                                 f"{_SYNC_REFILL}",
                  "mask_index": f"boolean-mask indexing in the loss: 0.15 ms saved predicted against 1.12 ms measured: "
                                f"{_SYNC_REFILL}",
+                 "launch_bound": f"{_AUTOGRAD} (2.8 ms saved predicted against 6.8 ms measured; the captured step "
+                                 f"itself, 0.38 ms, is within 30% of the 0.37 ms measured)",
                  "print_loss": "print(loss) each step: 1.64 ms saved predicted against 2.54 ms measured (0.65 of it): "
                                "printing a GPU tensor costs the H100's host more than one blocking read"}
 MEASURED = json.loads(CASES_JSON.read_text())["cases"]

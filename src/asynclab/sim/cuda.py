@@ -140,12 +140,15 @@ class Stream:
 
     def wait_stream(self, stream: "Stream") -> None:
         sim = active()
-        sim.set_ready(self, max(sim.ready(self), sim.ready(_stream(stream, "record_event"))))
         sim.stream_call("wait_stream")
+        if not sim.captured(("wait_stream", self, _stream(stream, "record_event"))):
+            sim.set_ready(self, max(sim.ready(self), sim.ready(_stream(stream, "record_event"))))
 
     def wait_event(self, event: "Event") -> None:
         sim, at = active(), active().recorded(_event(event, "wait"))
         sim.stream_call("wait_event")
+        if sim.captured(("wait_event", self, event)):
+            return
         if at is not None:
             sim.set_ready(self, max(sim.ready(self), at))
 
@@ -243,7 +246,8 @@ class Event:
         if self._device != stream.device_index:
             raise RuntimeError(f"Event device {self._device} does not match recording stream's device "
                                f"{stream.device_index}.")
-        sim.record(self, stream)
+        if not sim.captured(("record", self, stream)):
+            sim.record(self, stream)
         sim.stream_call("record")
 
     def wait(self, stream: Stream | None = None) -> None:
@@ -348,6 +352,14 @@ def _fakes() -> dict[str, Any]:
         sim = active()
         sim.device = sim.index(index)
 
+    def cuda_graph(keep_graph: bool = False) -> Any:  # the check's simulated GPU makes them (asynclab.sim.graphs)
+        return active().cuda_graph(keep_graph) if in_check() else real("CUDAGraph")(keep_graph)
+
+    def graph(cuda_graph: Any, pool: Any = None, stream: Any = None, capture_error_mode: str = "global") -> Any:
+        if in_check():
+            return active().graph_capture(cuda_graph, pool, stream, capture_error_mode)
+        return real("graph")(cuda_graph, pool, stream, capture_error_mode)
+
     fakes = {
         "Stream": Stream, "Event": Event, "StreamContext": StreamContext, "device": device,
         "stream": StreamContext, "set_stream": set_stream, "set_device": set_device,
@@ -373,7 +385,9 @@ def _fakes() -> dict[str, Any]:
         "memory_reserved": lambda device=None: active().memory_stat("reserved", device),
         "max_memory_reserved": lambda device=None: active().memory_stat("reserved", device, peak=True),
         "reset_peak_memory_stats": lambda device=None: active().reset_peak(device),
-        "is_current_stream_capturing": lambda: False if in_check() else real("is_current_stream_capturing")(),
+        "is_current_stream_capturing": lambda: (active().capture is not None if in_check()
+                                                else real("is_current_stream_capturing")()),
+        "CUDAGraph": cuda_graph, "graph": graph,
     }
     assert set(fakes) == set(patches.TORCH_CUDA), "the stand-ins are those the table of patches lists"
     return fakes
@@ -534,6 +548,7 @@ class Simulation:
         self._signals: dict[Any, float] = {}  # the latest time each condition was signalled at (see signalled)
         self._ready: dict[Stream, float] = {}
         self._recorded: dict[Event, float] = {}
+        self.capture: list[tuple] | None = None  # while a CUDA graph is captured: its stream calls and work, in order
         self._numbers: dict[Stream, int] = {}
         self.sync_debug_mode = 0
         self.timer_reads = 0  # how often learner code read a host clock or an event's elapsed time
@@ -832,6 +847,14 @@ class Simulation:
             raise RuntimeError("called a synchronizing CUDA operation")
         if self.sync_debug_mode == 1:
             warnings.warn("called a synchronizing CUDA operation", UserWarning, stacklevel=3)
+
+    def captured(self, action: tuple) -> bool:
+        """While a CUDA graph is captured, ``action`` (a stream call, or work queued) goes into it instead of
+        happening (True); else False."""
+        if self.capture is None:
+            return False
+        self.capture.append(action)
+        return True
 
     def copy_waited(self) -> None:
         """The host waited for a blocking copy between it and a GPU: no cost here; :func:`asynclab.sim.simulate.simulate`

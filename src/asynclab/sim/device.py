@@ -22,7 +22,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from asynclab.sim import methods  # noqa: F401 - registers the tensor methods a simulated GPU tensor runs
-from asynclab.sim import patches
+from asynclab.sim import graphs, patches
 from asynclab.sim.cuda import Simulation, SimulationLimit, Stream
 from asynclab.sim.figures import card_figures, rates
 from asynclab.sim.ops import copy_between, run_operator
@@ -208,10 +208,50 @@ class SimGPU(Simulation):
         finally:
             self._busy = False
 
+    def cuda_graph(self, keep_graph: bool = False) -> graphs.CUDAGraph:
+        """``torch.cuda.CUDAGraph()`` on this simulated GPU."""
+        return graphs.CUDAGraph(keep_graph)
+
+    def graph_capture(self, cuda_graph: graphs.CUDAGraph, pool: Any = None, stream: Stream | None = None,
+                      capture_error_mode: str = "global") -> Any:
+        """``torch.cuda.graph(...)`` on this simulated GPU: the block captured into ``cuda_graph``."""
+        return graphs.graph(cuda_graph, pool, stream, capture_error_mode)
+
+    def replay(self, actions: list[tuple], captured_on: Stream) -> None:
+        """Launch a captured CUDA graph: its work and stream calls again, in their order, what was captured on
+        ``captured_on`` now on the current stream; the host pays one launch (``cudaGraphLaunch``), its kernels none.
+
+        Example:
+            >>> with SimGPU() as gpu:
+            ...     x = torch.zeros(4, device="cuda")
+            ...     g = torch.cuda.CUDAGraph()
+            ...     with torch.cuda.graph(g):
+            ...         _ = x.add_(1)
+            ...     g.replay(); g.replay()
+            ...     x.tolist()
+            [2.0, 2.0, 2.0, 2.0]
+        """
+        here = self.current(captured_on.device_index)
+        where = lambda s: here if s is captured_on else s  # noqa: E731
+        self.launches.append(("cudaGraphLaunch", self.host, self.host + self.LAUNCH_MS, next(_SEQ)))
+        self.host += self.LAUNCH_MS
+        for kind, *rest in actions:
+            if kind == "work":
+                name, stream, ms, at_start, kw = rest
+                self.queue(name, where(stream), ms, at_start, launched=False, **kw)
+            elif kind == "wait_stream":
+                self.set_ready(where(rest[0]), max(self.ready(where(rest[0])), self.ready(where(rest[1]))))
+            elif kind == "record":
+                self.record(rest[0], where(rest[1]))
+            elif self.recorded(rest[1]) is not None:  # wait_event
+                self.set_ready(where(rest[0]), max(self.ready(where(rest[0])), self.recorded(rest[1])))
+
     def wait_until(self, t: float, sleep: bool = False) -> None:
         """The host waits until ``t``; an operator that failed meanwhile is reported now, as CUDA reports a kernel's
         error at the next synchronization. With threads, the others first reach its time (see await_others); then
-        what it waited for has happened."""
+        what it waited for has happened. While a CUDA graph is captured the host may not wait, as in CUDA."""
+        if self.capture is not None:
+            raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
         super().wait_until(t, sleep)
         self.await_others()
         self.catch_up(self.host)
@@ -250,22 +290,28 @@ class SimGPU(Simulation):
 
     def queue(self, name: str, stream: Stream, ms: float, at_start: Callable, cat: str = "kernel",
               engine: tuple | None = None, after: float = 0.0, reads: tuple = (), writes: tuple = (),
-              fill: float = 0.0) -> tuple[float, float]:
+              fill: float = 0.0, launched: bool = True) -> tuple[float, float]:
         """Queue GPU work of ``ms`` on ``stream`` (and on a copy ``engine``): ``at_start()`` runs when it starts and
         may return what to do when it ends. A kernel whose blocks hold a share ``fill`` of the SMs gets what the
         kernels already queued leave of them (:meth:`on_sms`). The work reads the memory of ``reads`` all along: if
-        other work writes it meanwhile, what it writes (``writes``) is garbage, as on a GPU. The host pays one launch.
+        other work writes it meanwhile, what it writes (``writes``) is garbage, as on a GPU. The host pays one launch
+        (none for a CUDA graph's work, ``launched=False``). While a graph is captured the work goes into it instead.
         Returns (start, end)."""
-        start = max(self.ready(stream), self.host, after, self._engines.get(engine, 0.0))
+        if self.captured(("work", name, stream, ms, at_start,
+                          dict(cat=cat, engine=engine, reads=reads, writes=writes, fill=fill))):
+            self.host += self.LAUNCH_MS
+            return self.host, self.host
+        start = max(self.ready(stream), self.host if launched else self.horizon, after, self._engines.get(engine, 0.0))
         start, end = self.on_sms(stream.device_index, start, ms, fill) if fill > 0 else (start, start + ms)
         self.set_ready(stream, end)
         if engine is not None:
             self._engines[engine] = end
         corr = next(_SEQ)
         self.ran.append((cat, name, stream.device_index, self.number(stream), start, end, corr))
-        launch = "cudaMemcpyAsync" if cat == "gpu_memcpy" else "cudaLaunchKernel"
-        self.launches.append((launch, self.host, self.host + self.LAUNCH_MS, corr))
-        self.host += self.LAUNCH_MS
+        if launched:
+            launch = "cudaMemcpyAsync" if cat == "gpu_memcpy" else "cudaLaunchKernel"
+            self.launches.append((launch, self.host, self.host + self.LAUNCH_MS, corr))
+            self.host += self.LAUNCH_MS
 
         def begin() -> None:
             then = at_start()

@@ -115,7 +115,7 @@ def _fill(gpu: Simulation, name: str, args: Any, tensors: list, outputs: list) -
 def _kernel_cost(gpu: Simulation, func: Any, args: Any, outputs: list) -> tuple[float, float]:
     """How long the operator runs alone, and the share of the SMs it holds meanwhile: its FLOPs at the compute rate
     for matrix products, else its bytes at the memory rate, each at the share of the SMs its blocks fill; never less
-    than the shortest kernel.
+    than the shortest kernel (or matrix product).
 
     Example:
         >>> from asynclab.sim.device import SimGPU
@@ -131,7 +131,7 @@ def _kernel_cost(gpu: Simulation, func: Any, args: Any, outputs: list) -> tuple[
     if name in _MATMULS and outputs:
         ms = max(ms, 2.0 * outputs[0].numel() * _inner(name, args) / gpu.matmul_rate(outputs[0].dtype))
     fill = _fill(gpu, name, args, tensors, outputs)
-    return max(gpu.KERNEL_MS, ms / fill), fill
+    return max(gpu.MATMUL_KERNEL_MS if name in _MATMULS else gpu.KERNEL_MS, ms / fill), fill
 
 
 def _inner(name: str, args: Any) -> int:

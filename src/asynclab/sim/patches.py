@@ -7,7 +7,7 @@ The simulation replaces torch.cuda's streams, events and devices, and PyTorch's 
 own, which a join or a wake-up brings together), timeit's and torch.utils.benchmark's clock defaults, and a check
 counts the host's waits by wrapping ``synchronize``. :data:`TABLE` lists all of it, and grading's tamper check watches
 the same names. Besides, while a check runs, the clocks an answer bound before it (``from time import perf_counter``)
-look themselves up in ``time`` (:func:`answer_clocks`). A prediction of a lesson's experiment refuses CUDA graphs, fresh
+look themselves up in ``time`` (:func:`answer_clocks`). A prediction of a lesson's experiment refuses fresh
 Python processes and torch.distributed instead of reaching a real driver: :data:`REFUSED` lists those.
 """
 from __future__ import annotations
@@ -25,11 +25,11 @@ TORCH_CUDA = ("Stream", "Event", "StreamContext", "device", "stream", "set_strea
               "default_stream", "current_device", "synchronize", "_sleep", "empty_cache", "set_sync_debug_mode",
               "get_sync_debug_mode", "get_device_capability", "get_device_name", "get_device_properties", "is_bf16_supported",
               "is_available", "device_count", "memory_allocated", "max_memory_allocated", "memory_reserved",
-              "max_memory_reserved", "reset_peak_memory_stats", "is_current_stream_capturing")
+              "max_memory_reserved", "reset_peak_memory_stats", "is_current_stream_capturing", "CUDAGraph", "graph")
 #: What a prediction (a lesson's experiment on the simulated H100, never a check) refuses instead of reaching a real
 #: driver or a GPU of its own: owner -> names (asynclab.sim.refusals). Patched here too, through
 #: :func:`patched`, but not watched by grading's tamper check, which :data:`TABLE` alone feeds.
-REFUSED = {"torch.cuda": ("CUDAGraph", "graph"), "subprocess": ("Popen",), "torch.distributed": ("init_process_group",)}
+REFUSED = {"subprocess": ("Popen",), "torch.distributed": ("init_process_group",)}
 #: torch.accelerator's names (PyTorch 2.6 and later) that have stand-ins on a simulated GPU.
 ACCELERATOR = ("current_accelerator", "is_available", "device_count", "current_device_index", "current_device_idx",
                "set_device_index", "set_device_idx", "current_stream", "set_stream", "synchronize")

@@ -1,5 +1,5 @@
 """What the simulated GPU does not cover, refused with one clear :class:`SimulationLimit` instead of reaching a real
-driver: CUDA graphs, fresh Python processes, torch.distributed."""
+driver: fresh Python processes, torch.distributed (CUDA graphs it runs: asynclab.sim.graphs)."""
 from __future__ import annotations
 
 import contextlib
@@ -36,19 +36,17 @@ def _python_refused(popen: Any) -> Any:
 @contextlib.contextmanager
 def refusals() -> Iterator[None]:
     """While a simulation runs, what the simulated GPU does not cover raises :class:`SimulationLimit` instead of
-    reaching a real driver: CUDA graphs, subprocesses, torch.distributed.
+    reaching a real driver: fresh Python processes, torch.distributed.
 
     Example:
         >>> with refusals():
         ...     try:
-        ...         torch.cuda.CUDAGraph()
+        ...         torch.distributed.init_process_group("nccl")
         ...     except SimulationLimit as err:
         ...         print(err.call)
-        torch.cuda.CUDAGraph (CUDA graphs)
+        torch.distributed (NCCL)
     """
-    stand_ins = {"torch.cuda": {"CUDAGraph": _refuse("torch.cuda.CUDAGraph (CUDA graphs)", "not simulated"),
-                                "graph": _refuse("torch.cuda.graph (CUDA graphs)", "not simulated")},
-                 "subprocess": {"Popen": _python_refused(subprocess.Popen)},
+    stand_ins = {"subprocess": {"Popen": _python_refused(subprocess.Popen)},
                  "torch.distributed": {"init_process_group": _refuse("torch.distributed (NCCL)", "not simulated")}}
     assert {path: tuple(names) for path, names in stand_ins.items()} == patches.REFUSED
     with contextlib.ExitStack() as stack:
