@@ -193,16 +193,20 @@ def test_live_lessons_and_cpu_timers():
     assert not al.check("00.cpu_timers_agree", naive, naive).right  # two naive timings
 
 
-@pytest.mark.parametrize("naive_ms, verdict", [(1.8, "naive/sync = 1.80: the CPU runs"), (0.55, "the CPU runs"),
-                                                (3.0, "a busy CPU adds noise"), (0.3, "a busy CPU adds noise"),
-                                                (10.0, "time the same function")])
-def test_cpu_timers_agree_within_a_factor_of_two(naive_ms, verdict):
+@pytest.mark.parametrize("naive_ms, verdict, right", [(1.8, "naive/sync = 1.80: the CPU runs", True),
+                                                       (0.55, "the CPU runs", True),
+                                                       (3.6, "the gap is this machine's noise", True),
+                                                       (0.3, "the gap is this machine's noise", True),
+                                                       (10.0, "time the same function", False)])
+def test_cpu_timers_agree_and_noise_is_never_the_learners(naive_ms, verdict, right):
+    """On the CPU both timers time the whole op: a gap up to 5x is the machine's noise (a right answer, the noise
+    named), beyond it two different functions were timed."""
     from asynclab.gpu.timing import Timing
 
     naive = Timing("naive", "wall clock on the CPU", (naive_ms, 2 * naive_ms), None, 0, 1)
     synced = Timing("sync", "wall clock on the CPU", (1.0, 1.5), None, 0, 1)
     got = al.check("00.cpu_timers_agree", naive, synced)
-    assert verdict in got.message and got.right == ("the CPU runs" in verdict)
+    assert verdict in got.message and got.right == right
 
 
 # -- lesson 03 ------------------------------------------------------------------------------------------------
