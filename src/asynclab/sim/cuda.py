@@ -139,10 +139,10 @@ class Stream:
         return PRIORITY_RANGE
 
     def wait_stream(self, stream: "Stream") -> None:
-        sim = active()
+        sim, other = active(), _stream(stream, "record_event")
         sim.stream_call("wait_stream")
-        if not sim.captured(("wait_stream", self, _stream(stream, "record_event"))):
-            sim.set_ready(self, max(sim.ready(self), sim.ready(_stream(stream, "record_event"))))
+        if not sim.captured(("wait_stream", self, other)):
+            sim.set_ready(self, max(sim.ready(self), sim.ready(other)))
 
     def wait_event(self, event: "Event") -> None:
         sim, at = active(), active().recorded(_event(event, "wait"))

@@ -301,7 +301,7 @@ class SimGPU(Simulation):
                           dict(cat=cat, engine=engine, reads=reads, writes=writes, fill=fill))):
             self.host += self.LAUNCH_MS
             return self.host, self.host
-        start = max(self.ready(stream), self.host if launched else self.horizon, after, self._engines.get(engine, 0.0))
+        start = max(self.ready(stream), self.host, after, self._engines.get(engine, 0.0))
         start, end = self.on_sms(stream.device_index, start, ms, fill) if fill > 0 else (start, start + ms)
         self.set_ready(stream, end)
         if engine is not None:

@@ -96,6 +96,11 @@ _PER_ROW = {"_softmax", "_log_softmax", "_softmax_backward_data", "_log_softmax_
             "native_layer_norm_backward", "_fused_rms_norm"}
 
 
+def _operands(args: Any) -> Any:
+    """An operator's positional arguments, from ``args`` or from the ``(args, kwargs)`` pair a kernel's cost gets."""
+    return args[0] if isinstance(args, tuple) and len(args) == 2 and isinstance(args[1], dict) else args
+
+
 def _fill(gpu: Simulation, name: str, args: Any, tensors: list, outputs: list) -> float:
     """The share of the GPU's SMs the operator's blocks occupy (0 to 1), from the sizes the GPU would see (a check's
     tensors are ``gpu.scale`` times smaller)."""
@@ -103,7 +108,7 @@ def _fill(gpu: Simulation, name: str, args: Any, tensors: list, outputs: list) -
     if name in _MATMULS and outputs:
         units = outputs[0].numel() * scale / TILE_PER_SM
     elif name in _PER_ROW and tensors and tensors[0].dim() >= 1:
-        operands = args[0] if isinstance(args, tuple) and len(args) == 2 and isinstance(args[1], dict) else args
+        operands = _operands(args)
         dim = operands[1] if name.startswith("_") and "softmax" in name and len(operands) > 1 \
             and isinstance(operands[1], int) else -1
         units = tensors[0].numel() * scale / max(1, tensors[0].shape[dim])
@@ -137,7 +142,7 @@ def _kernel_cost(gpu: Simulation, func: Any, args: Any, outputs: list) -> tuple[
 def _inner(name: str, args: Any) -> int:
     """The length of the sums a matrix product makes for each output element: the first factor's last dimension
     (``addmm``'s and ``baddbmm``'s second argument), a convolution's weight size per output channel."""
-    operands = args[0] if isinstance(args, tuple) and len(args) == 2 and isinstance(args[1], dict) else args
+    operands = _operands(args)
     tensors = [t for t in operands if isinstance(t, torch.Tensor)]
     first = 1 if name in ("addmm", "baddbmm") else 0
     if name == "convolution" and len(tensors) > 1:

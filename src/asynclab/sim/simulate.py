@@ -132,6 +132,8 @@ class Predictor(SimGPU):
         return made
 
     def queue(self, name: str, stream: Any, ms: float, at_start: Callable, **kw: Any) -> tuple[float, float]:
+        if not kw.get("launched", True):  # a CUDA graph's work holds no place of its own in the launch queue
+            return super().queue(name, stream, ms, at_start, **kw)
         while self._unstarted and self._unstarted[0] <= self.host:
             heapq.heappop(self._unstarted)
         if len(self._unstarted) >= self.LAUNCH_QUEUE_DEPTH:  # the queue is full: the host waits for a place
