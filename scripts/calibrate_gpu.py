@@ -5,7 +5,8 @@
 
 It measures, on GPU 0: memory bandwidth (a large add), matrix-product rates (fp32, tf32, bf16, fp16), the host's
 time per operator and per launch from Python, copy rates (pinned and pageable host memory), peer-to-peer and
-through-the-host copy rates when there are two GPUs, and cudaMalloc/cudaFree costs. It writes ``DIR/<card>.json``
+through-the-host copy rates and a small peer copy's time when there are two GPUs, cudaMalloc/cudaFree costs, and what
+one SM draws of the memory's bandwidth (with the sweep that tests it, ``DIR/sharing.json``). It writes ``DIR/<card>.json``
 (the figures, in the form of ``src/asynclab/sim/cards/h100.json``: each measured figure's source says so, the ones
 it cannot measure keep their value and their old source) and ``DIR/meta.json`` (GPU, driver, torch, date). Copy
 ``<card>.json`` to ``src/asynclab/sim/cards/`` to make it the simulated card's cost model.
@@ -30,7 +31,11 @@ sys.path.insert(0, str(ROOT / "src"))
 MEASURED = ("memory_gbps", "matmul_tflops.fp32", "matmul_tflops.tf32", "matmul_tflops.bf16", "matmul_tflops.fp16",
             "host_op_us", "launch_us", "stream_call_us", "blocking_copy_us", "min_kernel_us", "min_matmul_us",
             "copy_gbps.pinned", "copy_gbps.pageable", "copy_gbps.peer",
-            "copy_gbps.via_host", "sm_count", "malloc_us", "free_us")
+            "copy_gbps.via_host", "sm_count", "malloc_us", "free_us", "sm_draw",
+            "shared_memory_kib", "l2_cache_mb", "peer_copy_us")
+
+#: The rows the SM-sharing sweep cuts the same 8 Mi float32 elements into: a softmax runs one block per row.
+SWEEP_ROWS = (8, 16, 32, 64, 96, 132, 512, 4096)
 
 
 def rate_gbps(nbytes: int, ms: float) -> float:
@@ -179,6 +184,71 @@ def _stream_call_us() -> float:
     return (_host_us(lambda: side.wait_stream(here)) + _host_us(switch) / 2) / 2
 
 
+def _rows_ms(rows: int, streams: int, n: int = 8) -> float:
+    """GPU ms per pair of softmaxes over 8 Mi float32 elements cut into ``rows`` rows, the two of a pair on one
+    stream or on two, ``n`` pairs queued behind a spin kernel so that the events time the GPU, not the launches."""
+    import torch
+
+    xs = [torch.randn(rows, (1 << 23) // rows, device="cuda") for _ in range(2)]
+    side = [torch.cuda.Stream() for _ in range(streams)]
+    here = torch.cuda.current_stream()
+
+    def pairs() -> None:
+        for s in side:
+            s.wait_stream(here)
+        for _ in range(n):
+            for i, x in enumerate(xs):
+                with torch.cuda.stream(side[i % streams]):
+                    torch.softmax(x, -1)
+        for s in side:
+            here.wait_stream(s)
+    pairs()
+    times = []
+    for _ in range(5):
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(5_000_000)  # about 2.5 ms: the launches below queue up behind it
+        start.record()
+        pairs()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / n)
+    return statistics.median(times)
+
+
+def sm_draw(rows: int, sms: int, ratio: float) -> float:
+    """How many times its even share of the memory bandwidth a busy SM draws, from a softmax of ``rows`` rows (one
+    block, one SM, a row) taking ``ratio`` times as long as one that fills all ``sms`` SMs: the model's bandwidth at a
+    share f of the SMs is ``d f / (1 + (d - 1) f)`` of the whole (``asynclab.sim.device.SimGPU.drawn``).
+
+    Example:
+        >>> round(sm_draw(8, 132, 8.38), 2)
+        2.1
+    """
+    f = rows / sms
+    return (1 - f) / (f * (ratio - 1))
+
+
+def measure_sharing() -> dict[str, Any]:
+    """What one SM can draw of the memory's bandwidth, a block's shared memory, and the sweep that tests the model:
+    softmaxes cut into more rows, one stream against two (and, raw, a softmax over all SMs beside a copy of as many
+    bytes, for the passes PyTorch's softmax makes over a long row)."""
+    import torch
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    sweep = {rows: {"one_stream_ms": _rows_ms(rows, 1), "two_streams_ms": _rows_ms(rows, 2)} for rows in SWEEP_ROWS}
+    x = torch.randn(sms, (1 << 23) // sms, device="cuda")
+    y = torch.empty_like(x)
+    copy_ms = _median_ms(lambda: torch.mul(x, 1.0, out=y), inner=10)
+    full_ms = _median_ms(lambda: torch.softmax(x, -1), inner=10)
+    few_ms = sweep[8]["one_stream_ms"] / 2
+    props = torch.cuda.get_device_properties(0)
+    smem = getattr(props, "shared_memory_per_block", 48 << 10)
+    return {"sm_draw": sm_draw(8, sms, few_ms / full_ms), "shared_memory_kib": smem / 1024,
+            "l2_cache_mb": getattr(props, "L2_cache_size", 50e6) / 1e6, "sweep": sweep,
+            "raw": {"copy_ms": copy_ms, "softmax_full_ms": full_ms, "softmax_8_rows_ms": few_ms}}
+
+
 def measure_copies() -> dict[str, float]:
     """Copy rates between host and GPU (pinned, pageable), and between two GPUs (peer, through the host)."""
     import torch
@@ -247,11 +317,19 @@ def main(argv: list[str] | None = None) -> int:
     measured = measure_compute()
     measured["copy_gbps"] = measure_copies()
     measured.update(measure_allocator())
-    figures = check_figures(figures_from(measured, card_figures("H100"), meta), "the measured figures")
+    sharing = measure_sharing()
+    measured.update({k: sharing[k] for k in ("sm_draw", "shared_memory_kib", "l2_cache_mb")})
+    if torch.cuda.device_count() > 1:
+        from asynclab.lessons.multi_gpu_p2p.experiments import latency
+
+        measured["peer_copy_us"] = latency("cuda", sizes=(4,))["us_per_copy"][0]
+    figures = check_figures(figures_from(measured, card_figures(args.card), meta), "the measured figures")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{args.card.lower()}.json").write_text(json.dumps(figures, indent=1) + "\n")
     (args.out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    (args.out / "sharing.json").write_text(json.dumps({k: sharing[k] for k in ("sweep", "raw")}, indent=1) + "\n")
     print(json.dumps({k: v for k, v in figures.items() if k != "meta"}, indent=1))
+    print(json.dumps(sharing, indent=1))
     return 0
 
 

@@ -33,8 +33,6 @@ MISSES = {
     "per dtype",
     ("02", "sync_every_iteration", "per_call_batched_us"): "per_call_batched_us: predicted 22.5 µs vs 16.6 µs "
     "recorded: x.add_ on 32 MiB partly stays in the H100's 50 MB L2 cache; the model has HBM's bandwidth only",
-    ("06", "latency", "us_per_copy.0"): "us_per_copy.0: predicted 2.0 µs vs 11.2 µs recorded: a copy between GPUs "
-    "carries PyTorch's barrier (two event waits, across the GPUs) that the model does not price; it has the copy alone",
     ("06", "latency", "local_us_per_copy.0"): "local_us_per_copy.0: predicted 1.03 µs vs 1.5 µs recorded: a tiny copy "
     "within a GPU runs as the shortest kernel in the model (an add on one number, measured back to back in a CUDA "
     "graph), while the GPU's copy kernel takes longer",

@@ -133,9 +133,11 @@ class SimGPU(Simulation):
     times shorter, so that its bytes move ``scale`` times slower and its matrix products' FLOPs, ``scale ** 1.5``
     times fewer, run that much slower: every kernel and copy takes as long as the GPU's, whatever its dtype, and a
     cast or an operand takes its share of the time as on the GPU); a kernel holds the share of the ``SM_COUNT`` SMs
-    its blocks fill, runs that much slower than a kernel that fills them, and leaves the rest to kernels on other
-    streams (:meth:`on_sms`); the host moves on by :data:`LAUNCH_MS` per launch, and ``torch.cuda._sleep(cycles)`` spins for ``cycles / CYCLES_PER_MS``. What ran
-    comes back as a :class:`asynclab.trace.Trace` from :meth:`trace`.
+    its blocks fill and leaves the rest to kernels on other streams: a matrix product runs that much slower than one
+    that fills them, a memory-bound kernel as much slower as its SMs draw less of the bandwidth (:meth:`drawn`), which
+    it shares with those beside it (:meth:`on_sms`); the host moves on by :data:`LAUNCH_MS` per launch, and
+    ``torch.cuda._sleep(cycles)`` spins for ``cycles / CYCLES_PER_MS``. What ran comes back as a
+    :class:`asynclab.trace.Trace` from :meth:`trace`.
 
     Example:
         >>> with SimGPU() as gpu:
@@ -172,7 +174,7 @@ class SimGPU(Simulation):
         self._queue: list[tuple[float, bool, int, Callable]] = []  # (when, a start?, order, what happens then)
         self._pools: dict[tuple, list[tuple[Block, float]]] = {}  # (device, stream) -> free blocks, free from when
         self._engines: dict[tuple, float] = {}  # (device, direction) -> when that copy engine is free
-        self._on_sms: dict[int, list[tuple[float, float, float]]] = {}  # device -> kernels' (start, end, SMs' share)
+        self._on_sms: dict[int, list[tuple]] = {}  # device -> kernels' stretches (start, end, SMs, memory?, speed)
         self.ran: list[tuple] = []  # (cat, name, device, stream, start, end, correlation)
         self.launches: list[tuple[str, float, float, int]] = []  # the host's: (name, start, end, correlation)
         self.annotations: list[tuple[str, float, float]] = []  # the host's record_function ranges: (name, start, end)
@@ -290,7 +292,7 @@ class SimGPU(Simulation):
 
     def queue(self, name: str, stream: Stream, ms: float, at_start: Callable, cat: str = "kernel",
               engine: tuple | None = None, after: float = 0.0, reads: tuple = (), writes: tuple = (),
-              fill: float = 0.0, launched: bool = True) -> tuple[float, float]:
+              fill: float = 0.0, memory: bool = False, launched: bool = True) -> tuple[float, float]:
         """Queue GPU work of ``ms`` on ``stream`` (and on a copy ``engine``): ``at_start()`` runs when it starts and
         may return what to do when it ends. A kernel whose blocks hold a share ``fill`` of the SMs gets what the
         kernels already queued leave of them (:meth:`on_sms`). The work reads the memory of ``reads`` all along: if
@@ -298,11 +300,11 @@ class SimGPU(Simulation):
         (none for a CUDA graph's work, ``launched=False``). While a graph is captured the work goes into it instead.
         Returns (start, end)."""
         if self.captured(("work", name, stream, ms, at_start,
-                          dict(cat=cat, engine=engine, reads=reads, writes=writes, fill=fill))):
+                          dict(cat=cat, engine=engine, reads=reads, writes=writes, fill=fill, memory=memory))):
             self.host += self.LAUNCH_MS
             return self.host, self.host
         start = max(self.ready(stream), self.host, after, self._engines.get(engine, 0.0))
-        start, end = self.on_sms(stream.device_index, start, ms, fill) if fill > 0 else (start, start + ms)
+        start, end = self.on_sms(stream.device_index, start, ms, fill, memory) if fill > 0 else (start, start + ms)
         self.set_ready(stream, end)
         if engine is not None:
             self._engines[engine] = end
@@ -322,10 +324,36 @@ class SimGPU(Simulation):
         self.at(start, begin, starts=True)
         return start, end
 
-    def on_sms(self, device: int, ready: float, ms: float, fill: float) -> tuple[float, float]:
+    def drawn(self, share: float) -> float:
+        """The share of the memory's bandwidth that kernels holding ``share`` of the SMs draw together: an SM draws up
+        to ``SM_DRAW`` times its even share while few are busy, and together they draw no more than the whole: the
+        time per byte is what the SMs can draw plus what is left of the memory's own time.
+
+        Example:
+            >>> gpu = SimGPU()
+            >>> gpu.SM_DRAW = 2.0
+            >>> [round(gpu.drawn(f), 2) for f in (0.0, 0.125, 0.5, 1.0)]
+            [0.0, 0.22, 0.67, 1.0]
+        """
+        return self.SM_DRAW * share / (1.0 + (self.SM_DRAW - 1.0) * share) if share > 0 else 0.0
+
+    def _speed(self, sms: float, memory: bool, running: list) -> float:
+        """How fast a kernel goes on the share ``sms`` of the SMs, beside the ``running`` stretches of other kernels
+        (their (start, end, SMs' share, memory-bound?, speed)), as a share of its speed on the whole GPU: a
+        compute-bound kernel in proportion to its SMs; a memory-bound one as fast as its SMs draw, within what is left
+        of the bandwidth that all the memory-bound kernels' SMs draw together once the others have drawn theirs (the
+        kernels launched before it go on as they were)."""
+        if not memory:
+            return sms
+        others = [k for k in running if k[3]]
+        left = self.drawn(sms + sum(k[2] for k in others)) - sum(k[4] for k in others)
+        return max(0.0, min(self.drawn(sms), left))
+
+    def on_sms(self, device: int, ready: float, ms: float, fill: float, memory: bool = False) -> tuple[float, float]:
         """When a kernel ready at ``ready`` that runs ``ms`` alone on a share ``fill`` of the SMs of ``device`` starts
         and ends, beside the kernels queued before it: as a GPU hands out SMs to blocks in the order kernels were
-        launched, it runs on what those leave free (no faster than alone), and starts once some SMs are free.
+        launched, it runs on what those leave free (no faster than alone), and starts once some SMs are free. A
+        ``memory``-bound kernel shares the memory's bandwidth with the memory-bound kernels beside it (:meth:`drawn`).
 
         Example:
             >>> gpu = SimGPU()
@@ -334,22 +362,25 @@ class SimGPU(Simulation):
             >>> gpu.on_sms(0, 10.0, 1.0, 0.5), gpu.on_sms(0, 10.0, 1.0, 0.25)  # room for both: side by side
             ((10.0, 11.0), (10.0, 11.0))
         """
-        held = [k for k in self._on_sms.get(device, ()) if k[1] > min(ready, self.horizon)]
-        self._on_sms[device] = held
-        others = [k for k in held if k[1] > ready]
-        t, left, start = ready, ms, None
-        for edge in sorted({e for k in others for e in k[:2] if e > ready}) + [float("inf")]:
-            free = 1.0 - sum(f for s, e, f in others if s <= t < e)
-            rate = max(0.0, min(fill, free)) / fill
-            if rate > 1e-9:
+        stretches = [k for k in self._on_sms.get(device, ()) if k[1] > min(ready, self.horizon)]
+        self._on_sms[device] = stretches
+        later = [k for k in stretches if k[1] > ready]
+        alone = self._speed(fill, memory, [])
+        t, work, start, mine = ready, ms * alone, None, []
+        for edge in sorted({e for k in later for e in k[:2] if e > ready}) + [float("inf")]:
+            running = [k for k in later if k[0] <= t < k[1]]
+            sms = min(fill, max(0.0, 1.0 - sum(k[2] for k in running)))
+            speed = self._speed(sms, memory, running) if sms > 1e-9 else 0.0
+            if speed > 1e-9:
                 start = t if start is None else start
-                if t + left / rate <= edge:
-                    end = t + left / rate
+                until = min(edge, t + work / speed)
+                mine.append((t, until, sms, memory, speed))
+                work -= speed * (until - t)
+                if until < edge or work <= 1e-12 * ms:
                     break
-                left -= rate * (edge - t)
             t = edge
-        held.append((start, end, fill))
-        return start, end
+        stretches.extend(mine)
+        return start, mine[-1][1]
 
     def _finish(self, then: Callable, start: float, end: float, reads: tuple, writes: tuple, corr: int) -> None:
         """Work ends at ``end``: it writes its results, unless memory it read was written while it ran (by work that

@@ -117,10 +117,39 @@ def _fill(gpu: Simulation, name: str, args: Any, tensors: list, outputs: list) -
     return min(1.0, max(units, 1.0) / gpu.SM_COUNT)
 
 
-def _kernel_cost(gpu: Simulation, func: Any, args: Any, outputs: list) -> tuple[float, float]:
-    """How long the operator runs alone, and the share of the SMs it holds meanwhile: its FLOPs at the compute rate
-    for matrix products, else its bytes at the memory rate, each at the share of the SMs its blocks fill; never less
-    than the shortest kernel (or matrix product).
+#: Softmaxes whose kernel reads a long row three times (PyTorch's ``cunn_SoftMaxForward``: for its maximum, for the
+#: sum of the exponentials, and for the output). PyTorch keeps a row in registers while it has under 10 elements a
+#: thread (a block has 1024 threads), else in shared memory if it fits there (its length a multiple of 16 bytes);
+#: only a row that fits neither is read three times, and the two rereads come from the L2 cache while the rows read
+#: at once (two blocks an SM) fit in the half of it beside the SMs. On an H100 (scripts/calibrate_gpu.py): 132 rows
+#: of 63 550 float32 (34 MB read at once) took 45 µs, four passes at the card's 3.0 TB/s; 512 rows of 16 384 (17 MB at
+#: once) took 33 µs, a read and a write.
+_ROW_REREAD = {"_softmax": 3, "_log_softmax": 3}
+_REGISTER_ROW = 10 * 1024
+
+
+def _bytes(gpu: Simulation, name: str, args: Any, tensors: list) -> int:
+    """The bytes an operator's kernel moves from memory: each tensor once, a softmax's long rows as often as its
+    kernel reads them (:data:`_ROW_REREAD`)."""
+    nbytes = sum(t.numel() * t.element_size() for t in tensors)
+    operands = _operands(args)
+    if name not in _ROW_REREAD or not operands or not isinstance(operands[0], torch.Tensor) or operands[0].dim() < 1:
+        return nbytes
+    x, dim = operands[0], operands[1] if len(operands) > 1 and isinstance(operands[1], int) else -1
+    length, size = x.shape[dim], x.element_size()
+    rows = x.numel() // max(1, length)
+    in_shared = length * size < gpu.SHARED_MEMORY_BYTES and length * size % 16 == 0
+    in_cache = min(rows, 2 * gpu.SM_COUNT) * length * size <= gpu.L2_BYTES / 2
+    if length >= _REGISTER_ROW and not in_shared and not in_cache:
+        nbytes += (_ROW_REREAD[name] - 1) * x.numel() * size
+    return nbytes
+
+
+def _kernel_cost(gpu: Simulation, func: Any, args: Any, outputs: list) -> tuple[float, float, bool]:
+    """How long the operator runs alone, the share of the SMs it holds meanwhile, and whether memory bounds it: its
+    FLOPs at the compute rate for matrix products (at the share of the SMs its blocks fill), else its bytes at the
+    bandwidth that share of the SMs draws (:meth:`SimGPU.drawn`); never less than the shortest kernel (or matrix
+    product).
 
     Example:
         >>> from asynclab.sim.device import SimGPU
@@ -130,13 +159,13 @@ def _kernel_cost(gpu: Simulation, func: Any, args: Any, outputs: list) -> tuple[
         [1.0, 0.485]
     """
     tensors = [t for t in tree_flatten(args)[0] if isinstance(t, torch.Tensor)] + outputs
-    nbytes = sum(t.numel() * t.element_size() for t in tensors)
-    ms = nbytes / gpu.MEMORY_BYTES_PER_MS
     name = func._schema.name.split("::")[-1]
-    if name in _MATMULS and outputs:
-        ms = max(ms, 2.0 * outputs[0].numel() * _inner(name, args) / gpu.matmul_rate(outputs[0].dtype))
     fill = _fill(gpu, name, args, tensors, outputs)
-    return max(gpu.MATMUL_KERNEL_MS if name in _MATMULS else gpu.KERNEL_MS, ms / fill), fill
+    ms = _bytes(gpu, name, args, tensors) / gpu.MEMORY_BYTES_PER_MS / gpu.drawn(fill)
+    flops_ms = 2.0 * outputs[0].numel() * _inner(name, args) / gpu.matmul_rate(outputs[0].dtype) / fill \
+        if name in _MATMULS and outputs else 0.0
+    least = gpu.MATMUL_KERNEL_MS if name in _MATMULS else gpu.KERNEL_MS
+    return max(least, ms, flops_ms), fill, ms >= flops_ms
 
 
 def _inner(name: str, args: Any) -> int:
@@ -304,8 +333,8 @@ def _kernel(gpu: Simulation, func: Any, args: tuple, kwargs: dict, device: int, 
 
     reads = tuple(t for t in tree_flatten((eargs, ekwargs))[0] if isinstance(t, torch.Tensor)
                   and any(t is x.elem for x in tree_flatten((args, kwargs))[0] if isinstance(x, DeviceTensor)))
-    ms, fill = _kernel_cost(gpu, func, (args, kwargs), [o for o in outputs if o is not None])
-    gpu.queue(name, stream, ms, at_start, fill=fill, reads=reads,
+    ms, fill, memory = _kernel_cost(gpu, func, (args, kwargs), [o for o in outputs if o is not None])
+    gpu.queue(name, stream, ms, at_start, fill=fill, memory=memory, reads=reads,
               writes=tuple(f for f in fresh if f is not None) + tuple(written_to))
     return tree_unflatten([o if o is not None else m for o, m in zip(outputs, flat)], spec)
 
@@ -408,7 +437,8 @@ def _peer_copy(gpu: Simulation, dst: DeviceTensor, src: DeviceTensor, nbytes: in
     def at_start() -> Any:
         value = source.clone()
         return lambda: target.copy_(value)
-    _, end = gpu.queue(name, sender, gpu.COPY_LATENCY_MS + nbytes / rate, at_start, cat="gpu_memcpy", after=gpu.ready(receiver),
+    latency = gpu.COPY_LATENCY_MS if same else gpu.PEER_COPY_MS  # a copy between GPUs carries PyTorch's barrier
+    _, end = gpu.queue(name, sender, latency + nbytes / rate, at_start, cat="gpu_memcpy", after=gpu.ready(receiver),
                        reads=(source,), writes=(target,))
     if not same:
         gpu.set_ready(receiver, max(gpu.ready(receiver), end))
