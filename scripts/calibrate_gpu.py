@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 #: Figures this script measures, by the name of the card file's figure (dotted: a rate of a group).
 MEASURED = ("memory_gbps", "matmul_tflops.fp32", "matmul_tflops.tf32", "matmul_tflops.bf16", "matmul_tflops.fp16",
-            "host_op_us", "launch_us", "stream_call_us", "blocking_copy_us", "min_kernel_us", "min_matmul_us",
+            "host_op_us", "host_matmul_us", "launch_us", "stream_call_us", "blocking_copy_us", "min_kernel_us", "min_matmul_us",
             "copy_gbps.pinned", "copy_gbps.pageable", "copy_gbps.peer",
             "copy_gbps.via_host", "sm_count", "malloc_us", "free_us", "sm_draw",
             "shared_memory_kib", "l2_cache_mb", "peer_copy_us")
@@ -131,10 +131,11 @@ def measure_compute() -> dict[str, Any]:
         rates[name] = tflops(n, n, n, _median_ms(lambda: x @ x))
     torch.backends.cuda.matmul.allow_tf32 = False
     out["matmul_tflops"] = rates
-    one = torch.zeros(1, device="cuda")
+    one, small = torch.zeros(1, device="cuda"), torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
     op_us = _host_us(lambda: one.add_(1.0))
     launch_us = _host_us(lambda: torch.cuda._sleep(1))  # a launch with next to no operator around it
-    out.update(host_op_us=max(0.0, op_us - launch_us), launch_us=launch_us, stream_call_us=_stream_call_us(),
+    out.update(host_op_us=max(0.0, op_us - launch_us), launch_us=launch_us,
+               host_matmul_us=max(0.0, _host_us(lambda: torch.mm(small, small)) - launch_us), stream_call_us=_stream_call_us(),
                blocking_copy_us=max(0.0, _blocking_copy_us() - op_us), min_kernel_us=_min_kernel_us(),
                min_matmul_us=_min_kernel_us(matmul=True),
                sm_count=torch.cuda.get_device_properties(0).multi_processor_count)

@@ -15,6 +15,7 @@ FIGURES = {
     "memory_gbps": "GB/s a kernel reads and writes device memory at",
     "matmul_tflops": "TFLOP/s of matrix products, by dtype: fp32, tf32, bf16, fp16",
     "host_op_us": "µs of host time per PyTorch operator from Python, besides its launch",
+    "host_matmul_us": "µs of host time per matrix product from Python (cuBLAS's call), besides its launch",
     "launch_us": "µs of host time per kernel or copy launch",
     "stream_call_us": "µs of host time per stream call from Python: a wait_stream, an event's record or wait, "
                       "entering or leaving torch.cuda.stream",
@@ -106,6 +107,7 @@ def rates(figures: dict[str, Any]) -> dict[str, float]:
         "TF32_SPEEDUP": tflops["tf32"] / tflops["fp32"],
         "FP16_SPEEDUP": tflops["fp16"] / tflops["fp32"],
         "HOST_OP_MS": f["host_op_us"] / 1e3,
+        "HOST_MATMUL_MS": f["host_matmul_us"] / 1e3,
         "LAUNCH_MS": f["launch_us"] / 1e3,
         "STREAM_CALL_MS": f["stream_call_us"] / 1e3,
         "ANNOTATION_MS": f["annotation_us"] / 1e3,

@@ -15,7 +15,7 @@ from asynclab.sim.tensors import DeviceTensor, PinnedTensor
 aten = torch.ops.aten
 
 #: Operators whose work is matrix products: timed by their FLOPs, not their bytes.
-_MATMULS = {"mm", "addmm", "bmm", "baddbmm", "matmul", "_scaled_mm", "linear", "convolution"}
+MATMULS = {"mm", "addmm", "bmm", "baddbmm", "matmul", "_scaled_mm", "linear", "convolution"}
 
 
 class _NeedsHostRead(Exception):
@@ -105,7 +105,7 @@ def _fill(gpu: Simulation, name: str, args: Any, tensors: list, outputs: list) -
     """The share of the GPU's SMs the operator's blocks occupy (0 to 1), from the sizes the GPU would see (a check's
     tensors are ``gpu.scale`` times smaller)."""
     scale = getattr(gpu, "scale", 1.0)
-    if name in _MATMULS and outputs:
+    if name in MATMULS and outputs:
         units = outputs[0].numel() * scale / TILE_PER_SM
     elif name in _PER_ROW and tensors and tensors[0].dim() >= 1:
         operands = _operands(args)
@@ -163,8 +163,8 @@ def _kernel_cost(gpu: Simulation, func: Any, args: Any, outputs: list) -> tuple[
     fill = _fill(gpu, name, args, tensors, outputs)
     ms = _bytes(gpu, name, args, tensors) / gpu.MEMORY_BYTES_PER_MS / gpu.drawn(fill)
     flops_ms = 2.0 * outputs[0].numel() * _inner(name, args) / gpu.matmul_rate(outputs[0].dtype) / fill \
-        if name in _MATMULS and outputs else 0.0
-    least = gpu.MATMUL_KERNEL_MS if name in _MATMULS else gpu.KERNEL_MS
+        if name in MATMULS and outputs else 0.0
+    least = gpu.MATMUL_KERNEL_MS if name in MATMULS else gpu.KERNEL_MS
     return max(least, ms, flops_ms), fill, ms >= flops_ms
 
 

@@ -22,6 +22,7 @@ from torch.overrides import TorchFunctionMode
 
 from asynclab.sim.device import SimGPU
 from asynclab.sim.figures import card_figures, rates
+from asynclab.sim.ops import MATMULS
 from asynclab.sim.refusals import refusals
 from asynclab.sim.trace import document_of
 
@@ -74,7 +75,8 @@ def _cast(value: Any, dtype: torch.dtype) -> Any:
 class Predictor(SimGPU):
     """Simulated GPUs with a card's whole cost model, that run autograd: what :func:`simulate` runs code on.
 
-    Besides a checker's :class:`SimGPU`, each operator costs the host ``HOST_OP_MS`` (a ``cpu_op`` row in the trace),
+    Besides a checker's :class:`SimGPU`, each operator costs the host ``HOST_OP_MS`` (a matrix product, cuBLAS's call,
+    ``HOST_MATMUL_MS``; a ``cpu_op`` row in the trace),
     each stream call (``wait_stream``, an event's record or wait, a change of the current stream) ``STREAM_CALL_MS``,
     each blocking copy between the host and a GPU a round trip of ``BLOCKING_COPY_MS`` once it landed,
     memory new to the caching allocator costs ``MALLOC_MS``, ``torch.cuda.empty_cache()`` waits for the GPU and costs
@@ -107,7 +109,7 @@ class Predictor(SimGPU):
         name = func._schema.name.split("::")[-1]
         views = [r for r in func._schema.returns if r.alias_info is not None and not r.alias_info.is_write]
         if func._schema.returns and not views:  # an in-place op (x.add_) costs as much as any; a view next to nothing
-            self.host += self.HOST_OP_MS
+            self.host += self.HOST_MATMUL_MS if name in MATMULS else self.HOST_OP_MS
         out = super().dispatch(func, args, kwargs)
         self.ops.append((f"aten::{name}", start, self.host))
         return out
