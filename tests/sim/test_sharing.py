@@ -12,7 +12,7 @@ import asynclab as al
 from asynclab.sim.device import SimGPU
 
 ROOT = Path(__file__).resolve().parents[2]
-SWEEP = json.loads((ROOT / "tests" / "fixtures" / "sim" / "sm_sharing_h100.json").read_text())
+SWEEP = json.loads((ROOT / "tests" / "sim" / "sm_sharing_h100.json").read_text())
 #: Rows where the H100 runs more blocks than SMs: waves of short blocks, slower than the bandwidth alone, whose tails a
 #: second stream fills; the model gives a kernel that fills the SMs the whole GPU until it ends.
 _WAVES = ("a softmax of more rows than SMs runs in waves of short blocks (on the H100 0.7x of the bandwidth a kernel "

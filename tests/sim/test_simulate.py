@@ -360,6 +360,6 @@ def test_kernels_share_the_sms_their_blocks_fill():
     one, two = (_streams_ms(narrow, lambda x: torch.softmax(x, -1), n) for n in (1, 2))
     assert 1.0 <= two / one <= 1.2, (one, two)
     wide = lambda: [torch.randn(132, (1 << 23) // 132, device="cuda")]  # noqa: E731
-    raw = json.loads((ROOT / "tests" / "fixtures" / "sim" / "sm_sharing_h100.json").read_text())["raw"]
+    raw = json.loads((ROOT / "tests" / "sim" / "sm_sharing_h100.json").read_text())["raw"]
     h100 = raw["softmax_8_rows_ms"] / raw["softmax_full_ms"]
     assert one / _streams_ms(wide, lambda x: torch.softmax(x, -1), 1) == pytest.approx(h100, rel=0.1), one

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import warnings
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import asynclab as al
 from asynclab.trace import KINDS, Trace, TraceError, TraceWarning, load_trace
 from tracegen import BASE_NS, EPOCH_US, TraceBuilder, simple_trace
 
@@ -177,6 +179,22 @@ def test_rocm_fixture_string_streams():
     assert (k["stream"], k["tid"]) == ("1", "1")
     assert t.events.loc[k["launch"], "name"] == "hipExtModuleLaunchKernel"
     assert one(t, "Memcpy HtoD (Pageable -> Device)")["kind"] == "h2d"
+
+
+def test_an_mtia_trace_is_read_as_a_device():
+    """MTIA's device rows (mtia_ccp_events) are its kernels, copies and waits, on its streams; its idle share is
+    the one HolisticTraceAnalysis reads (4.3% of the active span), within a point."""
+    t = load_quiet(FIX / "mtia_inference.json.gz")
+    assert t.meta["platform"] == "mtia" and t.devices == [17]
+    assert all(lane.startswith("MTIA 17 · stream ") for lane in t.lanes()[:12])
+    kinds = t.events["kind"].value_counts()
+    assert kinds["compute"] > 100 and kinds["h2d"] > 100 and kinds["d2h"] > 100 and kinds["launch"] > 100
+    copies = t.events.loc[t.events["kind"].isin(["h2d", "d2h"]), "bytes"]
+    assert copies.notna().all() and copies.min() > 0
+    text = al.summary(t)
+    assert "Devices: MTIA 17" in text
+    idle = float(re.search(r"MTIA 17: busy .* idle .* \(([\d.]+)%\)", text).group(1))
+    assert 3.3 <= idle <= 5.3, idle
 
 
 def test_stream_id_strings_that_are_not_numbers():

@@ -36,6 +36,8 @@ CAT_KIND = {
     "gpu_user_annotation": "gpu_annotation",
     "cuda_runtime": "launch", "cuda_driver": "launch", "runtime": "launch", "driver": "launch",
     "hip_runtime": "launch", "hip_driver": "launch",
+    "mtia_runtime": "launch", "mtia_ccp_events": "compute",  # MTIA: copies and waits among its device rows by name
+    "xpu_runtime": "launch", "xpu_driver": "launch",
     "privateuse1_runtime": "launch", "privateuse1_driver": "launch",
     "cpu_op": "cpu_op", "operator": "cpu_op",
     "user_annotation": "annotation",
@@ -86,7 +88,7 @@ def copy_kind(name: str) -> str | None:
         >>> copy_kind("Memcpy HtoD (Pinned -> Device)"), copy_kind("Memcpy PtoP (Device -> Device)")
         ('h2d', 'p2p')
     """
-    n = name.replace(" ", "").lower()
+    n = name.replace(" ", "").replace("_", "").lower()  # MTIA's direction arg: "HOST_TO_DEVICE"
     if "htod" in n or "hosttodevice" in n or "h2d" in n:
         return "h2d"
     if "dtoh" in n or "devicetohost" in n or "d2h" in n:

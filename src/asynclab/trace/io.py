@@ -174,6 +174,8 @@ if _msgspec is not None:
         fromDevice: Any = None
         toDevice: Any = None
         inDevice: Any = None
+        size: Any = None
+        direction: Any = None
         grid: Any = None
         name: Any = None
         labels: Any = None

@@ -629,8 +629,13 @@ def _short(s: str, n: int = 70) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
-def _gpu_name(rank: Any, device: int) -> str:
-    return f"GPU {device}" if pd.isna(rank) else f"rank {int(rank)} · GPU {device}"
+def _gpu_name(rank: Any, device: int, word: str = "GPU") -> str:
+    return f"{word} {device}" if pd.isna(rank) else f"rank {int(rank)} · {word} {device}"
+
+
+def _device_word(tr: Trace) -> str:
+    """What the trace's devices are called: "MTIA" in a trace of MTIA accelerators, else "GPU"."""
+    return "MTIA" if tr.meta.get("platform") == "mtia" else "GPU"
 
 
 def summary(trace: Any, top: int = 10) -> str:
@@ -664,7 +669,8 @@ def _summary_head(tr: Trace) -> list[str]:
         a, b = tr.meta["window"]
         lines.append(f"Window: {_fmt(a)} – {_fmt(b)} from the trace start")
     devs = tr.devices
-    lines.append("Devices: " + (", ".join(f"GPU {d}" for d in devs) if devs else "none (CPU-only trace)"))
+    lines.append("Devices: " + (", ".join(f"{_device_word(tr)} {d}" for d in devs) if devs else
+                                "none (CPU-only trace)"))
     return lines
 
 
@@ -691,7 +697,7 @@ def _summary_gpus(tr: Trace) -> list[str]:
         gaps = gaps[gaps > 0]
         share = f" ({(span - busy) / span:.1%})" if span > 0 else ""
         big = f", longest gap {_fmt(float(gaps.max()))}" if len(gaps) else ""
-        lines.append(f"{_gpu_name(rank, dev)}: busy {_fmt(busy)} of {_fmt(span)} active span; "
+        lines.append(f"{_gpu_name(rank, dev, _device_word(tr))}: busy {_fmt(busy)} of {_fmt(span)} active span; "
                      f"idle {_fmt(span - busy)}{share} in {len(gaps)} gap(s){big}")
         conc = _concurrency(work)
         parts = ", ".join(f"{k} streams {_fmt(v)}" for k, v in conc.items() if v > 0 and k >= 2)
@@ -721,7 +727,7 @@ def _summary_comm(tr: Trace) -> list[str]:
         return []
     lines = ["Communication (NCCL/RCCL kernels) overlapped by compute:"]
     for (rank, dev), r in co.iterrows():
-        lines.append(f"  {_gpu_name(rank, dev)}: {_fmt(float(r['comm_us']))} of communication, "
+        lines.append(f"  {_gpu_name(rank, dev, _device_word(tr))}: {_fmt(float(r['comm_us']))} of communication, "
                      f"{r['overlap']:.1%} of it overlapped by compute")
     return lines
 
@@ -738,7 +744,7 @@ def _summary_steps(tr: Trace) -> list[str]:
     for _, r in table.iterrows():
         cells = "".join(f"{_fmt(float(r[c])):>11}" for c in ("span_us", "compute_us", "comm_us", "copy_us",
                                                               "memset_us", "idle_us"))
-        lines.append(f"  {r['step']:>5}  {_gpu_name(r['rank'], int(r['device'])):<16}{cells}")
+        lines.append(f"  {r['step']:>5}  {_gpu_name(r['rank'], int(r['device']), _device_word(tr)):<16}{cells}")
     return lines
 
 

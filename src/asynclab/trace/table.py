@@ -131,11 +131,18 @@ def _normalise_times(ts: np.ndarray, dur: np.ndarray, meta: dict[str, Any]) -> t
 # --------------------------------------------------------------------------------------------
 # Step 3: kinds
 # --------------------------------------------------------------------------------------------
+#: Device rows of an MTIA trace (category ``mtia_ccp_events``) that are not work, or not a kernel: by name.
+_MTIA_ROWS = {"dma_request": "copy", "event_wait": "sync"}
+
+
 def _classify(raw: RawEvents) -> tuple[np.ndarray, np.ndarray]:
     """(kind, name) arrays: the kind from the category, then copies by direction and kernels by what they do."""
     cat_codes, cat_uniq = pd.factorize(np.array(raw.cat, dtype=object))
     kind = np.array([kind_of_cat(c) for c in cat_uniq] + ["other"], dtype=object)[cat_codes]
     names = _str_take(raw.name)
+    if "mtia_ccp_events" in set(cat_uniq):
+        mtia = np.flatnonzero(cat_codes == list(cat_uniq).index("mtia_ccp_events"))
+        kind[mtia] = [_MTIA_ROWS.get(n, "compute") for n in names[mtia]]
     kernels = np.flatnonzero(kind == "compute")
     if len(kernels):
         k_codes, k_uniq = pd.factorize(names[kernels])
@@ -155,17 +162,18 @@ def _gpu_columns(raw: RawEvents, kind: np.ndarray, names: np.ndarray, pid: np.nd
     mem_pos = np.searchsorted(idx, mem)
 
     mem_cols = []
-    for values in raw.args_of(mem, "fromDevice", "toDevice", "inDevice", "bytes", "Bytes"):
+    *numbers, direction = raw.args_of(mem, "fromDevice", "toDevice", "inDevice", "bytes", "Bytes", "size", "direction")
+    for values in numbers:
         col = np.full(len(idx), np.nan)
         col[mem_pos] = _num(values)
         mem_cols.append(col)
-    from_dev, to_dev, in_dev, nbytes, nbytes_alt = mem_cols
-    nbytes = np.where(np.isfinite(nbytes), nbytes, nbytes_alt)
-    dev_arg, corr, grid = raw.args_of(idx, "device", "correlation", "grid")
+    from_dev, to_dev, in_dev, nbytes, nbytes_alt, size = mem_cols
+    nbytes = np.where(np.isfinite(nbytes), nbytes, np.where(np.isfinite(nbytes_alt), nbytes_alt, size))
+    dev_arg, corr, grid, stream_arg = raw.args_of(idx, "device", "correlation", "grid", "stream")
     device = _device_of(_num(dev_arg), _num_by_unique(pid[idx]), in_dev, from_dev, pid[idx])
-    _copy_directions(kind, names, idx, mem_pos, from_dev, to_dev)
+    _copy_directions(kind, names, idx, mem_pos, from_dev, to_dev, direction)
     kind_g = kind[idx]
-    stream = _streams(raw, idx, kind_g, _strip_stream_prefix(tid[idx]))
+    stream = _streams(kind_g, _strip_stream_prefix(tid[idx]), _num(stream_arg))
     src, dst = _copy_endpoints(kind_g, device, from_dev, to_dev)
     nbytes = np.where(_among(kind_g, COPY_KINDS + ("memset", "other")), nbytes, np.nan)
     return {"idx": idx, "device": device, "stream": stream, "src": src, "dst": dst, "bytes": nbytes,
@@ -200,13 +208,16 @@ def _device_of(dev_arg, pid_num, in_dev, from_dev, pids) -> np.ndarray:
     return device
 
 
-def _copy_directions(kind, names, idx, mem_pos, from_dev, to_dev) -> None:
-    """Set each memcpy's kind (h2d, d2h, d2d, p2p) from its name, then from its endpoints; else "other"."""
+def _copy_directions(kind, names, idx, mem_pos, from_dev, to_dev, direction) -> None:
+    """Set each memcpy's kind (h2d, d2h, d2d, p2p) from its name, then from its ``direction`` arg (MTIA's
+    "HOST_TO_DEVICE"), then from its endpoints; else "other"."""
     copies = np.flatnonzero(kind == "copy")
     if not len(copies):
         return
     c_codes, c_uniq = pd.factorize(names[copies])
     c_kind = np.array([copy_kind(str(u)) or "" for u in c_uniq], dtype=object)[c_codes]
+    said = dict(zip(idx[mem_pos], direction))
+    c_kind = np.array([k or copy_kind(str(said.get(i) or "")) or "" for k, i in zip(c_kind, copies)], dtype=object)
     pos = np.searchsorted(idx, copies)
     fd, td = from_dev[pos], to_dev[pos]
     cross = np.isfinite(fd) & np.isfinite(td) & (fd != td)
@@ -216,22 +227,19 @@ def _copy_directions(kind, names, idx, mem_pos, from_dev, to_dev) -> None:
     kind[copies] = np.where(c_kind == "", "other", c_kind)  # "other" copies stay GPU rows
 
 
-def _streams(raw: RawEvents, idx, kind_g, stream) -> np.ndarray:
-    """The GPU rows' stream as text; sync rows take args.stream, or their tid less the sync offset."""
-    sync_pos = np.flatnonzero(kind_g == "sync")
+def _streams(kind_g, stream, s_arg) -> np.ndarray:
+    """The GPU rows' stream as text: args.stream where the row has one (a sync row's -1 for the device), else the
+    tid (a sync row's less the sync offset)."""
+    has = np.isfinite(s_arg)
+    if has.any():
+        stream = stream.copy()
+        stream[has] = [str(int(v)) if v >= 0 else "-1" for v in s_arg[has]]
+    sync_pos = np.flatnonzero((kind_g == "sync") & ~has)
     if not len(sync_pos):
         return stream
-    s_arg = _num(raw.arg("stream", idx[sync_pos]))
     t_num = _num_by_unique(stream[sync_pos])
-    fixed = []
-    for sa, tn, raw_t in zip(s_arg, t_num, stream[sync_pos]):
-        if np.isfinite(sa):
-            fixed.append(str(int(sa)) if sa >= 0 else "-1")
-        elif np.isfinite(tn) and tn >= SYNC_TID_OFFSET:
-            fixed.append(str(int(tn - SYNC_TID_OFFSET)))
-        else:
-            fixed.append(raw_t)
-    stream[sync_pos] = np.array(fixed, dtype=object)
+    late = np.isfinite(t_num) & (t_num >= SYNC_TID_OFFSET)
+    stream[sync_pos[late]] = [str(int(t - SYNC_TID_OFFSET)) for t in t_num[late]]
     return stream
 
 
@@ -245,12 +253,15 @@ def _copy_endpoints(kind_g, device, from_dev, to_dev) -> tuple[np.ndarray, np.nd
 
 
 def _platform(raw: RawEvents, kind, names, gpu_idx, meta) -> str:
-    """"cuda", "rocm" (HIP launches or AMD device properties) or "cpu" (no GPU activity at all)."""
+    """"cuda", "rocm" (HIP launches or AMD device properties), "mtia" (MTIA runtime calls) or "cpu" (no GPU
+    activity at all)."""
     launch_idx = np.flatnonzero(kind == "launch")
     if not len(gpu_idx) and not len(launch_idx):
         return "cpu"
     if len(launch_idx) and any(str(u).startswith("hip") for u in pd.unique(names[launch_idx])):
         return "rocm"
+    if len(launch_idx) and "mtia_runtime" in set(pd.unique(np.array(raw.cat, dtype=object)[launch_idx])):
+        return "mtia"
     props = meta.get("deviceProperties")
     if isinstance(props, list) and any("gcnArch" in str(p) or "AMD" in str(p) for p in props[:8]):
         return "rocm"
@@ -336,11 +347,12 @@ def _frame(cols: dict[str, np.ndarray], lane, launch, rank: float) -> pd.DataFra
 # Step 6: lanes
 # --------------------------------------------------------------------------------------------
 def _gpu_label(dev: int, stream: str, platform: str) -> str:
+    device = f"MTIA {dev}" if platform == "mtia" else f"GPU {dev}"
     if stream == "-1":
-        return f"GPU {dev} · host syncs"
-    if platform != "rocm" and stream == DEFAULT_CUDA_STREAM:
-        return f"GPU {dev} · stream {stream} (default)"
-    return f"GPU {dev} · stream {stream}"
+        return f"{device} · host syncs"
+    if platform == "cuda" and stream == DEFAULT_CUDA_STREAM:
+        return f"{device} · stream {stream} (default)"
+    return f"{device} · stream {stream}"
 
 
 def _gpu_lanes(device, stream, platform) -> np.ndarray:
