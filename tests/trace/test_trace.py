@@ -195,6 +195,7 @@ def test_an_mtia_trace_is_read_as_a_device():
     assert "Devices: MTIA 17" in text
     idle = float(re.search(r"MTIA 17: busy .* idle .* \(([\d.]+)%\)", text).group(1))
     assert 3.3 <= idle <= 5.3, idle
+    assert "MTIA idle" in str(al.diagnose(t)).splitlines()[0]
 
 
 def test_stream_id_strings_that_are_not_numbers():

@@ -61,6 +61,7 @@ class Diagnosis:
     fixed_ms: dict[str, float] = field(default_factory=dict)
     all_fixed_ms: float = 0.0
     outliers: list[int] = field(default_factory=list)
+    device: str = "GPU"  # what the trace's accelerators are called ("MTIA" in an MTIA trace)
 
     def finding(self, kind: str) -> Finding | None:
         """The finding of one kind, or None."""
@@ -110,7 +111,7 @@ class Diagnosis:
     def text(self, fold: float = FOLD_SHARE) -> str:
         """The findings in words, largest first; those under ``fold`` of the step are counted in one line."""
         head = (f"{os.path.basename(self.trace) or self.trace}: {len(self.steps)} step{'s' if len(self.steps) != 1 else ''}, "
-                f"{self.step_ms:.3f} ms each without the profiler ({self.profiled_ms:.3f} profiled), GPU idle {self.idle_ms_per_step:.3f} ms a step "
+                f"{self.step_ms:.3f} ms each without the profiler ({self.profiled_ms:.3f} profiled), {self.device} idle {self.idle_ms_per_step:.3f} ms a step "
                 f"({_pct(self.idle_ms_per_step / self.profiled_ms if self.profiled_ms else 0)} of the profiled step)")
         lines = [head]
         shown = [f for f in self.findings if f.share >= fold]
@@ -367,7 +368,8 @@ def _summarise(tr: Trace, pieces: pd.DataFrame, spans: list[float], counts: list
     not_replayed = sum(f.lost_ms_per_step for f in findings if f.kind not in REPLAYED_KINDS)
     all_fixed = max(float(np.mean([r.all_fixed_ms for r in replays])) - not_replayed, 0.0)
     return Diagnosis(tr.source, steps, step_ms, idle_ms, idle_ms - explained, findings, notes, pieces,
-                     profiled_ms=float(np.mean([r.profiled_ms for r in replays])), fixed_ms=fixes, all_fixed_ms=all_fixed, outliers=outliers)
+                     profiled_ms=float(np.mean([r.profiled_ms for r in replays])), fixed_ms=fixes, all_fixed_ms=all_fixed, outliers=outliers,
+                     device="MTIA" if tr.meta.get("platform") == "mtia" else "GPU")
 
 
 def _replays(tr: Trace, hosts: list, kinds: list[str]) -> list[Savings]:
