@@ -142,7 +142,7 @@ def test_explore_runs_a_lessons_experiment_with_your_parameters_on_the_simulated
     many = run.explore("pipeline", chunks=8, chunk_bytes=8 << 20, path=tmp_path / "many.json.gz")
     assert few["where"] == many["where"] == "simulated H100 (predicted)"
     assert few["wrong_chunks"] is None  # values are not computed: not a figure it can give
-    assert few["hidden_fraction"] < 0.6 < 0.8 < many["hidden_fraction"]
+    assert few["hidden_fraction"] < 0.6 and many["hidden_fraction"] > few["hidden_fraction"] + 0.2
     assert load_trace(tmp_path / "few.json.gz").meta["simulated"]["predicted"]
     assert not torch.cuda.is_available() or run.live
     assert lessonrun.LessonRun(lessons.lesson(1), Hardware()).explore("async_error") is None
