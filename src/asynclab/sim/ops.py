@@ -101,6 +101,18 @@ def _operands(args: Any) -> Any:
     return args[0] if isinstance(args, tuple) and len(args) == 2 and isinstance(args[1], dict) else args
 
 
+def _row_dim(name: str, args: Any) -> int:
+    """The dimension a per-row operator's rows run along: a softmax's own ``dim``, else the last.
+
+    Example:
+        >>> _row_dim("_softmax", (torch.empty(2, 3), 0, False)), _row_dim("native_layer_norm", (torch.empty(2, 3),))
+        (0, -1)
+    """
+    operands = _operands(args)
+    softmax = "softmax" in name and name.startswith("_")
+    return operands[1] if softmax and len(operands) > 1 and isinstance(operands[1], int) else -1
+
+
 def _fill(gpu: Simulation, name: str, args: Any, tensors: list, outputs: list) -> float:
     """The share of the GPU's SMs the operator's blocks occupy (0 to 1), from the sizes the GPU would see (a check's
     tensors are ``gpu.scale`` times smaller)."""
@@ -108,10 +120,7 @@ def _fill(gpu: Simulation, name: str, args: Any, tensors: list, outputs: list) -
     if name in MATMULS and outputs:
         units = outputs[0].numel() * scale / TILE_PER_SM
     elif name in _PER_ROW and tensors and tensors[0].dim() >= 1:
-        operands = _operands(args)
-        dim = operands[1] if name.startswith("_") and "softmax" in name and len(operands) > 1 \
-            and isinstance(operands[1], int) else -1
-        units = tensors[0].numel() * scale / max(1, tensors[0].shape[dim])
+        units = tensors[0].numel() * scale / max(1, tensors[0].shape[_row_dim(name, args)])
     else:
         units = max((t.numel() for t in tensors), default=0) * scale / ELEMENTS_PER_SM
     return min(1.0, max(units, 1.0) / gpu.SM_COUNT)
@@ -135,8 +144,8 @@ def _bytes(gpu: Simulation, name: str, args: Any, tensors: list) -> int:
     operands = _operands(args)
     if name not in _ROW_REREAD or not operands or not isinstance(operands[0], torch.Tensor) or operands[0].dim() < 1:
         return nbytes
-    x, dim = operands[0], operands[1] if len(operands) > 1 and isinstance(operands[1], int) else -1
-    length, size = x.shape[dim], x.element_size()
+    x = operands[0]
+    length, size = x.shape[_row_dim(name, args)], x.element_size()
     rows = x.numel() // max(1, length)
     in_shared = length * size < gpu.SHARED_MEMORY_BYTES and length * size % 16 == 0
     in_cache = min(rows, 2 * gpu.SM_COUNT) * length * size <= gpu.L2_BYTES / 2
