@@ -362,7 +362,8 @@ class SimGPU(Simulation):
             >>> gpu.on_sms(0, 10.0, 1.0, 0.5), gpu.on_sms(0, 10.0, 1.0, 0.25)  # room for both: side by side
             ((10.0, 11.0), (10.0, 11.0))
         """
-        stretches = [k for k in self._on_sms.get(device, ()) if k[1] > min(ready, self.horizon)]
+        past = min(ready, self.horizon)
+        stretches = [k for k in self._on_sms.get(device, ()) if k[1] > past]
         self._on_sms[device] = stretches
         later = [k for k in stretches if k[1] > ready]
         alone = self._speed(fill, memory, [])
@@ -403,7 +404,7 @@ class SimGPU(Simulation):
         fits = [(b.base.numel(), i) for i, (b, free_at) in enumerate(pool)
                 if need <= b.base.numel() <= 2 * max(need, 512) and free_at <= self.host]
         with torch.inference_mode(False):  # memory the simulation writes later, whatever mode the host is in then
-            base = pool.pop(min(fits)[1])[0].base if fits else fresh_memory(need)
+            base = pool.pop(min(fits)[1])[0].base if fits else fresh_memory(need, self.computes)
             self.mallocs += not fits
             elem = shaped_on(base, like)
         self._count(device, base.numel(), reserved=base.numel() if not fits else 0)

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from asynclab.sim.cuda import Simulation
+from asynclab.sim.nest import leaves, map_leaves
 from asynclab.sim.tensors import DeviceTensor, PinnedTensor
 
 aten = torch.ops.aten
@@ -23,19 +23,19 @@ class _NeedsHostRead(Exception):
 
 
 def _devices(args: Any) -> set[int]:
-    return {t.block.device for t in tree_flatten(args)[0] if isinstance(t, DeviceTensor)}
+    return {t.block.device for t in leaves(args) if isinstance(t, DeviceTensor)}
 
 
 def _host_tensors(args: Any) -> list[torch.Tensor]:
     """Host tensors among an operator's arguments, other than 0-d ones (which PyTorch lets a GPU kernel read)."""
-    return [t for t in tree_flatten(args)[0]
+    return [t for t in leaves(args)
             if isinstance(t, torch.Tensor) and not isinstance(t, DeviceTensor) and t.dim() > 0]
 
 
 def _any_host(tensors: Any) -> bool:
     """Whether a host tensor of any shape is among these: a copy to or from one is a host-GPU copy, a 0-d one
     (``out[i].copy_(loss)``, ``host[i] = t``) too."""
-    return any(isinstance(t, torch.Tensor) and not isinstance(t, DeviceTensor) for t in tree_flatten(tensors)[0])
+    return any(isinstance(t, torch.Tensor) and not isinstance(t, DeviceTensor) for t in leaves(tensors))
 
 
 def _meta(x: Any) -> Any:
@@ -75,7 +75,7 @@ def _mutated(func: Any, args: tuple, kwargs: dict, kind: type = DeviceTensor) ->
         if info is None or not info.is_write:
             continue
         value = args[i] if i < len(args) and not arg.kwarg_only else kwargs.get(arg.name)
-        out += [t for t in tree_flatten(value)[0] if isinstance(t, kind)]
+        out += [t for t in leaves(value) if isinstance(t, kind)]
     return out
 
 
@@ -167,7 +167,7 @@ def _kernel_cost(gpu: Simulation, func: Any, args: Any, outputs: list) -> tuple[
         >>> [round(_kernel_cost(gpu, aten.mm.default, (m, m), [m])[1], 3) for m in (big, tiny)]  # 64 tiles of 132
         [1.0, 0.485]
     """
-    tensors = [t for t in tree_flatten(args)[0] if isinstance(t, torch.Tensor)] + outputs
+    tensors = [t for t in leaves(args) if isinstance(t, torch.Tensor)] + outputs
     name = func._schema.name.split("::")[-1]
     fill = _fill(gpu, name, args, tensors, outputs)
     ms = _bytes(gpu, name, args, tensors) / gpu.MEMORY_BYTES_PER_MS / gpu.drawn(fill)
@@ -285,13 +285,13 @@ def run_operator(gpu: Simulation, func: Any, args: tuple, kwargs: dict) -> Any:
                            f"{names[0]} and {names[1]}!")
     device = devices.pop() if devices else gpu.device
     if _is_view(func):
-        base = next(t for t in tree_flatten(args)[0] if isinstance(t, DeviceTensor))
-        views = func(*tree_map(_elem, args), **tree_map(_elem, kwargs))
+        base = next(t for t in leaves(args) if isinstance(t, DeviceTensor))
+        views = func(*map_leaves(_elem, args), **map_leaves(_elem, kwargs))
         with torch.inference_mode(base.is_inference()):  # a view is an inference tensor if its base is one
-            return tree_map(lambda o: DeviceTensor(o, base.block) if isinstance(o, torch.Tensor) else o, views)
+            return map_leaves(lambda o: DeviceTensor(o, base.block) if isinstance(o, torch.Tensor) else o, views)
     try:
-        shapes = func(*tree_map(_meta, args), **tree_map(_meta, kwargs))
-        if not all(isinstance(o, torch.Tensor) for o in tree_flatten(shapes)[0]) or not tree_flatten(shapes)[0]:
+        shapes = _shapes(func, args, kwargs)
+        if not all(isinstance(o, torch.Tensor) for o in leaves(shapes)) or not leaves(shapes):
             raise _NeedsHostRead()
     except (_NeedsHostRead, NotImplementedError, RuntimeError) as err:
         meta = isinstance(err, (_NeedsHostRead, NotImplementedError)) or "meta" in str(err).lower() \
@@ -302,12 +302,53 @@ def run_operator(gpu: Simulation, func: Any, args: tuple, kwargs: dict) -> Any:
     return _kernel(gpu, func, args, kwargs, device, shapes)
 
 
+#: The shapes of outputs already worked out, by operator and the signature of its arguments (:func:`_shapes`).
+_SHAPES: dict = {}
+_SHAPES_KEPT = 4096
+_TENSOR = object()  # marks a tensor in a signature
+
+
+def _signature(x: Any) -> Any:
+    """What an operator's output shapes depend on: its tensors' dtypes, sizes and strides, and its other arguments."""
+    if isinstance(x, (tuple, list)):
+        return tuple(_signature(v) for v in x)
+    if isinstance(x, dict):
+        return tuple((k, _signature(v)) for k, v in x.items())
+    if isinstance(x, torch.Tensor):
+        return _TENSOR, x.dtype, tuple(x.shape), x.stride(), x.storage_offset(), isinstance(x, DeviceTensor)
+    return x
+
+
+def _shapes(func: Any, args: tuple, kwargs: dict) -> Any:
+    """The operator's outputs as meta tensors (their sizes, strides and dtypes): from PyTorch's meta kernels, once for
+    each operator and signature of its arguments (a training loop asks the same ones again and again).
+
+    Example:
+        >>> a = torch.empty(2, 3)
+        >>> [_shapes(aten.mm.default, (a, a.t()), {}).shape for _ in range(2)], len(_SHAPES) > 0
+        ([torch.Size([2, 2]), torch.Size([2, 2])], True)
+    """
+    try:
+        key = (func, _signature(args), _signature(kwargs))
+        known = _SHAPES.get(key)
+    except TypeError:  # an argument that cannot be a key (a SymInt's expression, say): worked out each time
+        key, known = None, None
+    if known is not None:
+        return map_leaves(lambda m: torch.empty_strided(m.shape, m.stride(), dtype=m.dtype, device="meta"), known)
+    shapes = func(*map_leaves(_meta, args), **map_leaves(_meta, kwargs))
+    if key is not None and leaves(shapes) and all(isinstance(o, torch.Tensor) for o in leaves(shapes)):
+        if len(_SHAPES) >= _SHAPES_KEPT:
+            _SHAPES.clear()
+        _SHAPES[key] = shapes
+    return shapes
+
+
 def _kernel(gpu: Simulation, func: Any, args: tuple, kwargs: dict, device: int, shapes: Any) -> Any:
     """Queue ``func`` as a kernel on the current stream: it reads its inputs when it starts and writes its outputs
     (new memory, and the tensors it mutates) when it ends."""
     mutated = _mutated(func, args, kwargs)
     name = func._schema.name.split("::")[-1]
-    flat, spec = tree_flatten(shapes)
+    flat = leaves(shapes)
     written = iter(mutated)
     outputs = []
     for i, meta in enumerate(flat):
@@ -316,7 +357,7 @@ def _kernel(gpu: Simulation, func: Any, args: tuple, kwargs: dict, device: int, 
         outputs.append(next(written, None) if aliased else gpu.allocate(meta, device))
     stream = gpu.current(device)
     # the work holds the memory, never the tensors: a tensor freed while its work is queued frees its memory
-    eargs, ekwargs = tree_map(_on_cpu, args), tree_map(_on_cpu, kwargs)
+    eargs, ekwargs = map_leaves(_on_cpu, args), map_leaves(_on_cpu, kwargs)
     written_to = [t.elem for t in mutated]
     fresh = [None if t is None or any(t is m for m in mutated) else t.elem for t in outputs]
 
@@ -326,7 +367,7 @@ def _kernel(gpu: Simulation, func: Any, args: tuple, kwargs: dict, device: int, 
         clones = {id(e): e.clone() for e in written_to}
         swap = lambda x: clones.get(id(x), x) if isinstance(x, torch.Tensor) else x  # noqa: E731
         try:
-            values = tree_flatten(func(*tree_map(swap, eargs), **tree_map(swap, ekwargs)))[0]
+            values = leaves(func(*map_leaves(swap, eargs), **map_leaves(swap, ekwargs)))
         except Exception as err:  # noqa: BLE001 - the host hears of it at its next wait, as of a device-side error
             gpu.failed.append(f"{name} ({type(err).__name__}: {str(err).splitlines()[0][:120]})")
             return lambda: [e.fill_(float("nan") if e.dtype.is_floating_point else -1)
@@ -340,19 +381,20 @@ def _kernel(gpu: Simulation, func: Any, args: tuple, kwargs: dict, device: int, 
                 e.copy_(clones[id(e)])
         return at_end
 
-    reads = tuple(t for t in tree_flatten((eargs, ekwargs))[0] if isinstance(t, torch.Tensor)
-                  and any(t is x.elem for x in tree_flatten((args, kwargs))[0] if isinstance(x, DeviceTensor)))
+    reads = tuple(t for t in leaves((eargs, ekwargs)) if isinstance(t, torch.Tensor)
+                  and any(t is x.elem for x in leaves((args, kwargs)) if isinstance(x, DeviceTensor)))
     ms, fill, memory = _kernel_cost(gpu, func, (args, kwargs), [o for o in outputs if o is not None])
     gpu.queue(name, stream, ms, at_start, fill=fill, memory=memory, reads=reads,
               writes=tuple(f for f in fresh if f is not None) + tuple(written_to))
-    return tree_unflatten([o if o is not None else m for o, m in zip(outputs, flat)], spec)
+    made = iter([o if o is not None else m for o, m in zip(outputs, flat)])
+    return map_leaves(lambda _: next(made), shapes)
 
 
 def _read_by_host(gpu: Simulation, func: Any, args: tuple, kwargs: dict, device: int) -> Any:
     """An operator whose result the host must read (a size that depends on the data, or a Python value): a kernel on
     the current stream that reads its inputs when it starts, and the host waits for it, as CUDA's ``nonzero`` does."""
     box: list = []
-    eargs, ekwargs = tree_map(_on_cpu, args), tree_map(_on_cpu, kwargs)
+    eargs, ekwargs = map_leaves(_on_cpu, args), map_leaves(_on_cpu, kwargs)
 
     def at_start() -> None:
         box.append(func(*eargs, **ekwargs))
@@ -368,7 +410,7 @@ def _read_by_host(gpu: Simulation, func: Any, args: tuple, kwargs: dict, device:
         out = gpu.allocate(value, device)
         out.elem.copy_(value)
         return out
-    return tree_map(on_gpu, result)
+    return map_leaves(on_gpu, result)
 
 
 def _to_device(gpu: Simulation, src: Any, kwargs: dict) -> Any:
@@ -412,16 +454,18 @@ def copy_between(gpu: Simulation, dst: torch.Tensor, src: torch.Tensor, non_bloc
     memory = "Pinned" if pinned else "Pageable"
     name = f"Memcpy {direction} ({memory} -> Device)" if to_gpu else f"Memcpy {direction} (Device -> {memory})"
     rate = gpu.PINNED_BYTES_PER_MS if pinned else gpu.PAGEABLE_BYTES_PER_MS
-    staged = _raw(src).clone() if to_gpu and not pinned else None  # pageable data is staged by the host at once
+    staged = _raw(src).clone() if to_gpu and not pinned and gpu.computes else None  # the host stages pageable data
     source, target = _raw(src), _raw(dst)  # the memory, not the tensors (see _kernel)
 
     def at_start() -> Any:
+        if not gpu.computes:  # timing only: the memory keeps what it held
+            return None
         value = staged if staged is not None else source.clone()
         return lambda: target.copy_(value)
 
     device = gpu_side.block.device
     _, end = gpu.queue(name, gpu.current(device), gpu.COPY_LATENCY_MS + nbytes / rate, at_start, cat="gpu_memcpy",
-                       engine=(device, direction), reads=() if staged is not None else (source,), writes=(target,))
+                       engine=(device, direction), reads=() if to_gpu and not pinned else (source,), writes=(target,))
     # the host waits for the copy, but for one that is non-blocking from pinned memory, or from pageable memory to the
     # GPU (the driver stages the data at once and returns; the copy runs in the stream's order)
     if not (non_blocking and (pinned or to_gpu)):
@@ -444,6 +488,8 @@ def _peer_copy(gpu: Simulation, dst: DeviceTensor, src: DeviceTensor, nbytes: in
     source, target = src.elem, dst.elem
 
     def at_start() -> Any:
+        if not gpu.computes:  # timing only
+            return None
         value = source.clone()
         return lambda: target.copy_(value)
     latency = gpu.COPY_LATENCY_MS if same else gpu.PEER_COPY_MS  # a copy between GPUs carries PyTorch's barrier

@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_map
 
 from asynclab.sim.cuda import Simulation, SimulationLimit, Stream, running_simulations
+from asynclab.sim.nest import leaves, map_leaves
 
 __all__ = ["Block", "DeviceTensor", "PinnedTensor", "TENSOR_METHODS", "flat_tensors", "fresh_memory", "gpu_of",
            "memory_of", "moves_trained", "needed_bytes", "register_tensor_methods", "shaped_on",
@@ -51,10 +51,17 @@ class Block:
         self.simulation = simulation
 
 
-def fresh_memory(nbytes: int) -> torch.Tensor:
-    """New memory of at least ``nbytes`` (rounded up to 512 bytes, as PyTorch's allocator does), holding garbage
-    (every byte 0xFF: NaN as floats, -1 as integers)."""
-    return torch.full((max(512, -(-nbytes // 512) * 512),), 255, dtype=torch.uint8)
+def fresh_memory(nbytes: int, marked: bool = True) -> torch.Tensor:
+    """New memory of at least ``nbytes`` (rounded up to 512 bytes, as PyTorch's allocator does), holding garbage:
+    every byte 0xFF (NaN as floats, -1 as integers) where ``marked``, else whatever the host's memory held (a
+    simulation that computes no values never touches it, so its pages cost neither time nor the host's memory).
+
+    Example:
+        >>> fresh_memory(3).numel(), fresh_memory(600)[:2].tolist()
+        (512, [255, 255])
+    """
+    size = max(512, -(-nbytes // 512) * 512)
+    return torch.full((size,), 255, dtype=torch.uint8) if marked else torch.empty(size, dtype=torch.uint8)
 
 
 def shaped_on(base: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -189,7 +196,7 @@ class PinnedTensor(torch.Tensor):
                     return t
                 shares = t.untyped_storage().data_ptr() in pinned
                 return t if (type(t) is PinnedTensor) == shares else t.as_subclass(PinnedTensor if shares else torch.Tensor)
-            return tree_map(keep, out)
+            return map_leaves(keep, out)
 
 
 #: Calls that run autograd's backward pass.
@@ -283,4 +290,4 @@ def gpu_of(required: bool = True) -> Simulation | None:
 
 def flat_tensors(tree: Any) -> list:
     """Every tensor in a nest of lists, tuples and dicts."""
-    return [x for x in tree_flatten(tree)[0] if isinstance(x, torch.Tensor)]
+    return [x for x in leaves(tree) if isinstance(x, torch.Tensor)]
