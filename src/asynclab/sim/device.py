@@ -12,6 +12,7 @@ pageable (ordinary tensors) or pinned (:class:`PinnedTensor`); copies run on one
 """
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import threading
@@ -67,12 +68,21 @@ class _Placement(TorchFunctionMode):
             like = torch.empty(args[0].shape, dtype=args[0].dtype)  # zeros_like(x, device=...): a factory, x its shape
             args, on_gpu = (like, *args[1:]), False
         if _is_cuda(device) and not on_gpu:  # a factory (an operator on GPU tensors is theirs to run)
-            kwargs["device"] = "cpu"
-            out = func(*args, **kwargs)
+            out = self._factory(func, name, args, kwargs)
             made = self.gpu.made(out, self.gpu.index(device), name)  # torch.tensor: host data, a blocking copy
             return made.requires_grad_() if out.requires_grad else made  # (a no-op where autograd does not run)
         out = func(*args, **kwargs)
         return self.gpu.pin(out) if pinned and isinstance(out, torch.Tensor) else out
+
+    def _factory(self, func: Any, name: str, args: tuple, kwargs: dict) -> Any:
+        """A factory's result made on the host (to copy into GPU memory), or, where the simulation computes no values
+        and the data is not the host's, only its shape (a meta tensor): a large model's weights cost no time."""
+        if not self.gpu.computes and name not in ("tensor", "as_tensor", "from_numpy"):
+            try:
+                return func(*args, **{**kwargs, "device": "meta"})
+            except (RuntimeError, NotImplementedError, TypeError):  # a generator of the host's, say
+                pass
+        return func(*args, **{**kwargs, "device": "cpu"})
 
 
 def _threads(run: Callable, join: Callable) -> dict[str, Callable]:
@@ -172,7 +182,7 @@ class SimGPU(Simulation):
             setattr(self, rate, getattr(type(self), rate) / scale)
         self.FLOPS_PER_MS = type(self).FLOPS_PER_MS / scale ** 1.5  # sides sqrt(scale) shorter: FLOPs scale ** 1.5
         self._queue: list[tuple[float, bool, int, Callable]] = []  # (when, a start?, order, what happens then)
-        self._pools: dict[tuple, list[tuple[Block, float]]] = {}  # (device, stream) -> free blocks, free from when
+        self._pools: dict[tuple, list[tuple]] = {}  # (device, stream) -> free blocks by size (size, order, bytes, from)
         self._engines: dict[tuple, float] = {}  # (device, direction) -> when that copy engine is free
         self._on_sms: dict[int, list[tuple]] = {}  # device -> kernels' stretches (start, end, SMs, memory?, speed)
         self.ran: list[tuple] = []  # (cat, name, device, stream, start, end, correlation)
@@ -401,11 +411,10 @@ class SimGPU(Simulation):
         """New memory on ``device`` shaped like ``like``, from the pool of ``stream`` (default: the current one)."""
         stream = stream or self.current(device)
         need, pool = needed_bytes(like), self._pools.setdefault((device, stream), [])
-        fits = [(b.base.numel(), i) for i, (b, free_at) in enumerate(pool)
-                if need <= b.base.numel() <= 2 * max(need, 512) and free_at <= self.host]
+        fits = self._fitting(pool, need)
         with torch.inference_mode(False):  # memory the simulation writes later, whatever mode the host is in then
-            base = pool.pop(min(fits)[1])[0].base if fits else fresh_memory(need, self.computes)
-            self.mallocs += not fits
+            base = pool.pop(fits)[2] if fits is not None else fresh_memory(need, self.computes)
+            self.mallocs += fits is None
             elem = shaped_on(base, like)
         self._count(device, base.numel(), reserved=base.numel() if not fits else 0)
         block = Block(base, device, stream, self)
@@ -417,7 +426,17 @@ class SimGPU(Simulation):
         done what is queued on them now."""
         free_at = max([self.host] + [self.ready(s) for s in recorded if s.device_index == device and s is not stream])
         self._count(device, -base.numel())
-        self._pools.setdefault((device, stream), []).append((Block(base, device, stream, self), free_at))
+        bisect.insort(self._pools.setdefault((device, stream), []), (base.numel(), next(_SEQ), base, free_at))
+
+    def _fitting(self, pool: list, need: int) -> int | None:
+        """Where in ``pool`` (free blocks sorted by size, then by when they were freed) the smallest block that is
+        free now and holds ``need`` bytes, without wasting more than half of it, lies; None if there is none."""
+        i = bisect.bisect_left(pool, (need,))
+        while i < len(pool) and pool[i][0] <= 2 * max(need, 512):
+            if pool[i][3] <= self.host:
+                return i
+            i += 1
+        return None
 
     def _count(self, device: int, allocated: int, reserved: int = 0) -> None:
         for kind, change in (("allocated", allocated), ("reserved", reserved)):
@@ -444,13 +463,13 @@ class SimGPU(Simulation):
 
     def cached_blocks(self) -> int:
         """How many free blocks the caching allocator holds now (what ``empty_cache`` gives back)."""
-        return sum(1 for pool in self._pools.values() for _, free_at in pool if free_at <= self.host)
+        return sum(1 for pool in self._pools.values() for *_, free_at in pool if free_at <= self.host)
 
     def empty_cache(self) -> None:
         """``torch.cuda.empty_cache()``: the free blocks go back to the driver."""
         for (device, _), pool in self._pools.items():
-            self._count(device, 0, reserved=-sum(b.base.numel() for b, t in pool if t <= self.host))
-            pool[:] = [(b, t) for b, t in pool if t > self.host]
+            self._count(device, 0, reserved=-sum(size for size, *_, t in pool if t <= self.host))
+            pool[:] = [entry for entry in pool if entry[3] > self.host]
 
     def pin(self, host: torch.Tensor) -> PinnedTensor:
         """``host`` as page-locked memory: the memory is pinned, whichever tensor reaches it (a view, ``from_numpy``
@@ -491,8 +510,9 @@ class SimGPU(Simulation):
         if name in ("tensor", "as_tensor", "from_numpy"):
             return self.from_host(out, device, non_blocking=False)
         target = self.allocate(out, device)
-        self.queue(name, self.current(device), self.KERNEL_MS, lambda: (lambda: target.elem.copy_(out)),
-                   writes=(target.elem,))
+        computed = self.computes and not out.is_meta
+        self.queue(name, self.current(device), self.KERNEL_MS, lambda: (lambda: target.elem.copy_(out)) if computed
+                   else None, writes=(target.elem,))
         return target
 
     def target_of(self, name: str, args: tuple, kwargs: dict) -> tuple[int, bool, Any] | None:
@@ -521,7 +541,7 @@ class SimGPU(Simulation):
         # the layout PyTorch gives a copy: the source's strides where they are dense, else contiguous
         meta = torch.empty_strided(src.shape, src.stride(), dtype=src.dtype, device="meta")
         host = torch.empty_like(meta, device="cpu")
-        host.fill_(float("nan") if src.dtype.is_floating_point else -1)
+        host.fill_(float("nan") if src.dtype.is_floating_point else -1)  # until the copy writes it (timing only: ever)
         host = self.pin(host) if pinned else host
         self.copy(host, src, non_blocking)
         return host

@@ -10,7 +10,7 @@ import torch
 
 from asynclab.sim.cuda import Simulation
 from asynclab.sim.nest import leaves, map_leaves
-from asynclab.sim.tensors import DeviceTensor, PinnedTensor
+from asynclab.sim.tensors import DeviceTensor, PinnedTensor, fresh_memory, needed_bytes, shaped_on
 
 aten = torch.ops.aten
 
@@ -57,6 +57,21 @@ def _on_cpu(x: Any) -> Any:
     if isinstance(x, torch.device) and x.type == "cuda":
         return torch.device("cpu")
     return _elem(x)
+
+
+def _garbage(x: Any) -> Any:
+    """An operator's argument as a run that computes no values reads it: a GPU tensor as never-written memory (every
+    byte 0xFF), whatever its memory holds.
+
+    Example:
+        >>> from asynclab.sim.device import SimGPU
+        >>> with SimGPU() as gpu:
+        ...     _garbage(torch.ones(2, device="cuda")).tolist(), _garbage(3)
+        ([nan, nan], 3)
+    """
+    if isinstance(x, DeviceTensor):
+        return shaped_on(fresh_memory(needed_bytes(x)), x)
+    return _on_cpu(x)
 
 
 def _raw(x: Any) -> Any:
@@ -394,7 +409,8 @@ def _read_by_host(gpu: Simulation, func: Any, args: tuple, kwargs: dict, device:
     """An operator whose result the host must read (a size that depends on the data, or a Python value): a kernel on
     the current stream that reads its inputs when it starts, and the host waits for it, as CUDA's ``nonzero`` does."""
     box: list = []
-    eargs, ekwargs = map_leaves(_on_cpu, args), map_leaves(_on_cpu, kwargs)
+    read = _on_cpu if gpu.computes else _garbage  # timing only: what the host reads is garbage, the same every run
+    eargs, ekwargs = map_leaves(read, args), map_leaves(read, kwargs)
 
     def at_start() -> None:
         box.append(func(*eargs, **ekwargs))

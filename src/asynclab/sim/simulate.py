@@ -81,7 +81,7 @@ class Predictor(SimGPU):
     each blocking copy between the host and a GPU a round trip of ``BLOCKING_COPY_MS`` once it landed,
     memory new to the caching allocator costs ``MALLOC_MS``, ``torch.cuda.empty_cache()`` waits for the GPU and costs
     ``FREE_MS`` per block, and the host blocks when ``LAUNCH_QUEUE_DEPTH`` launches wait. With ``computes=False``
-    kernels are timed but not computed (values stay garbage): a large model then runs in seconds.
+    the GPUs' work is timed but moves no values (what the host reads is garbage): a large model then runs in seconds.
 
     Example:
         >>> with Predictor() as gpu:
@@ -190,7 +190,9 @@ def simulate(fn: Callable[..., Any], *args: Any, gpus: int = 1, steps: int | Non
       the ``n`` steps. ``al.diagnose``, ``al.step_breakdown`` and ``al.draw_timeline`` read it as a recording.
     - ``setup``: run once in the simulation first (build the model there: its tensors must be simulated ones); its
       result, when not None, is passed to ``fn`` as the first argument.
-    - ``values=False``: kernels are timed, not computed (values stay garbage): a large model runs in seconds.
+    - ``values=False``: the GPUs' work is timed, not computed: kernels, factories and copies move no values, and
+      whatever the host reads back is garbage (NaN, or -1), the same every run. A large model runs in seconds, in
+      little of the machine's memory.
     - ``path`` (``.json`` or ``.json.gz``): the trace is saved there too, and opens in Perfetto.
 
     The trace has the host's operators (``cpu_op`` rows, ``aten::...``), their launches, kernels and copies on their
