@@ -358,6 +358,14 @@ def _shapes(func: Any, args: tuple, kwargs: dict) -> Any:
     return shapes
 
 
+def _returns(func: Any, shapes: Any) -> list:
+    """The schema's return for each output tensor in ``shapes`` (in :func:`leaves` order: an optional output the
+    operator did not make is not there; a list of tensors takes its return once per tensor)."""
+    returns = func._schema.returns
+    outs = shapes if isinstance(shapes, tuple) and len(returns) > 1 else (shapes,)
+    return [ret for ret, out in zip(returns, outs) for _ in leaves(out)]
+
+
 def _kernel(gpu: Simulation, func: Any, args: tuple, kwargs: dict, device: int, shapes: Any) -> Any:
     """Queue ``func`` as a kernel on the current stream: it reads its inputs when it starts and writes its outputs
     (new memory, and the tensors it mutates) when it ends."""
@@ -366,8 +374,7 @@ def _kernel(gpu: Simulation, func: Any, args: tuple, kwargs: dict, device: int, 
     flat = leaves(shapes)
     written = iter(mutated)
     outputs = []
-    for i, meta in enumerate(flat):
-        ret = func._schema.returns[min(i, len(func._schema.returns) - 1)]
+    for meta, ret in zip(flat, _returns(func, shapes)):
         aliased = ret.alias_info is not None and ret.alias_info.is_write
         outputs.append(next(written, None) if aliased else gpu.allocate(meta, device))
     stream = gpu.current(device)
