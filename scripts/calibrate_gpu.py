@@ -138,7 +138,8 @@ def measure_compute() -> dict[str, Any]:
                host_matmul_us=max(0.0, _host_us(lambda: torch.mm(small, small)) - launch_us), stream_call_us=_stream_call_us(),
                blocking_copy_us=max(0.0, _blocking_copy_us() - op_us), min_kernel_us=_min_kernel_us(),
                min_matmul_us=_min_kernel_us(matmul=True),
-               sm_count=torch.cuda.get_device_properties(0).multi_processor_count)
+               sm_count=torch.cuda.get_device_properties(0).multi_processor_count,
+               launch_queue_depth=_launch_queue_depth())
     return out
 
 
@@ -161,6 +162,25 @@ def _min_kernel_us(n: int = 1000, matmul: bool = False) -> float:
         for _ in range(n):
             work()
     return _median_ms(g.replay) * 1e3 / n
+
+
+def _launch_queue_depth(most: int = 8192) -> int:
+    """How many launches may wait on the GPU before the host blocks: tiny adds launched behind a spin kernel of about
+    a second, counted until one launch takes the host over a millisecond (``most`` if none does)."""
+    import torch
+
+    one = torch.zeros(1, device="cuda")
+    torch.cuda.synchronize()
+    torch.cuda._sleep(2_000_000_000)  # about a second at an H100's clock: the adds wait behind it
+    depth = most
+    for i in range(most):
+        t0 = time.perf_counter()
+        one.add_(1.0)
+        if time.perf_counter() - t0 > 1e-3:
+            depth = i
+            break
+    torch.cuda.synchronize()
+    return depth
 
 
 def _blocking_copy_us() -> float:
