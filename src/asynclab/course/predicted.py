@@ -52,7 +52,7 @@ FIGURES: dict[str, list[tuple[str, tuple[str, ...]]]] = {
            ("gpipe", ("step_ms", 2)), ("gpipe", ("step_ms", 3)), ("gpipe", ("step_ms", 5)),
            ("memory", ("gpipe", "peak_gib", 0)), ("memory", ("1f1b", "peak_gib", 0)), ("memory", ("1f1b", "step_ms")),
            ("asker_detached", ("big", "step_ms_m4")), ("asker_detached", ("small", "loop_ms", 2))],
-    "08": [],
+    "08": [("fix_one_at_a_time", ("stages", 0, "step_ms"))],
 }
 
 

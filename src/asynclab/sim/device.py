@@ -57,7 +57,9 @@ class _Placement(TorchFunctionMode):
         if name in ("tensor", "as_tensor") and args and isinstance(args[0], (list, tuple)):
             args = (self.gpu.read_nest(args[0]), *args[1:])  # GPU tensors in the data: the host reads each one
         if name == "pin_memory" and host:
-            return self.gpu.pin(args[0].clone())
+            pinned_copy = self.gpu.pin(args[0].clone())
+            self.gpu.host_work(name, args, pinned_copy)  # the host copies the data into page-locked memory
+            return pinned_copy
         if name == "is_pinned" and host and type(args[0]) is not PinnedTensor:
             return self.gpu.is_pinned_memory(args[0])
         device, pinned = kwargs.get("device"), kwargs.pop("pin_memory", False)
@@ -72,6 +74,8 @@ class _Placement(TorchFunctionMode):
             made = self.gpu.made(out, self.gpu.index(device), name)  # torch.tensor: host data, a blocking copy
             return made.requires_grad_() if out.requires_grad else made  # (a no-op where autograd does not run)
         out = func(*args, **kwargs)
+        if not on_gpu:
+            self.gpu.host_work(name, args, out)
         return self.gpu.pin(out) if pinned and isinstance(out, torch.Tensor) else out
 
     def _factory(self, func: Any, name: str, args: tuple, kwargs: dict) -> Any:
@@ -470,6 +474,10 @@ class SimGPU(Simulation):
         for (device, _), pool in self._pools.items():
             self._count(device, 0, reserved=-sum(size for size, *_, t in pool if t <= self.host))
             pool[:] = [entry for entry in pool if entry[3] > self.host]
+
+    def host_work(self, name: str, args: Any, out: Any) -> None:
+        """The host ran ``name`` on host tensors, giving ``out``: its own tensor work costs nothing here;
+        :func:`asynclab.sim.simulate.simulate` prices it."""
 
     def pin(self, host: torch.Tensor) -> PinnedTensor:
         """``host`` as page-locked memory: the memory is pinned, whichever tensor reaches it (a view, ``from_numpy``

@@ -35,6 +35,8 @@ FIGURES = {
     "malloc_us": "µs of host time per cudaMalloc",
     "free_us": "µs of host time per cudaFree (which also waits for the GPU)",
     "spin_cycles_per_ms": "clock cycles per ms of a spin kernel (torch.cuda._sleep)",
+    "host_gbps": "GB/s the host's own tensor work moves (its inputs and outputs) on host tensors",
+    "host_random_ns": "ns of host time per random number the host's generator makes (randn, randint, ...)",
 }
 _DTYPES = ("fp32", "tf32", "bf16", "fp16")
 _COPIES = ("pinned", "pageable", "peer", "via_host")
@@ -126,6 +128,8 @@ def rates(figures: dict[str, Any]) -> dict[str, float]:
         "L2_BYTES": f["l2_cache_mb"] * 1e6,
         "PEER_COPY_MS": f["peer_copy_us"] / 1e3,
         "MALLOC_MS": f["malloc_us"] / 1e3,
+        "HOST_BYTES_PER_MS": f["host_gbps"] * 1e6,
+        "HOST_RANDOM_MS": f["host_random_ns"] / 1e6,
         "FREE_MS": f["free_us"] / 1e3,
         "CYCLES_PER_MS": float(f["spin_cycles_per_ms"]),
     }

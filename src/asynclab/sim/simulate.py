@@ -23,10 +23,12 @@ from torch.overrides import TorchFunctionMode
 from asynclab.sim.device import SimGPU
 from asynclab.sim.figures import card_figures, rates
 from asynclab.sim.ops import MATMULS
+from asynclab.sim.nest import leaves
 from asynclab.sim.refusals import refusals
+from asynclab.sim.tensors import DeviceTensor
 from asynclab.sim.trace import document_of
 
-__all__ = ["Predictor", "simulate", "running_predictor", "record_predicted", "save_document", "LOWER_PRECISION", "FULL_PRECISION"]
+__all__ = ["Predictor", "RANDOM", "host_tensors_made", "simulate", "running_predictor", "record_predicted", "save_document", "LOWER_PRECISION", "FULL_PRECISION"]
 
 #: Functions ``torch.autocast("cuda")`` runs in its 16-bit dtype (PyTorch's CUDA autocast list, the common ones).
 LOWER_PRECISION = frozenset({"linear", "matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "addmm", "baddbmm", "addbmm",
@@ -36,6 +38,27 @@ LOWER_PRECISION = frozenset({"linear", "matmul", "__matmul__", "__rmatmul__", "m
 FULL_PRECISION = frozenset({"softmax", "log_softmax", "cross_entropy", "nll_loss", "layer_norm", "group_norm",
                             "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy_with_logits", "cumsum",
                             "exp", "log", "pow", "norm", "kl_div", "cosine_similarity"})
+
+
+#: Functions whose work on the host is making random numbers, one at a time (PyTorch's CPU generator).
+RANDOM = frozenset({"randn", "rand", "randint", "randperm", "normal", "normal_", "uniform_", "random_", "bernoulli",
+                    "bernoulli_", "multinomial", "randn_like", "rand_like", "randint_like", "exponential_"})
+
+
+def host_tensors_made(args: Any, out: Any) -> list[torch.Tensor]:
+    """The host tensors a function on host tensors wrote: its new ones, and those it changed in place (returned
+    as themselves); a view of an argument (the same memory, another tensor) is none.
+
+    Example:
+        >>> x = torch.zeros(4)
+        >>> [len(host_tensors_made((x,), y)) for y in (x + 1, x.add_(1), x[:2])]
+        [1, 1, 0]
+    """
+    ins = [t for t in leaves(args) if isinstance(t, torch.Tensor)]
+    with torch._C.DisableTorchFunctionSubclass():
+        memory = {t.untyped_storage().data_ptr() for t in ins if t.device.type == "cpu"}
+        return [t for t in leaves(out) if isinstance(t, torch.Tensor) and not isinstance(t, DeviceTensor)
+                and t.device.type == "cpu" and (any(t is a for a in ins) or t.untyped_storage().data_ptr() not in memory)]
 
 
 class _Autocast(TorchFunctionMode):
@@ -124,6 +147,29 @@ class Predictor(SimGPU):
         start = self.host
         self.host += self.STREAM_CALL_MS
         self.ops.append((f"torch.cuda.{name}", start, self.host))
+
+    def host_work(self, name: str, args: Any, out: Any) -> None:
+        """The host's own tensor work (``torch.randn`` of a host tensor, a ``tanh``, a DataLoader's stacking): an
+        operator's ``HOST_OP_MS``, and its random numbers at ``HOST_RANDOM_MS`` each or its bytes in and out at
+        ``HOST_BYTES_PER_MS``; a view costs nothing (:func:`host_tensors_made`).
+
+        Example:
+            >>> with Predictor() as gpu:
+            ...     before = gpu.host
+            ...     x = torch.randn(1000, 1000)
+            ...     view = x[:10]
+            >>> round(gpu.host - before, 2)  # ms: a million numbers from the host's generator
+            5.91
+        """
+        made = host_tensors_made(args, out)
+        if not made:
+            return
+        if name in RANDOM:
+            ms = sum(t.numel() for t in made) * self.HOST_RANDOM_MS
+        else:
+            ins = [t for t in leaves(args) if isinstance(t, torch.Tensor) and t.device.type == "cpu"]
+            ms = sum(t.numel() * t.element_size() for t in made + ins) / self.HOST_BYTES_PER_MS
+        self.host += self.HOST_OP_MS + ms
 
     def made(self, out: Any, device: int, name: str) -> Any:
         """A factory (``torch.ones(..., device="cuda")``): an operator of the host's, too."""
