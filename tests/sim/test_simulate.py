@@ -365,3 +365,20 @@ def test_kernels_share_the_sms_their_blocks_fill():
     raw = json.loads((ROOT / "tests" / "sim" / "sm_sharing_h100.json").read_text())["raw"]
     h100 = raw["softmax_8_rows_ms"] / raw["softmax_full_ms"]
     assert one / _streams_ms(wide, lambda x: torch.softmax(x, -1), 1) == pytest.approx(h100, rel=0.1), one
+
+
+def test_torch_benchmark_first_imported_in_a_simulation_times_the_cpu_after_it():
+    """torch.utils.benchmark picks its clock when first imported; imported inside a simulation on a machine without
+    a GPU, its Timer must not ask for a driver once the simulation has ended (a fresh process: this one may have
+    imported it already)."""
+    import subprocess
+
+    code = ("import torch, asynclab as al\n"
+            "def f():\n"
+            "    import torch.utils.benchmark as b\n"
+            "    return b.Timer('x * 2', globals={'x': torch.ones(4, device='cuda')}).timeit(3).mean\n"
+            "al.simulate(f)\n"
+            "import torch.utils.benchmark as b\n"
+            "print(torch.cuda.is_available() or b.Timer('x * 2', globals={'x': torch.ones(4)}).timeit(3).mean > 0)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr[-500:]

@@ -892,6 +892,7 @@ class Simulation:
         _STACK.remove(self)
         if not _STACK:
             _uninstall()
+            patches.settle_benchmark_timer()
 
 
 @contextlib.contextmanager

@@ -17,7 +17,7 @@ import importlib
 import sys
 from typing import Any, Iterator
 
-__all__ = ["ACCELERATOR", "CLOCK_DEFAULTS", "CPU_CLOCKS", "Installed", "REFUSED", "TIME_FUNCTIONS", "answer_clocks", "clock_defaults", "is_time_function", "TABLE", "TORCH_CUDA", "WAITS", "WALL_CLOCKS", "install", "owner_of", "patched",
+__all__ = ["ACCELERATOR", "CLOCK_DEFAULTS", "CPU_CLOCKS", "Installed", "REFUSED", "TIME_FUNCTIONS", "answer_clocks", "clock_defaults", "settle_benchmark_timer", "is_time_function", "TABLE", "TORCH_CUDA", "WAITS", "WALL_CLOCKS", "install", "owner_of", "patched",
            "replaced"]
 
 #: torch.cuda's names that have stand-ins on a simulated GPU.
@@ -192,6 +192,23 @@ def _synchronized_timer() -> float:
 
     torch.cuda.synchronize()
     return time.perf_counter()
+
+
+def settle_benchmark_timer() -> None:
+    """torch.utils.benchmark picks its clock when it is first imported: where a GPU is available, one that waits for
+    the GPU first. Imported inside a simulation it picked that one; on a machine without a GPU its Timer gets the
+    plain clock back once the simulation has ended (else its next timing asks for a driver that is not there)."""
+    module = sys.modules.get("torch.utils.benchmark.utils.timer")
+    plain = importlib.import_module("timeit").default_timer
+    if module is None or getattr(module, "timer", plain) is plain:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    waits, module.timer = module.timer, plain
+    init = module.Timer.__init__
+    init.__defaults__ = tuple(plain if d is waits else d for d in (init.__defaults__ or ()))
 
 
 def clock_defaults() -> list[Installed]:
