@@ -6,6 +6,8 @@ import re
 import numpy as np
 import pandas as pd
 
+from asynclab.trace.events import name_matches
+
 __all__ = ["latest_peer_start", "is_point_to_point", "late_rank", "P2P_OPS"]
 
 #: Host ops that launch a pipeline's point-to-point traffic (send/receive), not a collective.
@@ -60,7 +62,8 @@ def is_point_to_point(events: pd.DataFrame, host: pd.DataFrame, rows: np.ndarray
     """
     names = events["name"].reindex(rows).astype(str).to_numpy()
     out = np.array([("SendRecv" in n or "Recv" in n) for n in names], dtype=bool)
-    ops = host[(host["kind"] == "cpu_op") & host["name"].astype(str).str.contains(r"nccl|c10d|isend|irecv")]
+    ops = host[(host["kind"] == "cpu_op").to_numpy(dtype=bool)]
+    ops = ops[name_matches(ops["name"], r"nccl|c10d|isend|irecv")]
     if ops.empty:
         return out
     for i in np.flatnonzero(out):

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from asynclab.trace.collectives import late_rank
-from asynclab.trace.events import WORK_KINDS, TraceError
+from asynclab.trace.events import WORK_KINDS, TraceError, name_matches
 from asynclab.trace.findings import Finding
 from asynclab.trace.idle import SMALL_COPY_BYTES, GpuView, Pieces, idle_pieces, underfilled_pieces
 from asynclab.trace.metrics import gpus_with_work, rows_on_gpu, profiler_steps, as_trace
@@ -202,23 +202,32 @@ class _Context:
 
     def __init__(self, host: pd.DataFrame):
         self.by_tid: dict[Any, tuple] = {}
-        loader = (host["kind"] == "annotation") & host["name"].astype(str).str.contains("DataLoader")
+        loader = (host["kind"] == "annotation").to_numpy(dtype=bool) & name_matches(host["name"], "DataLoader")
         ctx = host[host["kind"].isin(("cpu_op", "python")) | loader]
         ctx = ctx.assign(kind=ctx["kind"].where(ctx["kind"] == "python", "cpu_op"))  # a DataLoader's range is an op
-        for tid, g in ctx.groupby("tid", sort=False):
-            self.by_tid[tid] = (g["kind"].to_numpy(dtype=object), g["name"].to_numpy(dtype=object),
-                                g["start_us"].to_numpy(np.float64), g["end_us"].to_numpy(np.float64))
+        for tid, g in ctx.sort_values("start_us", kind="stable").groupby("tid", sort=False):
+            s, e = g["start_us"].to_numpy(np.float64), g["end_us"].to_numpy(np.float64)
+            reach = max(1e3, float(np.percentile(e - s, 99)))  # rows longer than this are looked at one by one
+            self.by_tid[tid] = (g["kind"].to_numpy(dtype=object), g["name"].to_numpy(dtype=object), s, e,
+                                reach, np.flatnonzero(e - s > reach))
         self.has_stacks = bool((ctx["kind"] == "python").any())
+
+    def _around(self, tid: Any, t: float) -> np.ndarray:
+        """Positions (in start order) of the thread's rows that were running at ``t``."""
+        kind, name, s, e, reach, long = self.by_tid[tid]
+        lo, hi = np.searchsorted(s, t - reach, "left"), np.searchsorted(s, t, "right")
+        near = lo + np.flatnonzero(e[lo:hi] >= t)
+        return np.union1d(near, long[(s[long] <= t) & (e[long] >= t)])
 
     def at(self, tid: Any, t: float) -> tuple[str | None, str | None]:
         if tid not in self.by_tid:
             return None, None
-        kind, name, s, e = self.by_tid[tid]
-        m = (s <= t) & (e >= t)
-        ops = np.flatnonzero(m & (kind == "cpu_op"))
+        kind, name, s = self.by_tid[tid][:3]
+        m = self._around(tid, t)
+        ops = m[kind[m] == "cpu_op"]
         op = str(name[ops[np.argmin(s[ops])]]) if len(ops) else None
         line = None
-        for i in np.flatnonzero(m & (kind == "python"))[::-1]:  # innermost first (later start)
+        for i in m[kind[m] == "python"][::-1]:  # innermost first (later start)
             hit = _FRAME.match(str(name[i]))
             if hit and not _LIBRARY.search(hit["file"]):
                 line = f"{hit['file']}:{hit['line']} ({hit['func']})"

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from asynclab.trace.collectives import is_point_to_point, latest_peer_start
+from asynclab.trace.events import name_matches
 from asynclab.trace.intervals import union
 
 __all__ = ["GpuView", "Pieces", "idle_pieces", "underfilled_pieces", "SMALL_COPY_BYTES", "MANY_SMALL_COPIES",
@@ -202,7 +203,8 @@ def _next_compute(view: GpuView, at: np.ndarray) -> np.ndarray:
 
 def _blocking_calls(view: GpuView) -> pd.DataFrame:
     h = view.host
-    return h[(h["kind"] == "launch") & h["name"].astype(str).str.contains(_BLOCKING)].sort_values("start_us")
+    calls = h[(h["kind"] == "launch").to_numpy(dtype=bool)]
+    return calls[name_matches(calls["name"], _BLOCKING)].sort_values("start_us")
 
 
 def _blocked_by(view: GpuView, s: np.ndarray) -> np.ndarray:
@@ -280,7 +282,8 @@ def _last_work_before(view: GpuView, at: np.ndarray) -> np.ndarray:
 
 def _host_ranges(view: GpuView, pattern: str, kinds: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
     h = view.host
-    rows = h[h["kind"].isin(kinds) & h["name"].astype(str).str.contains(pattern, regex=True)]
+    rows = h[h["kind"].isin(kinds).to_numpy(dtype=bool)]
+    rows = rows[name_matches(rows["name"], pattern)]
     return union(rows["start_us"].to_numpy(np.float64), rows["end_us"].to_numpy(np.float64))
 
 
@@ -350,7 +353,7 @@ def _launch_interval_if_bound(view: GpuView) -> float:
     Python included. A CUDA graph's kernels share one launch, so they are left out."""
     k = view.work[(view.work["kind"] == "compute") & view.work["launch"].notna()]
     launches = view.events.loc[k["launch"].astype(np.int64)]
-    eager = ~launches["name"].astype(str).str.contains("Graph").to_numpy(dtype=bool)
+    eager = ~name_matches(launches["name"], "Graph")
     if eager.sum() < 2:
         return 0.0
     launches = launches[eager].drop_duplicates()

@@ -7,6 +7,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+from asynclab.trace.events import name_matches
 from asynclab.trace.intervals import coverage, intersection_length, spans, union, union_length  # noqa: F401 - union_length is public here too
 from asynclab.trace import COPY_KINDS, WORK_KINDS, Trace, load_trace
 
@@ -544,7 +545,8 @@ def profiler_steps(tr: Trace) -> pd.DataFrame:
         0
     """
     ev = tr.events
-    steps = ev[(ev["kind"] == "annotation") & ev["name"].astype(str).str.startswith("ProfilerStep#")]
+    steps = ev[(ev["kind"] == "annotation").to_numpy(dtype=bool)]
+    steps = steps[name_matches(steps["name"], "^ProfilerStep#")]
     steps = steps.assign(step=pd.to_numeric(steps["name"].str.slice(13), errors="coerce")).dropna(subset=["step"])
     return steps.sort_values(["rank", "start_us"], na_position="first")
 

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from asynclab.trace.events import KINDS, TraceError
+from asynclab.trace.events import KINDS, TraceError, name_matches
 
 __all__ = ["Trace", "fmt_us", "EXAMPLE_TRACE"]
 
@@ -135,7 +136,7 @@ class Trace:
             1
         """
         ev = self.events
-        keep = ev["name"].astype(str).str.contains(text, regex=False)
+        keep = pd.Series(name_matches(ev["name"], re.escape(text)), index=ev.index)
         if kinds is not None:
             wanted = (kinds,) if isinstance(kinds, str) else tuple(kinds)
             unknown = [k for k in wanted if k not in KINDS]

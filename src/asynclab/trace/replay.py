@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from asynclab.trace.collectives import latest_peer_start
-from asynclab.trace.events import WORK_KINDS
+from asynclab.trace.events import WORK_KINDS, name_matches
 from asynclab.trace.intervals import union
 
 __all__ = ["Graph", "build_graph", "replay", "replayed_span", "host_at", "host_time_in", "BLOCKING", "ALLOC", "GPU_GAP_US",
@@ -149,9 +149,11 @@ def _gpu_edges(work: pd.DataFrame, gs: np.ndarray, ge: np.ndarray, g_launch: np.
     """Latency, stream predecessor and its gap, inferred cross-stream dependency and its gap, of GPU tasks."""
     n = len(work)
     prev = np.full(n, -1, dtype=np.int64)
-    lanes = pd.Series(list(zip(work["device"], work["stream"].astype(str))))
-    for _, idx in lanes.groupby(lanes, sort=False).indices.items():
-        prev[idx[1:]] = idx[:-1]
+    dev, stream = pd.factorize(work["device"])[0] + 1, pd.factorize(work["stream"].astype(str))[0] + 1
+    lane = dev * (int(stream.max(initial=0)) + 1) + stream
+    order = np.argsort(lane, kind="stable")
+    same = lane[order][1:] == lane[order][:-1]
+    prev[order[1:][same]] = order[:-1][same]
     p_end = np.where(prev >= 0, ge[np.maximum(prev, 0)], -np.inf)
     pgap = np.clip(gs - p_end, 0.0, None)
     by_stream = pgap <= HELD_US
@@ -160,13 +162,7 @@ def _gpu_edges(work: pd.DataFrame, gs: np.ndarray, ge: np.ndarray, g_launch: np.
     lat = np.where(np.isfinite(raw), np.clip(raw, 0.0, None), 0.0)
     dep = np.full(n, -1, dtype=np.int64)
     held = ~by_stream & np.isfinite(raw) & (raw > typical + HELD_US)
-    order = np.argsort(ge, kind="stable")
-    for i in np.flatnonzero(held):
-        j = np.searchsorted(ge[order], gs[i] + 1e-6, side="right") - 1
-        while j >= 0 and order[j] == prev[i]:
-            j -= 1
-        if j >= 0 and gs[i] - ge[order[j]] <= HELD_US:
-            dep[i] = order[j]
+    dep[held] = _ended_last_before_task(gs, ge, prev, np.flatnonzero(held))
     gated = by_stream | (dep >= 0)
     lat = np.where(gated, np.minimum(lat, typical), lat)
     dgap = np.where(dep >= 0, np.clip(gs - ge[np.maximum(dep, 0)], 0.0, None), 0.0)
@@ -174,26 +170,38 @@ def _gpu_edges(work: pd.DataFrame, gs: np.ndarray, ge: np.ndarray, g_launch: np.
     return lat, prev, np.where(by_stream | orphan, pgap, 0.0), dep, dgap, typical
 
 
+def _ended_last_before_task(gs: np.ndarray, ge: np.ndarray, prev: np.ndarray, which: np.ndarray) -> np.ndarray:
+    """For each task of ``which``, the task other than its stream predecessor that ended last by its start, where
+    that was at most :data:`HELD_US` before it (-1: none)."""
+    order = np.argsort(ge, kind="stable")
+    j = np.searchsorted(ge[order], gs[which] + 1e-6, side="right") - 1
+    j = np.where((j >= 0) & (order[np.maximum(j, 0)] == prev[which]), j - 1, j)  # a permutation: one skip at most
+    cand = np.where(j >= 0, order[np.maximum(j, 0)], -1)
+    near = (cand >= 0) & (gs[which] - ge[np.maximum(cand, 0)] <= HELD_US)
+    return np.where(near, cand, -1)
+
+
 def _blocking(calls: pd.DataFrame, work: pd.DataFrame, g_launch: np.ndarray, hs: np.ndarray, he: np.ndarray,
               gs: np.ndarray, ge: np.ndarray) -> tuple[np.ndarray, np.ndarray, list]:
     """Which calls block the host, their own cost after the wait, and the GPU tasks each waits for: those launched
     since the previous blocking call (or by it) that had ended when it returned."""
-    names = calls["name"].astype(str).to_numpy(dtype=object)
-    block = np.array([bool(BLOCKING.search(n)) for n in names], dtype=bool)
-    pageable = work["name"].astype(str).str.contains("Pageable").to_numpy(dtype=bool)
+    block = name_matches(calls["name"], BLOCKING)
+    pageable = name_matches(work["name"], "Pageable")
     by_copy = g_launch[pageable & (g_launch >= 0)]
     block[by_copy] = True
     own = he - hs
     waits: list = [None] * len(calls)
-    prev = -1
-    for i in np.flatnonzero(block):
-        m = (g_launch > prev) & (g_launch <= i) & (ge <= he[i] + 1.0)
-        w = np.flatnonzero(m)
+    by_launch = np.argsort(g_launch, kind="stable")
+    blocks = np.flatnonzero(block)
+    los = np.searchsorted(g_launch[by_launch], np.concatenate([[-1], blocks[:-1]]), "right").tolist()
+    his = np.searchsorted(g_launch[by_launch], blocks, "right").tolist()
+    for i, lo, hi in zip(blocks.tolist(), los, his):
+        cand = by_launch[lo:hi]
+        w = np.sort(cand[ge[cand] <= he[i] + 1.0])
         waits[i] = w
         done = float(ge[w].max()) if len(w) else -np.inf
         if done > hs[i]:
             own[i] = max(0.0, he[i] - done)
-        prev = i
     return block, own, waits
 
 
@@ -220,36 +228,45 @@ def replay(g: Graph, peer_start: np.ndarray | None = None) -> tuple[np.ndarray, 
     what = np.concatenate([np.ones(nh, np.int8), np.zeros(len(block), np.int8), np.full(ng, 2, np.int8)])
     idx = np.concatenate([np.arange(nh), block, np.arange(ng)])
     order = np.lexsort((what, keys))  # by time; at one time a wait's end, then host calls, then GPU tasks
+    peer = g.g_peer_start if peer_start is None else peer_start
+    joins = {i: (float(peer[i]), float(g.g_intrinsic[i])) for i in np.flatnonzero(np.isfinite(peer)).tolist()}
+    inf = float("inf")
     hs0, he0, gs0, ge0 = (a.tolist() for a in (g.h_start, g.h_end, g.g_start, g.g_end))
     HS, HE, GS, GE = list(hs0), list(he0), list(gs0), list(ge0)  # the original until replayed
     after, gap, dur, own, blk = (a.tolist() for a in (g.h_after, g.h_gap, g.h_dur, g.h_own, g.h_block))
     launch, lat, prev, pgap, dep, dgap, gdur = (a.tolist() for a in (g.g_launch, g.g_lat, g.g_prev, g.g_gap, g.g_dep,
                                                                     g.g_dgap, g.g_dur))
-    peer = g.g_peer_start if peer_start is None else peer_start
-    joins = {i: (float(peer[i]), float(g.g_intrinsic[i])) for i in np.flatnonzero(np.isfinite(peer)).tolist()}
+    waits_of = g.h_waits
     for w, i in zip(what[order].tolist(), idx[order].tolist()):
-        if w == 1:
+        if w == 2:  # a GPU task: after its launch, its stream's previous task and the task it waited for
+            k = launch[i]
+            p = prev[i]
+            if k >= 0:
+                t = HS[k] + lat[i]
+            else:
+                t = gs0[i] if p < 0 else -inf
+            if p >= 0:
+                x = GE[p] + pgap[i]
+                if x > t:
+                    t = x
+            k = dep[i]
+            if k >= 0:
+                x = GE[k] + dgap[i]
+                if x > t:
+                    t = x
+            GS[i] = t
+            GE[i] = t + gdur[i]
+            if joins and i in joins:
+                GE[i] = max(t, joins[i][0]) + joins[i][1]
+        elif w == 1:  # a host call: the host time after the call before it
             a = after[i]
             HS[i] = hs0[i] if a < 0 else HE[a] + gap[i]
             if not blk[i]:
                 HE[i] = HS[i] + dur[i]
-        elif w == 0:
-            waits = g.h_waits[i]
-            done = max((GE[k] for k in waits.tolist()), default=None) if waits is not None else None
+        else:  # a blocking call returns once the GPU work it waits for is done
+            waits = waits_of[i]
+            done = max([GE[k] for k in waits.tolist()], default=None) if waits is not None else None
             HE[i] = HS[i] + dur[i] if done is None else max(HS[i] + own[i], done + own[i])
-        else:
-            t = -np.inf
-            if launch[i] >= 0:
-                t = HS[launch[i]] + lat[i]
-            elif prev[i] < 0:
-                t = gs0[i]
-            if prev[i] >= 0:
-                t = max(t, GE[prev[i]] + pgap[i])
-            if dep[i] >= 0:
-                t = max(t, GE[dep[i]] + dgap[i])
-            GS[i], GE[i] = t, t + gdur[i]
-            if i in joins:
-                GE[i] = max(t, joins[i][0]) + joins[i][1]
     return tuple(np.array(v, dtype=np.float64) for v in (HS, HE, GS, GE))
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from asynclab.trace.events import name_matches
 from asynclab.trace.replay import build_graph, replay, replayed_span
 from asynclab.trace.whatif import REPLAYED_KINDS, context, fixed, profiler_free
 
@@ -92,7 +93,7 @@ def startup_end(host: pd.DataFrame, lo: float, hi: float) -> tuple[float, str | 
         6000000.0
     """
     calls = host[(host["kind"] == "launch") & (host["end_us"] - host["start_us"] >= STARTUP_US)]
-    calls = calls[(calls["start_us"] < lo) | calls["name"].astype(str).str.contains(_STARTUP).to_numpy(dtype=bool)]
+    calls = calls[(calls["start_us"] < lo) | name_matches(calls["name"], _STARTUP)]
     calls = calls[calls["end_us"] < hi]
     if calls.empty:
         return -np.inf, None
@@ -169,9 +170,8 @@ def _joint_steps(ranks: list[_Rank], kinds: list[str] | None) -> list[float]:
     """The replayed step (ms) of each rank with the fixes of ``kinds`` (None: unchanged), the ranks replayed
     together: a collective ends after its last rank joined it, as replayed (a few rounds, until they agree)."""
     graphs = [r.graph if kinds is None else fixed(r.graph, kinds, r.lo, r.hi, r.ctx) for r in ranks]
-    peers = [None] * len(graphs)
-    for _ in range(JOINT_ROUNDS if len(graphs) > 1 else 1):
-        results = [replay(g, p) for g, p in zip(graphs, peers)]
+    results = [replay(g) for g in graphs]
+    for _ in range(JOINT_ROUNDS - 1 if len(graphs) > 1 else 0):
         joined: dict = {}
         for g, res in zip(graphs, results):
             for key, t in zip(g.g_comm_key.tolist(), res[2].tolist()):
@@ -179,6 +179,7 @@ def _joint_steps(ranks: list[_Rank], kinds: list[str] | None) -> list[float]:
                     joined[key] = max(joined.get(key, -np.inf), t)
         peers = [np.array([joined.get(k, np.nan) if k is not None else np.nan for k in g.g_comm_key.tolist()],
                           dtype=np.float64) for g in graphs]
+        results = [replay(g, p) for g, p in zip(graphs, peers)]
     return [sum(replayed_span(g, res, lo, hi, host_hi) for lo, hi, host_hi, _ in r.segs) / r.n / 1e3
             for g, res, r in zip(graphs, results, ranks)]
 

@@ -7,6 +7,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from asynclab.trace.events import name_matches
 from asynclab.trace.idle import MANY_SMALL_COPIES, SMALL_COPY_BYTES
 from asynclab.trace.replay import ALLOC, Graph, host_time_in, replay, replayed_span
 
@@ -31,8 +32,8 @@ def pinned_rate(work: pd.DataFrame) -> float:
         >>> pinned_rate(w)
         50000.0
     """
-    m = (work["kind"] == "h2d") & work["name"].astype(str).str.contains("Pinned") & (work["bytes"] >= 1e6).fillna(False)
-    rows = work[m.to_numpy(dtype=bool)]
+    m = (work["kind"] == "h2d").to_numpy(dtype=bool) & name_matches(work["name"], "Pinned")
+    rows = work[m & (work["bytes"] >= 1e6).fillna(False).to_numpy(dtype=bool)]
     if rows.empty:
         return PINNED_BYTES_PER_US
     return float(np.median(rows["bytes"].to_numpy(np.float64) / np.maximum(rows["dur_us"].to_numpy(np.float64), 1e-3)))
@@ -69,7 +70,7 @@ def _waited(g: Graph, names: np.ndarray) -> np.ndarray:
     (host_sync); "" for calls that do not block."""
     w = g.work
     pageable = ((w["kind"] == "h2d").to_numpy(dtype=bool)
-                & w["name"].astype(str).str.contains("Pageable").to_numpy(dtype=bool))
+                & name_matches(w["name"], "Pageable"))
     tiny = (w["bytes"] <= SMALL_COPY_BYTES).fillna(False).to_numpy(dtype=bool)
     out = np.full(len(g.h_start), "", dtype=object)
     for i in np.flatnonzero(g.h_block):
@@ -88,13 +89,14 @@ def _pageable(g: Graph, lo: float, hi: float) -> np.ndarray:
     _, gm = _in(g, lo, hi)
     w = g.work
     big = (w["bytes"] > SMALL_COPY_BYTES).fillna(True).to_numpy(dtype=bool)
-    return gm & (w["kind"] == "h2d").to_numpy(dtype=bool) & w["name"].astype(str).str.contains("Pageable").to_numpy(dtype=bool) & big
+    return gm & (w["kind"] == "h2d").to_numpy(dtype=bool) & name_matches(w["name"], "Pageable") & big
 
 
 def _fix_pageable_copy(g: Graph, lo: float, hi: float, ctx: dict) -> None:
     m = _pageable(g, lo, hi)
     nbytes = g.work["bytes"].to_numpy(dtype=np.float64, na_value=np.nan)
-    g.g_dur[m] = np.where(np.isfinite(nbytes[m]), nbytes[m] / ctx["pinned"], g.g_dur[m])
+    pinned = np.where(np.isfinite(nbytes[m]), nbytes[m] / ctx["pinned"], g.g_dur[m])
+    g.g_dur[m] = np.minimum(g.g_dur[m], pinned)  # a copy from pinned memory is never slower than the pageable one
     calls = np.zeros(len(g.h_start), dtype=bool)
     calls[g.g_launch[m & (g.g_launch >= 0)]] = True
     hm, _ = _in(g, lo, hi)
@@ -179,7 +181,8 @@ def _outermost(ops: pd.DataFrame) -> dict:
 
 def _fix_dataloader(g: Graph, lo: float, hi: float, ctx: dict) -> None:
     h = g.host
-    rows = h[h["kind"].isin(("annotation", "cpu_op", "python")) & h["name"].astype(str).str.contains(_LOADER, regex=True)]
+    rows = h[h["kind"].isin(("annotation", "cpu_op", "python")).to_numpy(dtype=bool)]
+    rows = rows[name_matches(rows["name"], _LOADER)]
     _remove_host_time(g, rows["start_us"].to_numpy(np.float64), rows["end_us"].to_numpy(np.float64), lo, hi)
 
 
