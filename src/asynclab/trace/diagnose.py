@@ -16,7 +16,7 @@ from asynclab.trace.findings import Finding
 from asynclab.trace.idle import SMALL_COPY_BYTES, GpuView, Pieces, idle_pieces, underfilled_pieces
 from asynclab.trace.metrics import gpus_with_work, rows_on_gpu, profiler_steps, as_trace
 from asynclab.trace.savings import OUTLIER_FACTOR, Savings, outlier_steps, predict_savings_of_ranks, startup_end
-from asynclab.trace.whatif import REPLAYED_KINDS
+from asynclab.trace.whatif import FIRST_SHARE, NEEDS_FIRST, REPLAYED_KINDS
 from asynclab.trace import Trace
 
 __all__ = ["diagnose", "Diagnosis", "FOLD_SHARE"]
@@ -360,14 +360,14 @@ def _summarise(tr: Trace, pieces: pd.DataFrame, spans: list[float], counts: list
             where["late_rank"] = late_rank(g.groupby("rank")["dur"].sum(), ranks)
         findings.append(Finding(kind, lost, lost / step_ms if step_ms else 0.0, where, attributed))
     _cap(findings, step_ms)
-    findings.sort(key=lambda f: -f.lost_ms_per_step)
+    findings = _in_fix_order(sorted(findings, key=lambda f: -f.lost_ms_per_step))
     steps = sorted({int(s) for h in hosts for s in h[1]})
     explained = sum(f.idle_ms_per_step for f in findings if f.kind != "underfilled_gpu")
     idle_ms = float(idle["dur"].sum()) * scale
     fixes = {k: float(np.mean([r.fixed_ms.get(k, r.step_ms) for r in replays])) for k in
              [f.kind for f in findings if f.kind in REPLAYED_KINDS]}
     outliers = sorted({o for h in hosts for o in h[3]})
-    notes = _notes(tr, findings, steps, ctx, hosts, replays)
+    notes = _notes(tr, findings, steps, ctx, hosts, replays) + _needs_first_notes(findings, replays)
     rest = pieces[pieces["kind"] == "unexplained"]
     if idle_ms - explained >= FOLD_SHARE * profiled_ms and len(rest):
         named = _where_text({k: v for k, v in _where(rest, tr.events, ctx, 0.0).items() if k in ("op", "line")})
@@ -393,6 +393,35 @@ def _replays(tr: Trace, hosts: list, kinds: list[str]) -> list[Savings]:
         else:
             by_rank[key] = (h[5], h[2])
     return predict_savings_of_ranks(tr.events, list(by_rank.values()), kinds)
+
+
+def _in_fix_order(findings: list[Finding]) -> list[Finding]:
+    """The findings by what they save, except that a fix that needs others first comes after those of them that save
+    :data:`FIRST_SHARE` of the step or more (fixed first, they matter in their own right).
+
+    Example:
+        >>> order = _in_fix_order([Finding("launch_bound", 3.0, 0.3, {}), Finding("host_sync", 1.0, 0.1, {})])
+        >>> [f.kind for f in order]
+        ['host_sync', 'launch_bound']
+    """
+    out = list(findings)
+    for f in findings:
+        first = [i for i, g in enumerate(out) if g.kind in NEEDS_FIRST.get(f.kind, ()) and g.share >= FIRST_SHARE]
+        if first and out.index(f) < max(first):
+            out.remove(f)
+            out.insert(max(first), f)  # max(first) is now the last of them: f goes right after it
+    return out
+
+
+def _needs_first_notes(findings: list[Finding], replays: list[Savings]) -> list[str]:
+    """A note for each finding whose saving was counted after the fixes it needs first."""
+    notes = []
+    for f in findings:
+        first = list(dict.fromkeys(k for r in replays for k in r.after.get(f.kind, ())))
+        if first:
+            notes.append(f"{f.kind}'s saving is what its fix adds once {', '.join(first)} {'is' if len(first) == 1 else 'are'} "
+                         f"fixed: a CUDA graph cannot capture a step in which the host waits for the GPU")
+    return notes
 
 
 def _cap(findings: list[Finding], step_ms: float) -> None:

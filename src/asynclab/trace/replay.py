@@ -33,7 +33,7 @@ class Graph:
 
     Host calls (``h_*``): runtime calls (launches, copies, syncs, the allocator), each after the call that ended
     last before it started (``h_after``, -1 for the first) and the host time between them (``h_gap``); a blocking
-    call (``h_block``) ends no sooner than the GPU work it waits for (``h_waits``: GPU task positions) plus its
+    call (``h_block``) ends no sooner than the GPU work it waits for (``h_waits``: lists of GPU task positions) plus its
     own cost after the wait (``h_own``). GPU tasks (``g_*``): kernels, copies and memsets, each after its launch
     (``g_launch``, a host position or -1) plus a latency (``g_lat``), the previous task on its stream (``g_prev``)
     and, where it waited for another stream, that stream's task (``g_dep``); ``g_gap``/``g_dgap`` keep the small
@@ -198,7 +198,7 @@ def _blocking(calls: pd.DataFrame, work: pd.DataFrame, g_launch: np.ndarray, hs:
     for i, lo, hi in zip(blocks.tolist(), los, his):
         cand = by_launch[lo:hi]
         w = np.sort(cand[ge[cand] <= he[i] + 1.0])
-        waits[i] = w
+        waits[i] = w.tolist()
         done = float(ge[w].max()) if len(w) else -np.inf
         if done > hs[i]:
             own[i] = max(0.0, he[i] - done)
@@ -265,15 +265,16 @@ def replay(g: Graph, peer_start: np.ndarray | None = None) -> tuple[np.ndarray, 
                 HE[i] = HS[i] + dur[i]
         else:  # a blocking call returns once the GPU work it waits for is done
             waits = waits_of[i]
-            done = max([GE[k] for k in waits.tolist()], default=None) if waits is not None else None
+            done = max([GE[k] for k in waits], default=None) if waits is not None else None
             HE[i] = HS[i] + dur[i] if done is None else max(HS[i] + own[i], done + own[i])
     return tuple(np.array(v, dtype=np.float64) for v in (HS, HE, GS, GE))
 
 
 def replayed_span(g: Graph, result: tuple, lo: float, hi: float, host_hi: float | None = None) -> float:
-    """The replayed time (µs) of the trace's span ``[lo, hi)``: from the host's moment at ``lo`` to the later of the
-    host's moment at ``host_hi`` (where the host ended the span; ``hi`` if not given) and the end of the GPU work
-    started in the span (less what of it ran past ``hi`` in the trace).
+    """The replayed time (µs) of the trace's span ``[lo, hi)``: from the later of the host's moment at ``lo`` and the
+    end of the GPU work started before it, to the later of the host's moment at ``host_hi`` (where the host ended the
+    span; ``hi`` if not given) and the end of the GPU work started in the span (each less what of that work ran past
+    ``lo`` or ``hi`` in the trace). A host that runs ahead of the GPU adds nothing: the span is the GPU's.
 
     Example:
         >>> from asynclab.trace import load_trace
@@ -281,10 +282,12 @@ def replayed_span(g: Graph, result: tuple, lo: float, hi: float, host_hi: float 
         >>> round(replayed_span(g, replay(g), 0.0, 10.0), 3)
         10.0
     """
-    HS, HE, GS, GE = result
+    GE = result[3]
     start = host_at(g, result, lo)
     end = host_at(g, result, hi if host_hi is None else min(host_hi, hi))
-    inside = (g.g_start >= lo) & (g.g_start < hi)
+    before, inside = g.g_start < lo, (g.g_start >= lo) & (g.g_start < hi)
+    if before.any():  # a host far ahead starts the span no sooner than the GPU ends the work before it
+        start = max(start, float(np.nanmax(GE[before])) - (max(float(g.g_end[before].max()), lo) - lo))
     if inside.any():
         end = max(end, float(np.nanmax(GE[inside])) - (max(float(g.g_end[inside].max()), hi) - hi))
     return end - start

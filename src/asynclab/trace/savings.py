@@ -9,7 +9,7 @@ import pandas as pd
 
 from asynclab.trace.events import name_matches
 from asynclab.trace.replay import build_graph, replay, replayed_span
-from asynclab.trace.whatif import REPLAYED_KINDS, context, fixed, profiler_free
+from asynclab.trace.whatif import FIRST_SHARE, NEEDS_FIRST, REPLAYED_KINDS, context, fixed, profiler_free
 
 __all__ = ["Savings", "predict_savings", "predict_savings_of_ranks", "JOINT_ROUNDS", "outlier_steps", "profiler_cost_per_op", "startup_end",
            "OUTLIER_FACTOR", "STARTUP_US"]
@@ -29,7 +29,8 @@ class Savings:
 
     ``step_ms`` is the replayed steady step, ``fixed_ms`` maps a finding kind to the replayed step with its fix and
     ``all_fixed_ms`` is the step with every fix applied; ``profiled_ms`` is the same steps as recorded;
-    ``outliers`` the steps left out; ``per_op_us`` the profiler's estimated cost per recorded op.
+    ``outliers`` the steps left out; ``per_op_us`` the profiler's estimated cost per recorded op; ``after`` the
+    fixes each fix's saving is counted after (those it needs first, :data:`~asynclab.trace.whatif.NEEDS_FIRST`).
     """
 
     step_ms: float
@@ -38,6 +39,7 @@ class Savings:
     all_fixed_ms: float
     outliers: list[int] = field(default_factory=list)
     per_op_us: float = 0.0
+    after: dict[str, tuple] = field(default_factory=dict)  # a fix's saving counted once these are fixed
 
     def saving_ms(self, kind: str) -> float:
         """What fixing ``kind`` saves a step (ms), never less than 0 nor more than the step."""
@@ -184,6 +186,11 @@ def _joint_steps(ranks: list[_Rank], kinds: list[str] | None) -> list[float]:
             for g, res, r in zip(graphs, results, ranks)]
 
 
+def _share(base: list[float], fixed_ms: list[float]) -> float:
+    """The share of the step a fix saves, over the ranks."""
+    return float(np.mean([(b - f) / b if b > 0 else 0.0 for b, f in zip(base, fixed_ms)]))
+
+
 def predict_savings_of_ranks(events: pd.DataFrame, ranks: list[tuple[Any, pd.DataFrame]],
                              kinds: list[str]) -> list[Savings]:
     """:func:`predict_savings` for the ranks of one run, replayed together (a collective waits for its last rank).
@@ -197,7 +204,21 @@ def predict_savings_of_ranks(events: pd.DataFrame, ranks: list[tuple[Any, pd.Dat
     rs = [_rank(events, rank, steps) for rank, steps in ranks]
     todo = [k for k in kinds if k in REPLAYED_KINDS]
     base = _joint_steps(rs, None)
-    fixed_ms = {k: _joint_steps(rs, [k]) for k in todo}
-    all_fixed = _joint_steps(rs, todo) if todo else base
+    replayed = {(): base}
+
+    def step_with(fixes: tuple) -> list[float]:
+        key = tuple(sorted(fixes))
+        if key not in replayed:
+            replayed[key] = _joint_steps(rs, sorted(fixes, key=lambda f: f in NEEDS_FIRST))  # those needed first
+        return replayed[key]
+
+    fixed_ms = {k: step_with((k,)) for k in todo}
+    needs = {k: tuple(f for f in NEEDS_FIRST.get(k, ()) if f in todo and _share(base, fixed_ms[f]) >= FIRST_SHARE)
+             for k in todo}
+    for k, first in needs.items():  # a fix that needs others first saves what it adds to them: the step less that
+        if first:
+            before, after = step_with(first), step_with(first + (k,))
+            fixed_ms[k] = [b - (x - y) for b, x, y in zip(base, before, after)]
+    all_fixed = step_with(tuple(todo)) if todo else base
     return [Savings(base[i], r.profiled_ms, {k: v[i] for k, v in fixed_ms.items()}, min(all_fixed[i], base[i]),
-                    r.outliers, r.per_op) for i, r in enumerate(rs)]
+                    r.outliers, r.per_op, {k: v for k, v in needs.items() if v}) for i, r in enumerate(rs)]

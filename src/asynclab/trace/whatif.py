@@ -11,7 +11,7 @@ from asynclab.trace.events import name_matches
 from asynclab.trace.idle import MANY_SMALL_COPIES, SMALL_COPY_BYTES
 from asynclab.trace.replay import ALLOC, Graph, host_time_in, replay, replayed_span
 
-__all__ = ["TRANSFORMS", "REPLAYED_KINDS", "fixed", "pinned_rate", "PINNED_BYTES_PER_US", "GRAPH_LAUNCH_US",
+__all__ = ["TRANSFORMS", "REPLAYED_KINDS", "NEEDS_FIRST", "FIRST_SHARE", "fixed", "pinned_rate", "PINNED_BYTES_PER_US", "GRAPH_LAUNCH_US",
            "profiler_free", "context", "span"]
 
 #: Host-to-device rate of pinned memory when the trace has no large pinned copy to measure it from (bytes/µs:
@@ -188,7 +188,7 @@ def _fix_dataloader(g: Graph, lo: float, hi: float, ctx: dict) -> None:
 
 def _fix_alloc(g: Graph, lo: float, hi: float, ctx: dict) -> None:
     hm, _ = _in(g, lo, hi)
-    m = hm & np.array([bool(ALLOC.search(str(n))) for n in ctx["call_names"]], dtype=bool)
+    m = hm & ctx["alloc"]
     g.h_dur[m] = 0.0
     g.h_own[m] = 0.0
     g.h_block[m] = False
@@ -200,8 +200,7 @@ def _fix_launch_bound(g: Graph, lo: float, hi: float, ctx: dict) -> None:
     :data:`GRAPH_LAUNCH_US`, and the ops that made them and the host's time from one to the next take none; the
     kernels follow each other as the GPU allows."""
     hm, gm = _in(g, lo, hi)
-    launch = hm & np.array([bool(_KERNEL_LAUNCH.search(str(n))) and "Graph" not in str(n) for n in ctx["call_names"]],
-                           dtype=bool)
+    launch = hm & ctx["eager_launch"]
     after = g.h_after
     in_run = launch & (after >= 0) & ~g.h_block[np.maximum(after, 0)]
     idx = np.flatnonzero(in_run)
@@ -230,6 +229,14 @@ TRANSFORMS: dict[str, Callable[[Graph, float, float, dict], None]] = {
 #: The kinds whose saving the replay predicts; the others (underfilled_gpu and the kinds of several ranks) keep
 #: the idle time they explain.
 REPLAYED_KINDS = tuple(TRANSFORMS)
+#: A fix that another needs first is counted (and listed) before it from this share of the step on.
+FIRST_SHARE = 0.1
+#: Fixes that need others first, and which: a CUDA graph cannot capture a step in which the host waits for the GPU,
+#: so capturing the launches saves what it adds once the step's waits (syncs, synchronous copies, frees) that save
+#: :data:`FIRST_SHARE` of the step or more are gone (lesser waits stay, and the launches between them are captured).
+NEEDS_FIRST: dict[str, tuple[str, ...]] = {
+    "launch_bound": ("host_sync", "pageable_copy", "small_copies", "alloc_churn"),
+}
 
 
 def context(g: Graph, steps: pd.DataFrame) -> dict:
@@ -244,8 +251,11 @@ def context(g: Graph, steps: pd.DataFrame) -> dict:
         True
     """
     h = g.host
-    names = h.loc[g.h_label, "name"].astype(str).to_numpy(dtype=object)
-    return {"call_names": names, "waited": _waited(g, names),
+    names = h.loc[g.h_label, "name"].astype(str)
+    eager = name_matches(names, _KERNEL_LAUNCH) & ~name_matches(names, "Graph")
+    names = names.to_numpy(dtype=object)
+    return {"call_names": names, "waited": _waited(g, names), "eager_launch": eager,
+            "alloc": name_matches(pd.Series(names), ALLOC),
             "call_tids": h.loc[g.h_label, "tid"].to_numpy(dtype=object),
             "outer_ops": _outermost(h[h["kind"] == "cpu_op"]), "pinned": pinned_rate(g.work), "steps": steps,
             "call_us": float(np.median(g.h_dur[~g.h_block])) if (~g.h_block).any() else 5.0}
