@@ -4,7 +4,8 @@
     python3 scripts/calibrate_gpu.py --out DIR [--card h100]
 
 It measures, on GPU 0: memory bandwidth (a large add), matrix-product rates (fp32, tf32, bf16, fp16), the host's
-time per operator and per launch from Python, copy rates (pinned and pageable host memory), peer-to-peer and
+time per operator and per launch from Python, autograd's time per recorded and per run backward node and each
+optimizer's Python per parameter (ratios to an operator's time, scaled to the references' host), copy rates (pinned and pageable host memory), peer-to-peer and
 through-the-host copy rates and a small peer copy's time when there are two GPUs, cudaMalloc/cudaFree costs, and what
 one SM draws of the memory's bandwidth (with the sweep that tests it, ``DIR/sharing.json``). It writes ``DIR/<card>.json``
 (the figures, in the form of ``src/asynclab/sim/cards/h100.json``: each measured figure's source says so, the ones
@@ -32,7 +33,10 @@ MEASURED = ("memory_gbps", "matmul_tflops.fp32", "matmul_tflops.tf32", "matmul_t
             "host_op_us", "host_matmul_us", "launch_us", "stream_call_us", "blocking_copy_us", "min_kernel_us", "min_matmul_us",
             "copy_gbps.pinned", "copy_gbps.pageable", "copy_gbps.peer",
             "copy_gbps.via_host", "sm_count", "malloc_us", "free_us", "sm_draw",
-            "shared_memory_kib", "l2_cache_mb", "peer_copy_us")
+            "shared_memory_kib", "l2_cache_mb", "peer_copy_us", "autograd_record_us", "autograd_node_us",
+            "optimizer_param_us.SGD", "optimizer_param_us.Adam", "optimizer_param_us.AdamW")
+#: The optimizers whose Python per parameter is measured (SGD with momentum, as training runs it).
+OPTIMIZERS = {"SGD": {"lr": 1e-3, "momentum": 0.9}, "Adam": {"lr": 1e-3}, "AdamW": {"lr": 1e-3}}
 
 #: The rows the SM-sharing sweep cuts the same 8 Mi float32 elements into: a softmax runs one block per row.
 SWEEP_ROWS = (8, 16, 32, 64, 96, 132, 512, 4096)
@@ -134,13 +138,90 @@ def measure_compute() -> dict[str, Any]:
     one, small = torch.zeros(1, device="cuda"), torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
     op_us = _host_us(lambda: one.add_(1.0))
     launch_us = _host_us(lambda: torch.cuda._sleep(1))  # a launch with next to no operator around it
-    out.update(host_op_us=max(0.0, op_us - launch_us), launch_us=launch_us,
+    out.update(host_op_us=max(0.0, op_us - launch_us), launch_us=launch_us, op_total_us=op_us,
                host_matmul_us=max(0.0, _host_us(lambda: torch.mm(small, small)) - launch_us), stream_call_us=_stream_call_us(),
                blocking_copy_us=max(0.0, _blocking_copy_us() - op_us), min_kernel_us=_min_kernel_us(),
                min_matmul_us=_min_kernel_us(matmul=True),
                sm_count=torch.cuda.get_device_properties(0).multi_processor_count,
                launch_queue_depth=_launch_queue_depth())
     return out
+
+
+def measure_host_python(op_us: float, ref_op_us: float) -> dict[str, Any]:
+    """The host's time around the operators, each as a ratio to an operator's (``op_us``, an ``x.add_`` from Python
+    with its launch, in the same run) scaled to the references' host, whose operator took ``ref_op_us``: autograd's
+    recording of a backward node in the forward pass and its engine's time per node in the backward pass (a chain of
+    multiplies), and each optimizer's Python per parameter in its step, less what the simulation charges for it."""
+    import torch
+
+    n, leaf = 500, torch.ones(1, device="cuda", requires_grad=True)
+
+    def chain() -> Any:
+        y = leaf
+        for _ in range(n):
+            y = y * 1.0001
+        return y
+    with torch.no_grad():
+        plain = _host_us(chain, n=5) / n
+    recorded = _host_us(chain, n=5) / n
+
+    def backward() -> None:
+        y = chain()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        y.backward()
+        times.append((time.perf_counter() - t0) * 1e6 / n)
+    times: list[float] = []
+    for _ in range(7):
+        backward()
+    node = statistics.median(times[2:])  # a backward node's time: its multiply (an operator from C++) and the engine's
+    out = {"autograd_record_us": max(0.0, recorded - plain) / op_us * ref_op_us,
+           "autograd_node_us": max(0.0, node - op_us) / op_us * ref_op_us, "optimizer_param_us": {}}
+    for name, kwargs in OPTIMIZERS.items():
+        slope = _optimizer_slope_us(name, kwargs, _host_step_us) / op_us * ref_op_us
+        out["optimizer_param_us"][name] = max(0.1, slope - _simulated_slope_us(name, kwargs))
+    return out
+
+
+def _optimizer_slope_us(name: str, kwargs: dict, step_us: Callable[[Any], float]) -> float:
+    """The host's time per parameter of an optimizer's step (µs): the step of 64 small parameters less that of 8."""
+    import torch
+
+    def made(p: int) -> Any:
+        params = [torch.zeros(128, 128, device="cuda", requires_grad=True) for _ in range(p)]
+        for q in params:
+            q.grad = torch.zeros_like(q)
+        return getattr(torch.optim, name)(params, **kwargs)
+    return (step_us(made(64)) - step_us(made(8))) / 56
+
+
+def _host_step_us(opt: Any) -> float:
+    import torch
+
+    times = []
+    for _ in range(9):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        opt.step()
+        times.append((time.perf_counter() - t0) * 1e6)
+    torch.cuda.synchronize()
+    return statistics.median(times[2:])
+
+
+def _simulated_slope_us(name: str, kwargs: dict) -> float:
+    """What the simulated H100 charges the host per parameter of the same step (µs), the figure being measured left
+    out: the operators' host time, and their host tensors' (a step count on the host)."""
+    from asynclab.sim.simulate import Predictor
+
+    with Predictor(computes=False) as gpu:
+        gpu.OPTIMIZER_PARAM_MS = {}
+
+        def step_us(opt: Any) -> float:
+            opt.step()
+            t0 = gpu.host
+            opt.step()
+            return (gpu.host - t0) * 1e3
+        return _optimizer_slope_us(name, kwargs, step_us)
 
 
 def _min_kernel_us(n: int = 1000, matmul: bool = False) -> float:
@@ -336,6 +417,8 @@ def main(argv: list[str] | None = None) -> int:
 
     meta = meta_of()
     measured = measure_compute()
+    old = card_figures(args.card)
+    measured.update(measure_host_python(measured.pop("op_total_us"), old["host_op_us"] + old["launch_us"]))
     measured["copy_gbps"] = measure_copies()
     measured.update(measure_allocator())
     sharing = measure_sharing()
@@ -344,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
         from asynclab.lessons.multi_gpu_p2p.experiments import latency
 
         measured["peer_copy_us"] = latency("cuda", sizes=(4,))["us_per_copy"][0]
-    figures = check_figures(figures_from(measured, card_figures(args.card), meta), "the measured figures")
+    figures = check_figures(figures_from(measured, old, meta), "the measured figures")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{args.card.lower()}.json").write_text(json.dumps(figures, indent=1) + "\n")
     (args.out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")

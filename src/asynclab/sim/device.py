@@ -36,6 +36,25 @@ __all__ = ["DeviceTensor", "PinnedTensor", "SimGPU", "gpu_of"]
 _SEQ = itertools.count()
 
 
+def _grouped(tensorlistlist: list, with_indices: bool = False) -> dict:
+    """An optimizer's tensors grouped by the device and dtype of the first list's (PyTorch's own grouping reads a
+    tensor's device in C++, where a simulated GPU's tensor lives on the CPU): ``{(device, dtype): (lists, indices)}``.
+
+    Example:
+        >>> a, b = torch.zeros(1), torch.zeros(1, dtype=torch.float16)
+        >>> {k[1]: v[1] for k, v in _grouped([[a, b, a]]).items()}
+        {torch.float32: [0, 2], torch.float16: [1]}
+    """
+    out: dict = {}
+    for i, first in enumerate(tensorlistlist[0]):
+        lists, indices = out.setdefault((first.device, first.dtype), ([[] for _ in tensorlistlist], []))
+        for kept, tensors in zip(lists, tensorlistlist):
+            if tensors:  # an empty list (no momentum buffers yet) stays empty
+                kept.append(tensors[i])
+        indices.append(i)
+    return out
+
+
 class _Placement(TorchFunctionMode):
     """Puts new tensors where a GPU program puts them: ``device="cuda"`` factories, ``.cuda()``, ``.to("cuda")`` of
     host tensors and ``pin_memory`` make simulated memory."""
@@ -603,15 +622,19 @@ class SimGPU(Simulation):
         torch.__future__.set_overwrite_module_params_on_conversion(True)
         self._placement = _Placement(self)
         self._placement.__enter__()
-        # threads started in the check place tensors there too
-        self._threads = [patches.install("threading.Thread", _threads(threading.Thread.run, threading.Thread.join)),
-                         patches.install("threading.Condition", _signals(threading.Condition.notify,
-                                                                         threading.Condition.wait))]
+        # threads started in the check place tensors there too; an optimizer takes its multi-tensor (foreach) path for
+        # parameters on the simulated GPU, as it does for a GPU's (it checks a parameter's type)
+        foreach = patches.owner_of("torch.optim.optimizer")._foreach_supported_types
+        self._installed = [patches.install("threading.Thread", _threads(threading.Thread.run, threading.Thread.join)),
+                           patches.install("threading.Condition", _signals(threading.Condition.notify,
+                                                                           threading.Condition.wait)),
+                           patches.install("torch.optim.optimizer", {"_foreach_supported_types": [*foreach, DeviceTensor],
+                                                                     "_group_tensors_by_device_and_dtype": _grouped})]
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        while self._threads:
-            self._threads.pop().undo()
+        while self._installed:
+            self._installed.pop().undo()
         self._placement.__exit__(*exc)
         torch.__future__.set_overwrite_module_params_on_conversion(self._overwrite)
         self.finish()

@@ -37,9 +37,16 @@ FIGURES = {
     "spin_cycles_per_ms": "clock cycles per ms of a spin kernel (torch.cuda._sleep)",
     "host_gbps": "GB/s the host's own tensor work moves (its inputs and outputs) on host tensors",
     "host_random_ns": "ns of host time per random number the host's generator makes (randn, randint, ...)",
+    "autograd_record_us": "µs of host time an operator takes to record its backward node (autograd on, an input "
+                          "that requires grad)",
+    "autograd_node_us": "µs of host time autograd's engine takes per backward node it runs, besides the node's "
+                        "operators",
+    "optimizer_param_us": "µs of host time an optimizer's step takes per parameter, besides its operators, by "
+                          "optimizer: SGD, Adam, AdamW (the Python that gathers each parameter's state)",
 }
 _DTYPES = ("fp32", "tf32", "bf16", "fp16")
 _COPIES = ("pinned", "pageable", "peer", "via_host")
+_OPTIMIZERS = ("SGD", "Adam", "AdamW")
 
 
 def check_figures(figures: dict[str, Any], where: str = "the figures") -> dict[str, Any]:
@@ -56,7 +63,8 @@ def check_figures(figures: dict[str, Any], where: str = "the figures") -> dict[s
         if name not in figures:
             raise ValueError(f"{where}: no figure {name!r} (a card's file gives all of memory_gbps, matmul_tflops, "
                              "...)")
-        value, keys = figures[name], {"matmul_tflops": _DTYPES, "copy_gbps": _COPIES}.get(name)
+        groups = {"matmul_tflops": _DTYPES, "copy_gbps": _COPIES, "optimizer_param_us": _OPTIMIZERS}
+        value, keys = figures[name], groups.get(name)
         values = [value.get(k) for k in keys] if keys and isinstance(value, dict) else [value]
         if keys and not isinstance(value, dict):
             raise ValueError(f"{where}: {name} must give a rate for each of {', '.join(keys)}")
@@ -93,8 +101,9 @@ def card_figures(card: str = "H100") -> dict[str, Any]:
     return check_figures(figures, str(path))
 
 
-def rates(figures: dict[str, Any]) -> dict[str, float]:
-    """The figures as the simulated GPU's constants: times in ms, rates in bytes or FLOPs per ms.
+def rates(figures: dict[str, Any]) -> dict[str, Any]:
+    """The figures as the simulated GPU's constants: times in ms, rates in bytes or FLOPs per ms (an optimizer's time
+    per parameter by its name).
 
     Example:
         >>> r = rates(card_figures("H100"))
@@ -131,5 +140,8 @@ def rates(figures: dict[str, Any]) -> dict[str, float]:
         "HOST_BYTES_PER_MS": f["host_gbps"] * 1e6,
         "HOST_RANDOM_MS": f["host_random_ns"] / 1e6,
         "FREE_MS": f["free_us"] / 1e3,
+        "AUTOGRAD_RECORD_MS": f["autograd_record_us"] / 1e3,
+        "AUTOGRAD_NODE_MS": f["autograd_node_us"] / 1e3,
+        "OPTIMIZER_PARAM_MS": {name: us / 1e3 for name, us in f["optimizer_param_us"].items()},
         "CYCLES_PER_MS": float(f["spin_cycles_per_ms"]),
     }

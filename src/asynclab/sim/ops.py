@@ -306,7 +306,8 @@ def run_operator(gpu: Simulation, func: Any, args: tuple, kwargs: dict) -> Any:
             return map_leaves(lambda o: DeviceTensor(o, base.block) if isinstance(o, torch.Tensor) else o, views)
     try:
         shapes = _shapes(func, args, kwargs)
-        if not all(isinstance(o, torch.Tensor) for o in leaves(shapes)) or not leaves(shapes):
+        in_place = not func._schema.returns and bool(_mutated(func, args, kwargs))  # torch._foreach_add_(xs, ys)
+        if not all(isinstance(o, torch.Tensor) for o in leaves(shapes)) or not (leaves(shapes) or in_place):
             raise _NeedsHostRead()
     except (_NeedsHostRead, NotImplementedError, RuntimeError) as err:
         meta = isinstance(err, (_NeedsHostRead, NotImplementedError)) or "meta" in str(err).lower() \
@@ -405,7 +406,8 @@ def _kernel(gpu: Simulation, func: Any, args: tuple, kwargs: dict, device: int, 
 
     reads = tuple(t for t in leaves((eargs, ekwargs)) if isinstance(t, torch.Tensor)
                   and any(t is x.elem for x in leaves((args, kwargs)) if isinstance(x, DeviceTensor)))
-    ms, fill, memory = _kernel_cost(gpu, func, (args, kwargs), [o for o in outputs if o is not None])
+    made_or_written = [o for o in outputs if o is not None] or mutated  # an in-place op of no return writes its inputs
+    ms, fill, memory = _kernel_cost(gpu, func, (args, kwargs), made_or_written)
     gpu.queue(name, stream, ms, at_start, fill=fill, memory=memory, reads=reads,
               writes=tuple(f for f in fresh if f is not None) + tuple(written_to))
     made = iter([o if o is not None else m for o, m in zip(outputs, flat)])

@@ -4,7 +4,8 @@ The simulation replaces torch.cuda's streams, events and devices, and PyTorch's 
 ``torch.accelerator`` (:mod:`asynclab.sim.cuda`), the host's clocks and
 ``time.sleep`` while a check runs (they read the host's simulated time), ``threading.Thread.run`` and ``join``, and ``threading.Condition``'s
 ``notify`` and ``wait`` (threads started in a check put new tensors on the simulated GPU and keep host clocks of their
-own, which a join or a wake-up brings together), timeit's and torch.utils.benchmark's clock defaults, and a check
+own, which a join or a wake-up brings together), timeit's and torch.utils.benchmark's clock defaults, the tensor types for which an optimizer takes its multi-tensor path
+and how it groups its tensors by device (a simulated GPU's parameters take it, as a GPU's do), and a check
 counts the host's waits by wrapping ``synchronize``. :data:`TABLE` lists all of it, and grading's tamper check watches
 the same names. Besides, while a check runs, the clocks an answer bound before it (``from time import perf_counter``)
 look themselves up in ``time`` (:func:`answer_clocks`). A prediction of a lesson's experiment refuses fresh
@@ -57,6 +58,7 @@ TABLE: dict[str, tuple[str, ...]] = {
     "threading.Condition": ("notify", "wait"),
     **{path: ("synchronize",) for path in WAITS[1:]},
     "torch.accelerator": ACCELERATOR,
+    "torch.optim.optimizer": ("_foreach_supported_types", "_group_tensors_by_device_and_dtype"),  # as a GPU's tensors
 }
 #: The ``time`` functions that read or spend the host's time.
 TIME_FUNCTIONS = frozenset(TABLE["time"])

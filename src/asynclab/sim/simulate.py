@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import torch
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.overrides import TorchFunctionMode
 
 from asynclab.sim.device import SimGPU
@@ -95,11 +96,19 @@ def _cast(value: Any, dtype: torch.dtype) -> Any:
     return value
 
 
+#: Operators that record no backward node even where an input requires grad.
+_NOT_RECORDED = frozenset({"detach", "alias", "_local_scalar_dense", "is_nonzero", "equal", "ones_like", "zeros_like",
+                           "empty_like", "full_like", "rand_like", "randn_like", "randint_like", "eq", "ne", "lt", "le",
+                           "gt", "ge", "argmax", "argmin", "isnan", "isinf", "isfinite"})
+
+
 class Predictor(SimGPU):
     """Simulated GPUs with a card's whole cost model, that run autograd: what :func:`simulate` runs code on.
 
     Besides a checker's :class:`SimGPU`, each operator costs the host ``HOST_OP_MS`` (a matrix product, cuBLAS's call,
     ``HOST_MATMUL_MS``; a ``cpu_op`` row in the trace),
+    autograd ``AUTOGRAD_RECORD_MS`` for each operator that records a backward node and ``AUTOGRAD_NODE_MS`` for each
+    node its engine runs, an optimizer's step ``OPTIMIZER_PARAM_MS`` per parameter (by optimizer),
     each stream call (``wait_stream``, an event's record or wait, a change of the current stream) ``STREAM_CALL_MS``,
     each blocking copy between the host and a GPU a round trip of ``BLOCKING_COPY_MS`` once it landed,
     memory new to the caching allocator costs ``MALLOC_MS``, ``torch.cuda.empty_cache()`` waits for the GPU and costs
@@ -133,9 +142,34 @@ class Predictor(SimGPU):
         views = [r for r in func._schema.returns if r.alias_info is not None and not r.alias_info.is_write]
         if func._schema.returns and not views:  # an in-place op (x.add_) costs as much as any; a view next to nothing
             self.host += self.HOST_MATMUL_MS if name in MATMULS else self.HOST_OP_MS
+        self.host += self._autograd_ms(name, args, kwargs)
         out = super().dispatch(func, args, kwargs)
         self.ops.append((f"aten::{name}", start, self.host))
         return out
+
+    def _autograd_ms(self, name: str, args: tuple, kwargs: dict) -> float:
+        """Autograd's host time around an operator: in the backward pass, ``AUTOGRAD_NODE_MS`` for each node the
+        engine runs (charged at the node's first operator); in the forward pass, ``AUTOGRAD_RECORD_MS`` for an
+        operator that records a node (grad mode on, an input that requires grad)."""
+        node = torch._C._current_autograd_node()
+        if node is not None:
+            if node is self._node:
+                return 0.0
+            self._node = node
+            return self.AUTOGRAD_NODE_MS
+        self._node = None
+        if name in _NOT_RECORDED or not torch.is_grad_enabled():
+            return 0.0
+        wants = any(isinstance(t, torch.Tensor) and t.requires_grad for t in leaves((args, kwargs)))
+        return self.AUTOGRAD_RECORD_MS if wants else 0.0
+
+    def _optimizer_step(self, optimizer: Any, *_: Any) -> None:
+        """An optimizer's step costs the host ``OPTIMIZER_PARAM_MS`` per parameter with a gradient, by its class (or
+        the class it derives from): the Python that gathers each parameter's state; another optimizer costs its
+        operators alone."""
+        per = next((self.OPTIMIZER_PARAM_MS[c.__name__] for c in type(optimizer).__mro__
+                    if c.__name__ in self.OPTIMIZER_PARAM_MS), 0.0)
+        self.host += per * sum(p.grad is not None for group in optimizer.param_groups for p in group["params"])
 
     def copy_waited(self) -> None:
         """A blocking copy between the host and a GPU costs the host ``BLOCKING_COPY_MS`` once it has landed: the
@@ -217,9 +251,13 @@ class Predictor(SimGPU):
         super().__enter__()
         self._autocast = _Autocast()
         self._autocast.__enter__()
+        self._node = None
+        self._step_hook = register_optimizer_step_pre_hook(self._optimizer_step)
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self._step_hook.remove()
+        self._node = None  # the last backward node holds its graph's tensors
         self._autocast.__exit__(*exc)
         super().__exit__(*exc)
 
