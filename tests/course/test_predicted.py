@@ -41,11 +41,11 @@ MISSES = {
     "blocking copy makes the host wait for the GPU, and the simulated GPU works 0.96 ms a step on the small CNN where "
     "the H100 was busy 1.68 ms besides its copies (2.98 ms busy, 1.30 ms of it copying): cuDNN runs these 3- and "
     "32-channel fp32 convolutions and their pooling below the rates the model prices them at",
-    ("05", "dataloader", "pinned.step_ms"): "pinned.step_ms: predicted 0.73 ms vs 2.06 ms recorded: on the H100 the "
-    "host set the pace (its GPU, busy 1.73 ms a step, idled 0.34 ms a step): autograd's engine, the optimizer's Python "
-    "and the copy of each batch into pinned memory cost the host more than the model's price per operator, and the "
-    "model has the GPU's 0.96 ms a step (see plain.step_ms) behind a host that never waits",
-    ("08", "fix_one_at_a_time", "stages.0.step_ms"): "stages.0.step_ms: predicted 77.8 ms vs 106 ms recorded for the "
+    ("05", "dataloader", "pinned.step_ms"): "pinned.step_ms: predicted 0.93 ms vs 2.06 ms recorded: on the H100 the "
+    "host set the pace (its GPU, busy 1.73 ms a step, idled 0.34 ms a step): the DataLoader's Python and the copy of "
+    "each batch into pinned memory cost the host more than the model prices (autograd's engine and the optimizer's "
+    "Python are priced), and the model has the GPU's 0.96 ms a step (see plain.step_ms) behind a host that never waits",
+    ("08", "fix_one_at_a_time", "stages.0.step_ms"): "stages.0.step_ms: predicted 77.6 ms vs 106 ms recorded for the "
     "step with its four mistakes: the model prices the loader's tensor operators (each of 256 images made with its "
     "own generator, two randint and a flip or a copy; the batch stacked) and not the Python around them",
     ("06", "latency", "local_us_per_copy.0"): "local_us_per_copy.0: predicted 1.03 µs vs 1.5 µs recorded: a tiny copy "
