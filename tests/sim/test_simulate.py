@@ -51,7 +51,10 @@ def test_a_training_step_is_a_profilers_trace(tmp_path):
     sim = trace.meta["simulated"]
     assert sim["predicted"] and len(sim["step_ms"]) == 3 and all(ms > 0 for ms in sim["step_ms"])
     assert isinstance(sim["returned"], float)  # the last step's loss, computed on the CPU
-    assert "steps" in str(al.diagnose(trace))
+    ops = ev.loc[ev["kind"] == "cpu_op", "name"]
+    assert {"autograd::engine::evaluate_function: AddmmBackward0", "Optimizer.step#SGD.step"} <= set(ops)
+    diagnosis = al.diagnose(trace)
+    assert "steps" in str(diagnosis) and "estimated at 0.00 µs" in " ".join(diagnosis.notes)  # no profiler ran
     assert al.draw_timeline(trace) is not None
     doc = json.loads(gzip.open(tmp_path / "t.json.gz", "rt").read())  # Chrome trace JSON, as Perfetto opens it
     assert doc["traceEvents"] and all({"ph", "ts", "dur", "pid", "tid"} <= set(e) for e in doc["traceEvents"])
@@ -75,6 +78,13 @@ def test_the_codes_own_timers_are_recorded():
     host_ms, event_ms = sim["returned"]
     assert sim["elapsed_ms"] == [event_ms] and sim["timed_ms"][0] == pytest.approx(host_ms)
     assert 2.0 < event_ms < host_ms  # 137 GFLOP of fp32 at 50 TFLOP/s: about 2.7 ms
+
+
+def test_the_hosts_own_tensor_work_is_a_row_of_the_trace():
+    trace = al.simulate(lambda: torch.randn(512, 512).tanh().cuda().sum().item())
+    rows = trace.events[trace.events["kind"] == "cpu_op"]
+    made = rows[rows["name"].isin(["aten::randn", "aten::tanh"])]
+    assert len(made) == 2 and (made["end_us"] - made["start_us"]).min() > 0
 
 
 def test_the_host_gets_what_the_code_copies_back():

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import torch
-from torch.optim.optimizer import register_optimizer_step_pre_hook
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 from torch.overrides import TorchFunctionMode
 
 from asynclab.sim.device import SimGPU
@@ -137,39 +137,58 @@ class Predictor(SimGPU):
         self._unstarted: list[float] = []  # starts of launched work not yet started (a heap)
 
     def dispatch(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        self._backward_node()
         start = self.host
         name = func._schema.name.split("::")[-1]
         views = [r for r in func._schema.returns if r.alias_info is not None and not r.alias_info.is_write]
         if func._schema.returns and not views:  # an in-place op (x.add_) costs as much as any; a view next to nothing
             self.host += self.HOST_MATMUL_MS if name in MATMULS else self.HOST_OP_MS
-        self.host += self._autograd_ms(name, args, kwargs)
+        self.host += self._recording_ms(name, args, kwargs)
         out = super().dispatch(func, args, kwargs)
         self.ops.append((f"aten::{name}", start, self.host))
+        if self._node_row is not None:
+            self._node_row[2] = self.host
         return out
 
-    def _autograd_ms(self, name: str, args: tuple, kwargs: dict) -> float:
-        """Autograd's host time around an operator: in the backward pass, ``AUTOGRAD_NODE_MS`` for each node the
-        engine runs (charged at the node's first operator); in the forward pass, ``AUTOGRAD_RECORD_MS`` for an
-        operator that records a node (grad mode on, an input that requires grad)."""
+    def _backward_node(self) -> None:
+        """Autograd's engine, in the backward pass: ``AUTOGRAD_NODE_MS`` for each node it runs, before the node's first
+        operator, and the node's operators as a ``cpu_op`` row around them (``autograd::engine::evaluate_function:
+        <node>``, as torch.profiler names it)."""
         node = torch._C._current_autograd_node()
-        if node is not None:
-            if node is self._node:
-                return 0.0
-            self._node = node
-            return self.AUTOGRAD_NODE_MS
-        self._node = None
-        if name in _NOT_RECORDED or not torch.is_grad_enabled():
+        if node is self._node:
+            return
+        self._end_node()
+        self._node = node
+        if node is not None:  # the row starts at the node's first operator: only a profiler's own time comes between
+            self.host += self.AUTOGRAD_NODE_MS
+            self._node_row = [f"autograd::engine::evaluate_function: {node.name()}", self.host, self.host]
+
+    def _end_node(self) -> None:
+        if self._node_row is not None:
+            self.ops.append(tuple(self._node_row))
+        self._node, self._node_row = None, None  # a node holds its graph's tensors: let it go
+
+    def _recording_ms(self, name: str, args: tuple, kwargs: dict) -> float:
+        """In the forward pass, ``AUTOGRAD_RECORD_MS`` for an operator that records a backward node (grad mode on, an
+        input that requires grad)."""
+        if self._node is not None or name in _NOT_RECORDED or not torch.is_grad_enabled():
             return 0.0
         wants = any(isinstance(t, torch.Tensor) and t.requires_grad for t in leaves((args, kwargs)))
         return self.AUTOGRAD_RECORD_MS if wants else 0.0
 
-    def _optimizer_step(self, optimizer: Any, *_: Any) -> None:
+    def _step_starts(self, optimizer: Any, *_: Any) -> None:
         """An optimizer's step costs the host ``OPTIMIZER_PARAM_MS`` per parameter with a gradient, by its class (or
         the class it derives from): the Python that gathers each parameter's state; another optimizer costs its
-        operators alone."""
+        operators alone. The step is a ``cpu_op`` row, ``Optimizer.step#<class>.step``, as torch.profiler names it."""
+        self._end_node()
+        self._steps[id(optimizer)] = self.host
         per = next((self.OPTIMIZER_PARAM_MS[c.__name__] for c in type(optimizer).__mro__
                     if c.__name__ in self.OPTIMIZER_PARAM_MS), 0.0)
         self.host += per * sum(p.grad is not None for group in optimizer.param_groups for p in group["params"])
+
+    def _step_ends(self, optimizer: Any, *_: Any) -> None:
+        start = self._steps.pop(id(optimizer), self.host)
+        self.ops.append((f"Optimizer.step#{type(optimizer).__name__}.step", start, self.host))
 
     def copy_waited(self) -> None:
         """A blocking copy between the host and a GPU costs the host ``BLOCKING_COPY_MS`` once it has landed: the
@@ -203,7 +222,9 @@ class Predictor(SimGPU):
         else:
             ins = [t for t in leaves(args) if isinstance(t, torch.Tensor) and t.device.type == "cpu"]
             ms = sum(t.numel() * t.element_size() for t in made + ins) / self.HOST_BYTES_PER_MS
+        start = self.host
         self.host += self.HOST_OP_MS + ms
+        self.ops.append((f"aten::{name.strip('_') or name}", start, self.host))  # tensor.__mul__: aten::mul
 
     def made(self, out: Any, device: int, name: str) -> Any:
         """A factory (``torch.ones(..., device="cuda")``): an operator of the host's, too."""
@@ -251,13 +272,15 @@ class Predictor(SimGPU):
         super().__enter__()
         self._autocast = _Autocast()
         self._autocast.__enter__()
-        self._node = None
-        self._step_hook = register_optimizer_step_pre_hook(self._optimizer_step)
+        self._node, self._node_row, self._steps = None, None, {}
+        self._step_hooks = [register_optimizer_step_pre_hook(self._step_starts),
+                            register_optimizer_step_post_hook(self._step_ends)]
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._step_hook.remove()
-        self._node = None  # the last backward node holds its graph's tensors
+        for hook in self._step_hooks:
+            hook.remove()
+        self._end_node()
         self._autocast.__exit__(*exc)
         super().__exit__(*exc)
 
