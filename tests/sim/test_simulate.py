@@ -117,6 +117,28 @@ def test_an_optimizer_takes_the_multi_tensor_path_a_gpu_takes():
     assert values == [0.0] * 4
 
 
+def test_clip_grad_norm_takes_the_multi_tensor_path_a_gpu_takes():
+    from asynclab.sim.simulate import Predictor
+
+    def clipped(device):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(16, 16)
+        x = torch.randn(8, 16)
+        model = model.to(device)
+        model(x.to(device)).pow(2).sum().backward()
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+        return float(norm), model.weight.grad.cpu()
+
+    norm, grad = clipped("cpu")
+    with Predictor() as gpu:
+        gpu.ops.clear()
+        sim_norm, sim_grad = clipped("cuda")
+        names = [name for name, *_ in gpu.ops]
+    if hasattr(torch.utils._foreach_utils, "_foreach_supported_types"):  # a PyTorch whose check reads that list
+        assert "aten::_foreach_norm" in names and "aten::_foreach_mul_" in names, names
+    assert sim_norm == pytest.approx(norm) and torch.allclose(sim_grad, grad)
+
+
 def _host_ms(setup, timed):
     """The simulated host's time (ms) of ``timed(state)`` after ``state = setup()``, on a simulated H100."""
     from asynclab.sim.simulate import Predictor

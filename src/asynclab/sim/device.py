@@ -623,13 +623,17 @@ class SimGPU(Simulation):
         self._placement = _Placement(self)
         self._placement.__enter__()
         # threads started in the check place tensors there too; an optimizer takes its multi-tensor (foreach) path for
-        # parameters on the simulated GPU, as it does for a GPU's (it checks a parameter's type)
-        foreach = patches.owner_of("torch.optim.optimizer")._foreach_supported_types
+        # parameters on the simulated GPU, as it does for a GPU's (it checks a parameter's type and groups by device)
         self._installed = [patches.install("threading.Thread", _threads(threading.Thread.run, threading.Thread.join)),
                            patches.install("threading.Condition", _signals(threading.Condition.notify,
-                                                                           threading.Condition.wait)),
-                           patches.install("torch.optim.optimizer", {"_foreach_supported_types": [*foreach, DeviceTensor],
-                                                                     "_group_tensors_by_device_and_dtype": _grouped})]
+                                                                           threading.Condition.wait))]
+        for path, names in patches.FOREACH.items():  # and torch.nn.utils.clip_grad_norm_ its foreach kernels
+            owner = patches.owner_of(path)
+            here = {"_foreach_supported_types": [*getattr(owner, "_foreach_supported_types", ()), DeviceTensor],
+                    "_group_tensors_by_device_and_dtype": _grouped}
+            ours = {name: here[name] for name in names if hasattr(owner, name)}  # where this PyTorch has them
+            if ours:
+                self._installed.append(patches.install(path, ours))
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -4,8 +4,8 @@ The simulation replaces torch.cuda's streams, events and devices, and PyTorch's 
 ``torch.accelerator`` (:mod:`asynclab.sim.cuda`), the host's clocks and
 ``time.sleep`` while a check runs (they read the host's simulated time), ``threading.Thread.run`` and ``join``, and ``threading.Condition``'s
 ``notify`` and ``wait`` (threads started in a check put new tensors on the simulated GPU and keep host clocks of their
-own, which a join or a wake-up brings together), timeit's and torch.utils.benchmark's clock defaults, the tensor types for which an optimizer takes its multi-tensor path
-and how it groups its tensors by device (a simulated GPU's parameters take it, as a GPU's do), and a check
+own, which a join or a wake-up brings together), timeit's and torch.utils.benchmark's clock defaults, the tensor types for which an optimizer and ``clip_grad_norm_`` take their multi-tensor
+path and how they group tensors by device (a simulated GPU's tensors take it, as a GPU's do), and a check
 counts the host's waits by wrapping ``synchronize``. :data:`TABLE` lists all of it, and grading's tamper check watches
 the same names. Besides, while a check runs, the clocks an answer bound before it (``from time import perf_counter``)
 look themselves up in ``time`` (:func:`answer_clocks`). A prediction of a lesson's experiment refuses fresh
@@ -18,7 +18,7 @@ import importlib
 import sys
 from typing import Any, Iterator
 
-__all__ = ["ACCELERATOR", "CLOCK_DEFAULTS", "CPU_CLOCKS", "Installed", "REFUSED", "TIME_FUNCTIONS", "answer_clocks", "clock_defaults", "settle_benchmark_timer", "is_time_function", "TABLE", "TORCH_CUDA", "WAITS", "WALL_CLOCKS", "install", "owner_of", "patched",
+__all__ = ["ACCELERATOR", "CLOCK_DEFAULTS", "CPU_CLOCKS", "FOREACH", "Installed", "REFUSED", "TIME_FUNCTIONS", "answer_clocks", "clock_defaults", "settle_benchmark_timer", "is_time_function", "TABLE", "TORCH_CUDA", "WAITS", "WALL_CLOCKS", "install", "owner_of", "patched",
            "replaced"]
 
 #: torch.cuda's names that have stand-ins on a simulated GPU.
@@ -45,6 +45,11 @@ WAITS = ("torch.cuda", "torch.cuda.Stream", "torch.cuda.Event", "torch.accelerat
 #: default to the clock that reads the host's simulated time.
 CLOCK_DEFAULTS = ("timeit.timeit", "timeit.repeat", "timeit.Timer.__init__",
                   "torch.utils.benchmark.utils.timer.Timer.__init__")
+#: Where PyTorch picks its multi-tensor (foreach) kernels by a tensor's type and groups tensors by their device (in
+#: C++, where a simulated GPU's tensor lives on the CPU): the optimizers, and clip_grad_norm_ through its helpers.
+FOREACH = {"torch.optim.optimizer": ("_foreach_supported_types", "_group_tensors_by_device_and_dtype"),
+           "torch.utils._foreach_utils": ("_foreach_supported_types",),
+           "torch.nn.utils.clip_grad": ("_group_tensors_by_device_and_dtype",)}
 #: Everything that is ever patched: owner (its import path) -> the names replaced on it. Besides these, a check
 #: points the names of ``time``'s functions that an answer bound before it ran (``from time import perf_counter``,
 #: a default argument, ``functools.partial``) at the ``time`` module's own (:func:`answer_clocks`).
@@ -58,7 +63,7 @@ TABLE: dict[str, tuple[str, ...]] = {
     "threading.Condition": ("notify", "wait"),
     **{path: ("synchronize",) for path in WAITS[1:]},
     "torch.accelerator": ACCELERATOR,
-    "torch.optim.optimizer": ("_foreach_supported_types", "_group_tensors_by_device_and_dtype"),  # as a GPU's tensors
+    **FOREACH,
 }
 #: The ``time`` functions that read or spend the host's time.
 TIME_FUNCTIONS = frozenset(TABLE["time"])
