@@ -65,9 +65,9 @@ def _fix_host_sync(g: Graph, lo: float, hi: float, ctx: dict) -> None:
     _unblock(g, hm & g.h_block & (ctx["waited"] == "host_sync"))
 
 
-def _waited(g: Graph, names: np.ndarray) -> np.ndarray:
-    """What each blocking call waited for: the allocator, a pageable copy (small_copies when tiny), or anything
-    (host_sync); "" for calls that do not block."""
+def _waited(g: Graph, alloc: np.ndarray) -> np.ndarray:
+    """What each blocking call waited for: the allocator (``alloc``: the calls that are its), a pageable copy
+    (small_copies when tiny), or anything (host_sync); "" for calls that do not block."""
     w = g.work
     pageable = ((w["kind"] == "h2d").to_numpy(dtype=bool)
                 & name_matches(w["name"], "Pageable"))
@@ -76,7 +76,7 @@ def _waited(g: Graph, names: np.ndarray) -> np.ndarray:
     for i in np.flatnonzero(g.h_block):
         waits = g.h_waits[i]
         out[i] = "host_sync"
-        if ALLOC.search(str(names[i])):
+        if alloc[i]:
             out[i] = "alloc_churn"
         elif waits is not None and len(waits):
             last = int(waits[np.argmax(g.g_end[waits])])
@@ -240,7 +240,8 @@ NEEDS_FIRST: dict[str, tuple[str, ...]] = {
 
 
 def context(g: Graph, steps: pd.DataFrame) -> dict:
-    """What the transforms look up: call names and threads, ops, the pinned rate, a runtime call's usual cost (µs)
+    """What the transforms look up: which calls are eager launches and the allocator's, what each blocking call waited
+    for, the calls' threads, ops, the pinned rate, a runtime call's usual cost (µs)
     and the steps.
 
     Example:
@@ -251,11 +252,10 @@ def context(g: Graph, steps: pd.DataFrame) -> dict:
         True
     """
     h = g.host
-    names = h.loc[g.h_label, "name"].astype(str)
+    names = h.loc[g.h_label, "name"]
     eager = name_matches(names, _KERNEL_LAUNCH) & ~name_matches(names, "Graph")
-    names = names.to_numpy(dtype=object)
-    return {"call_names": names, "waited": _waited(g, names), "eager_launch": eager,
-            "alloc": name_matches(pd.Series(names), ALLOC),
+    alloc = name_matches(names, ALLOC)
+    return {"waited": _waited(g, alloc), "eager_launch": eager, "alloc": alloc,
             "call_tids": h.loc[g.h_label, "tid"].to_numpy(dtype=object),
             "outer_ops": _outermost(h[h["kind"] == "cpu_op"]), "pinned": pinned_rate(g.work), "steps": steps,
             "call_us": float(np.median(g.h_dur[~g.h_block])) if (~g.h_block).any() else 5.0}
