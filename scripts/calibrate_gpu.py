@@ -390,6 +390,27 @@ def measure_allocator() -> dict[str, float]:
     return {"malloc_us": statistics.median(mallocs), "free_us": statistics.median(frees)}
 
 
+def measure_pinning() -> dict[str, float]:
+    """cudaHostAlloc's cost: a pinned block the caching host allocator must get from the driver (its cache emptied
+    first), of 1, 16 and 256 MiB, the median of five each: a fixed part and a rate (the driver page-locks each page)."""
+    import torch
+
+    def fresh_ms(nbytes: int) -> float:
+        runs = []
+        for _ in range(5):
+            torch._C._host_emptyCache()
+            t0 = time.perf_counter()
+            x = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+            runs.append((time.perf_counter() - t0) * 1e3)
+            del x
+        return statistics.median(runs)
+
+    small, mid, big = (fresh_ms(n << 20) for n in (1, 16, 256))
+    per_ms = (240 << 20) / (big - mid)  # bytes per ms, from the two larger blocks
+    print(f"fresh pins: 1 MiB {small:.3f} ms, 16 MiB {mid:.3f} ms, 256 MiB {big:.3f} ms", file=sys.stderr)
+    return {"host_alloc_gbps": per_ms / 1e6, "host_alloc_us": max(1.0, (small - (1 << 20) / per_ms) * 1e3)}
+
+
 def meta_of() -> dict[str, str]:
     """GPU, driver, torch, CUDA and the date of this calibration."""
     import torch
@@ -421,6 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     measured.update(measure_host_python(measured.pop("op_total_us"), old["host_op_us"] + old["launch_us"]))
     measured["copy_gbps"] = measure_copies()
     measured.update(measure_allocator())
+    measured.update(measure_pinning())
     sharing = measure_sharing()
     measured.update({k: sharing[k] for k in ("sm_draw", "shared_memory_kib", "l2_cache_mb")})
     if torch.cuda.device_count() > 1:

@@ -59,10 +59,6 @@ CLAIM_MISSES = {
     ("03", "parallel_module", "Parallel gives the outputs of the branches run in turn, on both workloads"): "the "
     "outputs are compared by value, and the predictions run parallel_module timed only: computing its GPU-sized "
     "branches' values on a CPU takes minutes",
-    ("05", "pin_cost", "pin into a fresh block + pinned copy is slower than a pageable copy"): "a fresh pin costs the "
-    "model only the host's copy into page-locked memory: 4.9 ms predicted for 256 MiB (as into a cached block) against "
-    "93 ms recorded (the driver locking new pages is not priced; the caching host allocator that makes a second pin "
-    "cheap is not simulated either)",
     ("05", "dataloader", "the pinned loader's steps are faster, with less GPU idle time"): "the GPU's idle time is read "
     "from a profiler trace of the loader, which the predictions do not record (they time the steps only)",
     ("02", "spread", "max > p95 > median"): "the simulated GPU has no noise: after the first, every timing of the same "

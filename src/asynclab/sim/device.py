@@ -26,6 +26,7 @@ from asynclab.sim import methods  # noqa: F401 - registers the tensor methods a 
 from asynclab.sim import graphs, patches
 from asynclab.sim.cuda import Simulation, SimulationLimit, Stream
 from asynclab.sim.figures import card_figures, rates
+from asynclab.sim.hostmem import PinnedMemory
 from asynclab.sim.ops import copy_between, run_operator
 from asynclab.sim.tensors import (Block, DeviceTensor, PinnedTensor, flat_tensors, fresh_memory, gpu_of, memory_of,
                                   needed_bytes, shaped_on)
@@ -216,7 +217,7 @@ class SimGPU(Simulation):
         self._written: dict[int, float] = {}  # memory (its address) -> when work last wrote it
         self._writing: dict[int, set[int]] = {}  # memory (its address) -> the work writing it now (correlation ids)
         self.failed: list[str] = []  # operators whose CPU run failed (the host hears of it at its next wait)
-        self._pinned: dict[int, tuple] = {}  # pinned host memory: its address -> (its bytes, a tensor that holds it)
+        self.pinned = PinnedMemory()  # page-locked host memory, as PyTorch's caching host allocator keeps it
         self.mallocs = 0  # blocks the caching allocator asked the driver for (cudaMalloc)
         self._bytes: dict[tuple[str, int], int] = {}  # ("allocated" or "reserved", device) -> bytes now, and at peak:
         self._peaks: dict[tuple[str, int], int] = {}  # torch.cuda.memory_allocated() and its kin
@@ -500,12 +501,17 @@ class SimGPU(Simulation):
 
     def pin(self, host: torch.Tensor) -> PinnedTensor:
         """``host`` as page-locked memory: the memory is pinned, whichever tensor reaches it (a view, ``from_numpy``
-        of its ``numpy()``, a ``set_`` onto its storage). It stays allocated until the simulation ends, as PyTorch's
-        caching host allocator keeps pinned blocks, so its address is never pageable memory's in the meantime."""
-        with torch._C.DisableTorchFunctionSubclass():
-            storage = host.untyped_storage()
-        self._pinned[storage.data_ptr()] = (storage.nbytes(), host)  # host: a plain tensor on the same memory
+        of its ``numpy()``, a ``set_`` onto its storage). PyTorch's caching host allocator keeps its block once no
+        tensor holds it, for a later pin of the same size (:class:`asynclab.sim.hostmem.PinnedMemory`); a pin it cannot
+        serve from there has the driver page-lock a new block (:meth:`host_alloc`)."""
+        fresh = self.pinned.pin(host, self.host)
+        if fresh:
+            self.host_alloc(fresh)
         return host.as_subclass(PinnedTensor)
+
+    def host_alloc(self, nbytes: int) -> None:
+        """The driver allocates and page-locks a new pinned block of ``nbytes`` (``cudaHostAlloc``): it costs nothing
+        here; :func:`asynclab.sim.simulate.simulate` prices it."""
 
     def is_pinned_memory(self, host: torch.Tensor) -> bool:
         """Whether a host tensor's memory is page-locked (:meth:`pin`).
@@ -517,11 +523,7 @@ class SimGPU(Simulation):
             ...     gpu.is_pinned_memory(alias), gpu.is_pinned_memory(torch.zeros(4))
             (True, False)
         """
-        if type(host) is PinnedTensor:
-            return True
-        with torch._C.DisableTorchFunctionSubclass():
-            address = host.untyped_storage().data_ptr()
-        return any(start <= address < start + size for start, (size, _) in self._pinned.items())
+        return type(host) is PinnedTensor or self.pinned.holds(host)
 
     # -- operators ------------------------------------------------------------------------------------------------
     def dispatch(self, func: Any, args: tuple, kwargs: dict) -> Any:
@@ -634,6 +636,9 @@ class SimGPU(Simulation):
             ours = {name: here[name] for name in names if hasattr(owner, name)}  # where this PyTorch has them
             if ours:
                 self._installed.append(patches.install(path, ours))
+        for path, names in patches.HOST_CACHE.items():  # where this PyTorch has it
+            if all(hasattr(patches.owner_of(path), name) for name in names):
+                self._installed.append(patches.install(path, {"_host_emptyCache": self.pinned.empty_cache}))
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -491,6 +491,8 @@ def copy_between(gpu: Simulation, dst: torch.Tensor, src: torch.Tensor, non_bloc
     device = gpu_side.block.device
     _, end = gpu.queue(name, gpu.current(device), gpu.COPY_LATENCY_MS + nbytes / rate, at_start, cat="gpu_memcpy",
                        engine=(device, direction), reads=() if to_gpu and not pinned else (source,), writes=(target,))
+    if pinned:  # the caching host allocator keeps the pinned block from reuse until the copy has ended
+        gpu.pinned.used(host_side, end)
     # the host waits for the copy, but for one that is non-blocking from pinned memory, or from pageable memory to the
     # GPU (the driver stages the data at once and returns; the copy runs in the stream's order)
     if not (non_blocking and (pinned or to_gpu)):

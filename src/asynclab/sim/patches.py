@@ -5,7 +5,8 @@ The simulation replaces torch.cuda's streams, events and devices, and PyTorch's 
 ``time.sleep`` while a check runs (they read the host's simulated time), ``threading.Thread.run`` and ``join``, and ``threading.Condition``'s
 ``notify`` and ``wait`` (threads started in a check put new tensors on the simulated GPU and keep host clocks of their
 own, which a join or a wake-up brings together), timeit's and torch.utils.benchmark's clock defaults, the tensor types for which an optimizer and ``clip_grad_norm_`` take their multi-tensor
-path and how they group tensors by device (a simulated GPU's tensors take it, as a GPU's do), and a check
+path and how they group tensors by device (a simulated GPU's tensors take it, as a GPU's do), the caching host
+allocator's ``torch._C._host_emptyCache`` (the simulated process's pinned blocks go back), and a check
 counts the host's waits by wrapping ``synchronize``. :data:`TABLE` lists all of it, and grading's tamper check watches
 the same names. Besides, while a check runs, the clocks an answer bound before it (``from time import perf_counter``)
 look themselves up in ``time`` (:func:`answer_clocks`). A prediction of a lesson's experiment refuses fresh
@@ -18,7 +19,7 @@ import importlib
 import sys
 from typing import Any, Iterator
 
-__all__ = ["ACCELERATOR", "CLOCK_DEFAULTS", "CPU_CLOCKS", "FOREACH", "Installed", "REFUSED", "TIME_FUNCTIONS", "answer_clocks", "clock_defaults", "settle_benchmark_timer", "is_time_function", "TABLE", "TORCH_CUDA", "WAITS", "WALL_CLOCKS", "install", "owner_of", "patched",
+__all__ = ["ACCELERATOR", "CLOCK_DEFAULTS", "CPU_CLOCKS", "FOREACH", "HOST_CACHE", "Installed", "REFUSED", "TIME_FUNCTIONS", "answer_clocks", "clock_defaults", "settle_benchmark_timer", "is_time_function", "TABLE", "TORCH_CUDA", "WAITS", "WALL_CLOCKS", "install", "owner_of", "patched",
            "replaced"]
 
 #: torch.cuda's names that have stand-ins on a simulated GPU.
@@ -50,6 +51,8 @@ CLOCK_DEFAULTS = ("timeit.timeit", "timeit.repeat", "timeit.Timer.__init__",
 FOREACH = {"torch.optim.optimizer": ("_foreach_supported_types", "_group_tensors_by_device_and_dtype"),
            "torch.utils._foreach_utils": ("_foreach_supported_types",),
            "torch.nn.utils.clip_grad": ("_group_tensors_by_device_and_dtype",)}
+#: The caching host allocator's cache, given back to the driver (PyTorch 2.5 and later): a simulated process's own.
+HOST_CACHE = {"torch._C": ("_host_emptyCache",)}
 #: Everything that is ever patched: owner (its import path) -> the names replaced on it. Besides these, a check
 #: points the names of ``time``'s functions that an answer bound before it ran (``from time import perf_counter``,
 #: a default argument, ``functools.partial``) at the ``time`` module's own (:func:`answer_clocks`).
@@ -64,6 +67,7 @@ TABLE: dict[str, tuple[str, ...]] = {
     **{path: ("synchronize",) for path in WAITS[1:]},
     "torch.accelerator": ACCELERATOR,
     **FOREACH,
+    **HOST_CACHE,
 }
 #: The ``time`` functions that read or spend the host's time.
 TIME_FUNCTIONS = frozenset(TABLE["time"])

@@ -3,7 +3,7 @@
 The run goes through the simulated GPU of the exercise checkers (:class:`asynclab.sim.device.SimGPU`: streams,
 events, the caching allocator, copy engines, pinned and pageable memory, the host's waits), with the whole cost
 model of a card's figures (:mod:`asynclab.sim.figures`): besides the checkers' rates, the host's time per operator,
-cudaMalloc and cudaFree, and the launch queue's depth. Autograd's backward pass runs too, and
+cudaMalloc and cudaFree, new pinned memory, and the launch queue's depth. Autograd's backward pass runs too, and
 ``torch.autocast("cuda")`` casts as on a GPU. Every number it gives is a prediction ("simulated H100
 (predicted)"), never a measurement.
 """
@@ -44,6 +44,9 @@ FULL_PRECISION = frozenset({"softmax", "log_softmax", "cross_entropy", "nll_loss
 #: Functions whose work on the host is making random numbers, one at a time (PyTorch's CPU generator).
 RANDOM = frozenset({"randn", "rand", "randint", "randperm", "normal", "normal_", "uniform_", "random_", "bernoulli",
                     "bernoulli_", "multinomial", "randn_like", "rand_like", "randint_like", "exponential_"})
+
+#: Host factories that write nothing into the memory they get: an operator's time, no bytes.
+UNWRITTEN = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
 
 
 def host_tensors_made(args: Any, out: Any) -> list[torch.Tensor]:
@@ -112,7 +115,9 @@ class Predictor(SimGPU):
     each stream call (``wait_stream``, an event's record or wait, a change of the current stream) ``STREAM_CALL_MS``,
     each blocking copy between the host and a GPU a round trip of ``BLOCKING_COPY_MS`` once it landed,
     memory new to the caching allocator costs ``MALLOC_MS``, ``torch.cuda.empty_cache()`` waits for the GPU and costs
-    ``FREE_MS`` per block, and the host blocks when ``LAUNCH_QUEUE_DEPTH`` launches wait. With ``computes=False``
+    ``FREE_MS`` per block, a pinned block the caching host allocator cannot serve from its cache costs
+    ``HOST_ALLOC_MS`` and its bytes at ``HOST_ALLOC_BYTES_PER_MS``, and the host blocks when ``LAUNCH_QUEUE_DEPTH``
+    launches wait. With ``computes=False``
     the GPUs' work is timed but moves no values (what the host reads is garbage): a large model then runs in seconds.
 
     Example:
@@ -204,7 +209,7 @@ class Predictor(SimGPU):
     def host_work(self, name: str, args: Any, out: Any) -> None:
         """The host's own tensor work (``torch.randn`` of a host tensor, a ``tanh``, a DataLoader's stacking): an
         operator's ``HOST_OP_MS``, and its random numbers at ``HOST_RANDOM_MS`` each or its bytes in and out at
-        ``HOST_BYTES_PER_MS``; a view costs nothing (:func:`host_tensors_made`).
+        ``HOST_BYTES_PER_MS`` (an ``empty``: no bytes); a view costs nothing (:func:`host_tensors_made`).
 
         Example:
             >>> with Predictor() as gpu:
@@ -219,6 +224,8 @@ class Predictor(SimGPU):
             return
         if name in RANDOM:
             ms = sum(t.numel() for t in made) * self.HOST_RANDOM_MS
+        elif name in UNWRITTEN:
+            ms = 0.0
         else:
             ins = [t for t in leaves(args) if isinstance(t, torch.Tensor) and t.device.type == "cpu"]
             ms = sum(t.numel() * t.element_size() for t in made + ins) / self.HOST_BYTES_PER_MS
@@ -250,6 +257,22 @@ class Predictor(SimGPU):
         out = super().allocate(like, device, stream)
         self.host += self.MALLOC_MS * (self.mallocs - before)
         return out
+
+    def host_alloc(self, nbytes: int) -> None:
+        """A new pinned block (``cudaHostAlloc``) costs the host ``HOST_ALLOC_MS`` and its bytes at
+        ``HOST_ALLOC_BYTES_PER_MS``: the driver page-locks the memory.
+
+        Example:
+            >>> with Predictor() as gpu:
+            ...     before = gpu.host
+            ...     fresh = torch.empty(1 << 26, dtype=torch.uint8, pin_memory=True)
+            ...     del fresh
+            ...     middle = gpu.host
+            ...     cached = torch.empty(1 << 26, dtype=torch.uint8, pin_memory=True)  # the block kept from before
+            >>> round(middle - before, 1), round(gpu.host - middle, 3)  # ms: 64 MiB pinned afresh, then reused
+            (22.2, 0.011)
+        """
+        self.host += self.HOST_ALLOC_MS + nbytes / self.HOST_ALLOC_BYTES_PER_MS
 
     def empty_cache(self) -> None:
         """``torch.cuda.empty_cache()``: each cached block goes back with a cudaFree, which waits for the GPU."""
