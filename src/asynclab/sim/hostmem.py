@@ -38,7 +38,7 @@ class PinnedMemory:
     Example:
         >>> mem = PinnedMemory()
         >>> a = torch.zeros(1000)
-        >>> mem.pin(a, now=0.0)  # bytes the driver pins for it: a new block of 4 KiB
+        >>> mem.pin(a.detach(), now=0.0)  # bytes the driver pins for it: a new block of 4 KiB
         4096
         >>> mem.holds(a[10:]), mem.holds(torch.zeros(4))
         (True, False)
@@ -53,7 +53,9 @@ class PinnedMemory:
 
     def pin(self, host: torch.Tensor, now: float) -> int:
         """Register ``host``'s memory as pinned, allocated at the host's time ``now`` (ms); the bytes of the new block
-        the driver page-locks for it, or 0 where a cached block serves it."""
+        the driver page-locks for it, or 0 where a cached block serves it. ``host`` is the simulation's own tensor on
+        the memory, kept while the block is in use: the program's tensors are others on the same memory, and the block
+        is free once none of them is left."""
         storage = _storage(host)
         size = block_size(storage.nbytes())
         self._reclaim()
