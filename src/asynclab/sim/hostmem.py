@@ -24,6 +24,7 @@ class _Block:
     nbytes: int  # what the tensor asked for
     size: int  # the block's bytes
     holder: torch.Tensor  # a plain tensor on the block's memory: the simulation's own reference to it
+    storage: torch.UntypedStorage  # its storage, kept: the count of its users is then the same in every PyTorch
     used_until: float  # when the last copy that reads or writes it ends (ms)
 
 
@@ -62,7 +63,7 @@ class PinnedMemory:
         ready = next((i for i, (s, until) in enumerate(self._cache) if s == size and until <= now), None)
         if ready is not None:
             self._cache.pop(ready)
-        self._blocks[storage.data_ptr()] = _Block(storage.nbytes(), size, host, now)
+        self._blocks[storage.data_ptr()] = _Block(storage.nbytes(), size, host, storage, now)
         return 0 if ready is not None else size
 
     def holds(self, host: torch.Tensor) -> bool:
@@ -87,7 +88,7 @@ class PinnedMemory:
     def _reclaim(self) -> None:
         """Blocks that no tensor but the simulation's own reaches any more go to the cache."""
         for address, block in list(self._blocks.items()):
-            if torch._C._storage_Use_Count(_storage(block.holder)._cdata) <= 2:  # the holder, and the storage asked for
+            if torch._C._storage_Use_Count(block.storage._cdata) <= 2:  # the holder's and the kept storage's own
                 del self._blocks[address]
                 self._cache.append((block.size, block.used_until))
 
