@@ -59,8 +59,6 @@ CLAIM_MISSES = {
     ("03", "parallel_module", "Parallel gives the outputs of the branches run in turn, on both workloads"): "the "
     "outputs are compared by value, and the predictions run parallel_module timed only: computing its GPU-sized "
     "branches' values on a CPU takes minutes",
-    ("05", "dataloader", "the pinned loader's steps are faster, with less GPU idle time"): "the GPU's idle time is read "
-    "from a profiler trace of the loader, which the predictions do not record (they time the steps only)",
     ("02", "spread", "max > p95 > median"): "the simulated GPU has no noise: after the first, every timing of the same "
     "product is the same, so the 95th percentile is the median; a GPU's spread comes from its clocks, its caches and "
     "the host, which the model leaves out",

@@ -1,8 +1,10 @@
 """Every lesson's experiments on the simulated H100 ("simulated H100 (predicted)"), beside its recorded reference."""
 from __future__ import annotations
 
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
@@ -22,6 +24,9 @@ LABEL = "simulated H100 (predicted)"
 #: Experiments whose results count wrong values: they run with values computed (slower); the others are timed only.
 VALUES = {("03", "missing_wait"), ("04", "race"), ("04", "allocator_reuse"),
           ("04", "cross_device"), ("05", "early_read"), ("05", "source_mutation")}
+#: Experiments whose claims read figures from a profiler trace of their own: predicted with a folder for their traces
+#: (the simulated GPU's, as torch.profiler would write them), which is deleted afterwards.
+TRACED = {("05", "dataloader")}
 #: Figures an experiment counts or compares from the tensors' values: an experiment timed only cannot give them (None).
 VALUE_FIGURES = ("wrong_chunks", "wrong", "same_outputs")
 
@@ -226,9 +231,10 @@ def predict_one(lesson: str | int, key: str, values: bool | None = None) -> Pred
     if row is None:
         raise ValueError(f"lesson {item.number} has no experiment {key!r}")
     values = (item.number, key) in VALUES if values is None else values
-    results, limit, seconds = simulated(
-        lambda: row.run(ExperimentRun(torch.device("cuda"), TraceFolder(None, gpu=True), False, {})),
-        gpus=min(2, max(1, row.gpus, item.gpus)), values=values)
+    with tempfile.TemporaryDirectory(prefix="asynclab_predicted_") as tmp:
+        traces = TraceFolder(Path(tmp) if (item.number, key) in TRACED else None, gpu=True)
+        results, limit, seconds = simulated(lambda: row.run(ExperimentRun(torch.device("cuda"), traces, False, {})),
+                                            gpus=min(2, max(1, row.gpus, item.gpus)), values=values)
     return Prediction(item.number, key, results if values else timed_only(results), limit, seconds)
 
 
