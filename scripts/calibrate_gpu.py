@@ -34,7 +34,8 @@ MEASURED = ("memory_gbps", "matmul_tflops.fp32", "matmul_tflops.tf32", "matmul_t
             "copy_gbps.pinned", "copy_gbps.pageable", "copy_gbps.peer",
             "copy_gbps.via_host", "sm_count", "malloc_us", "free_us", "sm_draw",
             "shared_memory_kib", "l2_cache_mb", "peer_copy_us", "autograd_record_us", "autograd_node_us",
-            "optimizer_param_us.SGD", "optimizer_param_us.Adam", "optimizer_param_us.AdamW")
+            "optimizer_param_us.SGD", "optimizer_param_us.Adam", "optimizer_param_us.AdamW", "host_alloc_us",
+            "host_alloc_gbps", *(f"matmul_tflops_by_side.{dtype}" for dtype in ("fp32", "tf32", "bf16", "fp16")))
 #: The optimizers whose Python per parameter is measured (SGD with momentum, as training runs it).
 OPTIMIZERS = {"SGD": {"lr": 1e-3, "momentum": 0.9}, "Adam": {"lr": 1e-3}, "AdamW": {"lr": 1e-3}}
 
@@ -144,6 +145,39 @@ def measure_compute() -> dict[str, Any]:
                min_matmul_us=_min_kernel_us(matmul=True),
                sm_count=torch.cuda.get_device_properties(0).multi_processor_count,
                launch_queue_depth=_launch_queue_depth())
+    return out
+
+
+#: The sides of the square products whose rates make the card's curve of matrix-product rates by size.
+MATMUL_SIDES = (64, 128, 256, 512, 1024, 2048, 4096)
+
+
+def measure_matmul_sides() -> dict[str, dict[str, float]]:
+    """TFLOP/s of square products of each side of :data:`MATMUL_SIDES`, by dtype: 20 products queued behind a spin
+    kernel (so that the GPU runs them back to back, whatever the host's pace), timed with CUDA events."""
+    import torch
+
+    out: dict[str, dict[str, float]] = {}
+    for name, dtype, tf32 in (("fp32", torch.float32, False), ("tf32", torch.float32, True),
+                              ("bf16", torch.bfloat16, False), ("fp16", torch.float16, False)):
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        out[name] = {}
+        for n in MATMUL_SIDES:
+            x = torch.randn(n, n, device="cuda", dtype=dtype)
+            x @ x
+            runs = []
+            for _ in range(3):
+                torch.cuda.synchronize()
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                torch.cuda._sleep(4_000_000)  # about 2 ms: the host queues the products meanwhile
+                start.record()
+                for _ in range(20):
+                    x @ x
+                end.record()
+                end.synchronize()
+                runs.append(start.elapsed_time(end) / 20)
+            out[name][str(n)] = tflops(n, n, n, statistics.median(runs))
+    torch.backends.cuda.matmul.allow_tf32 = False
     return out
 
 
@@ -443,6 +477,7 @@ def main(argv: list[str] | None = None) -> int:
     measured["copy_gbps"] = measure_copies()
     measured.update(measure_allocator())
     measured.update(measure_pinning())
+    measured["matmul_tflops_by_side"] = measure_matmul_sides()
     sharing = measure_sharing()
     measured.update({k: sharing[k] for k in ("sm_draw", "shared_memory_kib", "l2_cache_mb")})
     if torch.cuda.device_count() > 1:

@@ -271,6 +271,24 @@ def test_the_figures_say_where_they_come_from():
         check_figures({**figures, "copy_gbps": {**figures["copy_gbps"], "peer": 0}})
 
 
+def test_a_small_product_runs_at_the_rate_the_card_measured_for_its_size():
+    figures = card_figures("H100")
+
+    def product(n: int, dtype: torch.dtype) -> float:
+        t = al.simulate(lambda x: x @ x, setup=lambda: torch.empty(n, n, device="cuda", dtype=dtype), values=False)
+        return float(t.events.loc[t.events["kind"] == "compute", "dur_us"].iloc[-1])
+
+    for n, dtype, name in ((1024, torch.float32, "fp32"), (512, torch.bfloat16, "bf16")):
+        measured = figures["matmul_tflops_by_side"][name][str(n)]
+        assert product(n, dtype) == pytest.approx(2 * n ** 3 / measured / 1e6, rel=0.01)  # µs at the measured rate
+    between = product(1000, torch.float32)  # between the sides measured: between their rates
+    assert 2e9 / 38.07e6 < between < 2e9 / 18.9e6
+    assert product(8192, torch.bfloat16) == pytest.approx(2 * 8192 ** 3 / figures["matmul_tflops"]["bf16"] / 1e6,
+                                                          rel=0.01)
+    with pytest.raises(ValueError, match="matmul_tflops_by_side must be positive"):
+        check_figures({**figures, "matmul_tflops_by_side": {**figures["matmul_tflops_by_side"], "bf16": {"64": -1}}})
+
+
 def test_an_h200_card_measured_on_h200s_moves_memory_faster():
     figures = card_figures("H200")
     assert figures["meta"]["calibrated"] and figures["meta"]["measured_on"]["gpu"] == "NVIDIA H200"

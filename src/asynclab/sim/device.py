@@ -15,10 +15,12 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
+import math
 import threading
 import weakref
 from typing import Any, Callable
 
+import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
@@ -189,8 +191,7 @@ class SimGPU(Simulation):
     #: The cost model: an H100's figures (:mod:`asynclab.sim.figures`, from ``sim/cards/h100.json``) as constants in
     #: ms and in bytes or FLOPs per ms: the host time of a launch (``LAUNCH_MS``) and of entering or leaving a
     #: ``record_function`` range (``ANNOTATION_MS``), the shortest kernel (``KERNEL_MS``), a spin kernel's clock
-    #: (``CYCLES_PER_MS``), the memory, compute and copy rates; 16-bit matrix products run on the tensor cores,
-    #: ``HALF_SPEEDUP`` times faster. The figures only :func:`asynclab.sim.simulate.simulate` uses (the host's time
+    #: (``CYCLES_PER_MS``), the memory, matrix-product (``MATMUL_CURVES``, by dtype and size) and copy rates. The figures only :func:`asynclab.sim.simulate.simulate` uses (the host's time
     #: per operator, cudaMalloc and cudaFree, the launch queue's depth) are here too; a check never uses them.
     locals().update(rates(card_figures("H100")))
     #: Operators on simulated GPU tensors run here (:func:`asynclab.sim.tensors.gpu_of` finds it).
@@ -204,7 +205,6 @@ class SimGPU(Simulation):
         for rate in ("MEMORY_BYTES_PER_MS", "PINNED_BYTES_PER_MS", "PAGEABLE_BYTES_PER_MS", "PEER_BYTES_PER_MS",
                      "VIA_HOST_BYTES_PER_MS"):  # bytes `scale` times fewer, moved as much slower: a GPU's times
             setattr(self, rate, getattr(type(self), rate) / scale)
-        self.FLOPS_PER_MS = type(self).FLOPS_PER_MS / scale ** 1.5  # sides sqrt(scale) shorter: FLOPs scale ** 1.5
         self._queue: list[tuple[float, bool, int, Callable]] = []  # (when, a start?, order, what happens then)
         self._pools: dict[tuple, list[tuple]] = {}  # (device, stream) -> free blocks by size (size, order, bytes, from)
         self._engines: dict[tuple, float] = {}  # (device, direction) -> when that copy engine is free
@@ -302,19 +302,28 @@ class SimGPU(Simulation):
             while self._queue:
                 heapq.heappop(self._queue)[-1]()
 
-    def matmul_rate(self, dtype: torch.dtype) -> float:
-        """FLOPs per ms of a matrix product with output of ``dtype``: bf16, fp16, tf32 (float32 where PyTorch allows
-        TF32: ``torch.backends.cuda.matmul.allow_tf32``, or ``set_float32_matmul_precision("high")``), fp32.
+    def matmul_rate(self, dtype: torch.dtype, flops: float) -> float:
+        """FLOPs per ms of a matrix product of ``flops`` FLOPs (at a check's sizes) with output of ``dtype``: bf16, fp16,
+        tf32 (float32 where PyTorch allows TF32: ``torch.backends.cuda.matmul.allow_tf32``, or
+        ``set_float32_matmul_precision("high")``), fp32 (any other dtype too). It is the card's rate for a square
+        product of the same work at the GPU's sizes, interpolated on a log-log scale between the sides it was measured
+        at (``matmul_tflops_by_side``), the smallest side's rate below them and the largest's above.
 
         Example:
             >>> gpu = SimGPU()
-            >>> round(gpu.matmul_rate(torch.bfloat16) / gpu.matmul_rate(torch.float32))
-            15
+            >>> [round(gpu.matmul_rate(torch.bfloat16, 2.0 * n ** 3) / 1e9) for n in (256, 1024, 8192, 16384)]  # TFLOP/s
+            [9, 320, 772, 772]
+            >>> round(gpu.matmul_rate(torch.float32, 2e9) / 1e9, 1)  # a 1000 x 1000 product in fp32
+            37.2
         """
         if dtype is torch.float32 and torch.backends.cuda.matmul.allow_tf32:
-            return self.FLOPS_PER_MS * self.TF32_SPEEDUP
-        speedup = {torch.bfloat16: self.HALF_SPEEDUP, torch.float16: self.FP16_SPEEDUP}.get(dtype, 1.0)
-        return self.FLOPS_PER_MS * speedup
+            kind = "tf32"
+        else:
+            kind = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, "fp32")
+        sides, rates = self.MATMUL_CURVES[kind]
+        scale = self.scale ** 1.5  # a check's products have sides sqrt(scale) shorter: FLOPs scale ** 1.5 fewer
+        side = math.log(max(flops * scale / 2.0, 1.0)) / 3.0
+        return math.exp(float(np.interp(side, np.log(sides), np.log(rates)))) / scale
 
     def cycles(self, ms: float) -> int:
         """The ``torch.cuda._sleep`` argument that spins for ``ms``."""

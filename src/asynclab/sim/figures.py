@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CARDS", "FIGURES", "card_figures", "check_figures", "rates"]
+__all__ = ["CARDS", "FIGURES", "MATMUL_SIDE", "card_figures", "check_figures", "rates"]
 
 #: Where the cards' data files live: ``<card>.json`` (lower case), written by ``scripts/calibrate_gpu.py``.
 CARDS = Path(__file__).resolve().parent / "cards"
@@ -13,7 +13,9 @@ CARDS = Path(__file__).resolve().parent / "cards"
 #: Every figure a card's file gives, with its unit.
 FIGURES = {
     "memory_gbps": "GB/s a kernel reads and writes device memory at",
-    "matmul_tflops": "TFLOP/s of matrix products, by dtype: fp32, tf32, bf16, fp16",
+    "matmul_tflops": "TFLOP/s of matrix products, by dtype: fp32, tf32, bf16, fp16 (square products of side 8192)",
+    "matmul_tflops_by_side": "TFLOP/s of smaller square matrix products, by dtype (fp32, tf32, bf16, fp16), then by "
+                             "side (\"64\" to \"4096\")",
     "host_op_us": "µs of host time per PyTorch operator from Python, besides its launch",
     "host_matmul_us": "µs of host time per matrix product from Python (cuBLAS's call), besides its launch",
     "launch_us": "µs of host time per kernel or copy launch",
@@ -47,6 +49,8 @@ FIGURES = {
                           "optimizer: SGD, Adam, AdamW (the Python that gathers each parameter's state)",
 }
 _DTYPES = ("fp32", "tf32", "bf16", "fp16")
+#: The side of the square products whose rates ``matmul_tflops`` gives: the last point of each dtype's curve.
+MATMUL_SIDE = 8192
 _COPIES = ("pinned", "pageable", "peer", "via_host")
 _OPTIMIZERS = ("SGD", "Adam", "AdamW")
 
@@ -65,9 +69,13 @@ def check_figures(figures: dict[str, Any], where: str = "the figures") -> dict[s
         if name not in figures:
             raise ValueError(f"{where}: no figure {name!r} (a card's file gives all of memory_gbps, matmul_tflops, "
                              "...)")
-        groups = {"matmul_tflops": _DTYPES, "copy_gbps": _COPIES, "optimizer_param_us": _OPTIMIZERS}
+        groups = {"matmul_tflops": _DTYPES, "matmul_tflops_by_side": _DTYPES, "copy_gbps": _COPIES,
+                  "optimizer_param_us": _OPTIMIZERS}
         value, keys = figures[name], groups.get(name)
         values = [value.get(k) for k in keys] if keys and isinstance(value, dict) else [value]
+        if name == "matmul_tflops_by_side":  # each dtype's rates by side: a non-empty dict of positive numbers
+            values = [v for curve in values for v in (curve.values() if isinstance(curve, dict) and curve
+                                                      and all(str(k).isdigit() for k in curve) else [curve])]
         if keys and not isinstance(value, dict):
             raise ValueError(f"{where}: {name} must give a rate for each of {', '.join(keys)}")
         bad = [v for v in values if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0]
@@ -105,20 +113,17 @@ def card_figures(card: str = "H100") -> dict[str, Any]:
 
 def rates(figures: dict[str, Any]) -> dict[str, Any]:
     """The figures as the simulated GPU's constants: times in ms, rates in bytes or FLOPs per ms (an optimizer's time
-    per parameter by its name).
+    per parameter by its name; each dtype's matrix-product rates as a curve of (sides, rates)).
 
     Example:
         >>> r = rates(card_figures("H100"))
-        >>> r["MEMORY_BYTES_PER_MS"], r["FLOPS_PER_MS"], round(r["HALF_SPEEDUP"], 2), r["LAUNCH_MS"]
-        (2982100000.0, 51600000000.0, 14.95, 0.004)
+        >>> r["MEMORY_BYTES_PER_MS"], r["MATMUL_CURVES"]["bf16"][1][-1], r["LAUNCH_MS"]
+        (2982100000.0, 771500000000.0, 0.004)
     """
     f, tflops, copies = figures, figures["matmul_tflops"], figures["copy_gbps"]
     return {
         "MEMORY_BYTES_PER_MS": f["memory_gbps"] * 1e6,
-        "FLOPS_PER_MS": tflops["fp32"] * 1e9,
-        "HALF_SPEEDUP": tflops["bf16"] / tflops["fp32"],
-        "TF32_SPEEDUP": tflops["tf32"] / tflops["fp32"],
-        "FP16_SPEEDUP": tflops["fp16"] / tflops["fp32"],
+        "MATMUL_CURVES": {dtype: _curve(f["matmul_tflops_by_side"][dtype], tflops[dtype]) for dtype in _DTYPES},
         "HOST_OP_MS": f["host_op_us"] / 1e3,
         "HOST_MATMUL_MS": f["host_matmul_us"] / 1e3,
         "LAUNCH_MS": f["launch_us"] / 1e3,
@@ -149,3 +154,15 @@ def rates(figures: dict[str, Any]) -> dict[str, Any]:
         "OPTIMIZER_PARAM_MS": {name: us / 1e3 for name, us in f["optimizer_param_us"].items()},
         "CYCLES_PER_MS": float(f["spin_cycles_per_ms"]),
     }
+
+
+def _curve(by_side: dict[str, float], largest: float) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """A dtype's matrix-product rates as (sides, FLOPs per ms), by side, :data:`MATMUL_SIDE` last (``matmul_tflops``).
+
+    Example:
+        >>> _curve({"512": 20.0, "256": 4.0}, 50.0)
+        ((256.0, 512.0, 8192.0), (4000000000.0, 20000000000.0, 50000000000.0))
+    """
+    points = sorted((float(side), tflops) for side, tflops in by_side.items() if float(side) < MATMUL_SIDE)
+    points.append((float(MATMUL_SIDE), largest))
+    return tuple(p[0] for p in points), tuple(p[1] * 1e9 for p in points)

@@ -171,8 +171,8 @@ def _bytes(gpu: Simulation, name: str, args: Any, tensors: list) -> int:
 
 def _kernel_cost(gpu: Simulation, func: Any, args: Any, outputs: list) -> tuple[float, float, bool]:
     """How long the operator runs alone, the share of the SMs it holds meanwhile, and whether memory bounds it: its
-    FLOPs at the compute rate for matrix products (at the share of the SMs its blocks fill), else its bytes at the
-    bandwidth that share of the SMs draws (:meth:`SimGPU.drawn`); never less than the shortest kernel (or matrix
+    FLOPs at the card's rate for a product of its size (:meth:`SimGPU.matmul_rate`: a small one fills few SMs) for
+    matrix products, else its bytes at the bandwidth that share of the SMs draws (:meth:`SimGPU.drawn`); never less than the shortest kernel (or matrix
     product).
 
     Example:
@@ -186,8 +186,8 @@ def _kernel_cost(gpu: Simulation, func: Any, args: Any, outputs: list) -> tuple[
     name = func._schema.name.split("::")[-1]
     fill = _fill(gpu, name, args, tensors, outputs)
     ms = _bytes(gpu, name, args, tensors) / gpu.MEMORY_BYTES_PER_MS / gpu.drawn(fill)
-    flops_ms = 2.0 * outputs[0].numel() * _inner(name, args) / gpu.matmul_rate(outputs[0].dtype) / fill \
-        if name in MATMULS and outputs else 0.0
+    flops = 2.0 * outputs[0].numel() * _inner(name, args) if name in MATMULS and outputs else 0.0
+    flops_ms = flops / gpu.matmul_rate(outputs[0].dtype, flops) if flops else 0.0
     least = gpu.MATMUL_KERNEL_MS if name in MATMULS else gpu.KERNEL_MS
     return max(least, ms, flops_ms), fill, ms >= flops_ms
 
