@@ -154,8 +154,9 @@ def _where_text(where: dict[str, Any]) -> str:
 def _steps(tr: Trace, rank: Any, work: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     """Columns step, start_us, end_us, host_end_us, dur_us: the ProfilerStep#N ranges of a rank, cut where the next
     begins (the last ends with its host range or its GPU work, whichever is later; host_end_us and dur_us are the
-    host range's end and length); one step 0 for the whole trace when it has none, after CUDA start-up (and a note
-    naming the start-up, or None)."""
+    host range's end and length), or the GPU's own ranges of the steps where it runs them more than a step behind the
+    host (:func:`_gpu_step_starts`; then host_end_us is the end and dur_us the length); one step 0 for the whole
+    trace when it has none, after CUDA start-up (and a note naming the start-up, or None)."""
     steps = profiler_steps(tr)
     mine = steps[steps["rank"].isna()] if pd.isna(rank) else steps[(steps["rank"] == rank).fillna(False)]
     if mine.empty:
@@ -166,13 +167,38 @@ def _steps(tr: Trace, rank: Any, work: pd.DataFrame) -> tuple[pd.DataFrame, str 
         lo = max(lo, cut)
         return pd.DataFrame({"step": [0], "start_us": [lo], "end_us": [hi], "host_end_us": [hi],
                              "dur_us": [hi - lo]}), note
-    starts = mine["start_us"].to_numpy(np.float64)
+    starts, host_ends = mine["start_us"].to_numpy(np.float64), mine["end_us"].to_numpy(np.float64)
+    on_gpu = _gpu_step_starts(tr, rank, work, mine)
+    if on_gpu is not None:  # the GPU runs the steps more than a step behind the host: its own step ranges
+        starts = host_ends = on_gpu
     ends = np.append(starts[1:], np.nan)
     later = work[work["start_us"] >= starts[-1]]
-    ends[-1] = max(float(mine["end_us"].iloc[-1]), float(later["end_us"].max()) if len(later) else starts[-1])
+    ends[-1] = max(float(host_ends[-1]), float(later["end_us"].max()) if len(later) else starts[-1])
     return pd.DataFrame({"step": mine["step"].astype(int).to_numpy(), "start_us": starts, "end_us": ends,
-                         "host_end_us": mine["end_us"].to_numpy(np.float64),
-                         "dur_us": mine["dur_us"].to_numpy(np.float64)}), None
+                         "host_end_us": host_ends if on_gpu is None else ends,
+                         "dur_us": mine["dur_us"].to_numpy(np.float64) if on_gpu is None else ends - starts}), None
+
+
+def _gpu_step_starts(tr: Trace, rank: Any, work: pd.DataFrame, mine: pd.DataFrame) -> np.ndarray | None:
+    """When the GPU runs the first step after the host has begun the second (its queue holds steps from before: a
+    host far ahead, a rank that waits for a late one), where the GPU began each step (the start of its
+    ``ProfilerStep#N`` range on the GPU, which PyTorch records beside the host's); None otherwise, or where the
+    trace has no such range for every step."""
+    if len(mine) < 2 or work.empty:
+        return None
+    ev = tr.events
+    same = ev["rank"].isna() if pd.isna(rank) else (ev["rank"] == rank).fillna(False)
+    gpu = ev[same.to_numpy(dtype=bool) & (ev["kind"] == "gpu_annotation").to_numpy(dtype=bool)
+             & ev["device"].isin(work["device"].unique()).to_numpy(dtype=bool)]
+    gpu = gpu[name_matches(gpu["name"], "^ProfilerStep#")]
+    first = gpu.groupby("name", sort=False)["start_us"].min()
+    names = "ProfilerStep#" + mine["step"].astype(int).astype(str)
+    if not names.isin(first.index).all():
+        return None
+    at = first.loc[names].to_numpy(np.float64)
+    if not (at[0] > mine["start_us"].iloc[1] and np.all(np.diff(at) > 0)):
+        return None
+    return at
 
 
 def _view(tr: Trace, rank: Any, dev: int, lo: float, hi: float, n_steps: int) -> GpuView:
