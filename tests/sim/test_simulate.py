@@ -289,6 +289,28 @@ def test_a_small_product_runs_at_the_rate_the_card_measured_for_its_size():
         check_figures({**figures, "matmul_tflops_by_side": {**figures["matmul_tflops_by_side"], "bf16": {"64": -1}}})
 
 
+def test_a_convolution_runs_at_cudnns_rates_and_its_backward_pass_at_twice_its_work():
+    def step(parts):
+        x, conv = parts
+        conv(x).sum().backward()
+
+    def setup():
+        return torch.randn(64, 128, 56, 56, device="cuda", requires_grad=True), torch.nn.Conv2d(128, 128, 3).cuda()
+
+    def kernels(tf32: bool) -> dict:
+        before = torch.backends.cudnn.allow_tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+        try:
+            ev = al.simulate(step, setup=setup, values=False).events
+        finally:
+            torch.backends.cudnn.allow_tf32 = before
+        return ev[ev["kind"] == "compute"].groupby("name")["dur_us"].sum().to_dict()
+
+    fast, slow = kernels(True), kernels(False)  # PyTorch lets cuDNN use TF32 by default
+    assert slow["convolution"] > 4 * fast["convolution"]
+    assert fast["convolution_backward"] == pytest.approx(2 * fast["convolution"], rel=0.2)
+
+
 def test_an_h200_card_measured_on_h200s_moves_memory_faster():
     figures = card_figures("H200")
     assert figures["meta"]["calibrated"] and figures["meta"]["measured_on"]["gpu"] == "NVIDIA H200"

@@ -302,10 +302,11 @@ class SimGPU(Simulation):
             while self._queue:
                 heapq.heappop(self._queue)[-1]()
 
-    def matmul_rate(self, dtype: torch.dtype, flops: float) -> float:
+    def matmul_rate(self, dtype: torch.dtype, flops: float, convolution: bool = False) -> float:
         """FLOPs per ms of a matrix product of ``flops`` FLOPs (at a check's sizes) with output of ``dtype``: bf16, fp16,
         tf32 (float32 where PyTorch allows TF32: ``torch.backends.cuda.matmul.allow_tf32``, or
-        ``set_float32_matmul_precision("high")``), fp32 (any other dtype too). It is the card's rate for a square
+        ``set_float32_matmul_precision("high")``; for a ``convolution``, where cuDNN may: ``torch.backends.cudnn.allow_tf32``,
+        on by default), fp32 (any other dtype too). It is the card's rate for a square
         product of the same work at the GPU's sizes, interpolated on a log-log scale between the sides it was measured
         at (``matmul_tflops_by_side``), the smallest side's rate below them and the largest's above.
 
@@ -316,7 +317,8 @@ class SimGPU(Simulation):
             >>> round(gpu.matmul_rate(torch.float32, 2e9) / 1e9, 1)  # a 1000 x 1000 product in fp32
             37.2
         """
-        if dtype is torch.float32 and torch.backends.cuda.matmul.allow_tf32:
+        tf32 = torch.backends.cudnn.allow_tf32 if convolution else torch.backends.cuda.matmul.allow_tf32
+        if dtype is torch.float32 and tf32:
             kind = "tf32"
         else:
             kind = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, "fp32")

@@ -186,10 +186,41 @@ def _kernel_cost(gpu: Simulation, func: Any, args: Any, outputs: list) -> tuple[
     name = func._schema.name.split("::")[-1]
     fill = _fill(gpu, name, args, tensors, outputs)
     ms = _bytes(gpu, name, args, tensors) / gpu.MEMORY_BYTES_PER_MS / gpu.drawn(fill)
-    flops = 2.0 * outputs[0].numel() * _inner(name, args) if name in MATMULS and outputs else 0.0
-    flops_ms = flops / gpu.matmul_rate(outputs[0].dtype, flops) if flops else 0.0
-    least = gpu.MATMUL_KERNEL_MS if name in MATMULS else gpu.KERNEL_MS
+    flops = _flops(name, args, outputs)
+    flops_ms = flops / gpu.matmul_rate(_product_dtype(name, args, outputs), flops, "convolution" in name) \
+        if flops else 0.0
+    least = gpu.MATMUL_KERNEL_MS if flops else gpu.KERNEL_MS
     return max(least, ms, flops_ms), fill, ms >= flops_ms
+
+
+def _flops(name: str, args: Any, outputs: list) -> float:
+    """The FLOPs of a matrix product or a convolution (0 for any other operator); a convolution's backward pass
+    makes the gradients its ``output_mask`` asks for, of its input and of its weight, each as many FLOPs as the
+    forward pass.
+
+    Example:
+        >>> x, w, y = torch.empty(8, 3, 32, 32), torch.empty(16, 3, 3, 3), torch.empty(8, 16, 32, 32)
+        >>> _flops("convolution", (x, w), [y]) == 2 * y.numel() * 27
+        True
+        >>> back = (y, x, w, None, [1], [1], [1], False, [0], 1, [True, True, False])
+        >>> _flops("convolution_backward", back, [x, w]) == 2 * _flops("convolution", (x, w), [y])
+        True
+    """
+    if name in MATMULS and outputs:
+        return 2.0 * outputs[0].numel() * _inner(name, args)
+    operands = _operands(args)
+    if name != "convolution_backward" or len(operands) < 3 or not isinstance(operands[0], torch.Tensor):
+        return 0.0
+    grad, weight = operands[0], operands[2]
+    mask = operands[10] if len(operands) > 10 else [True, True, True]
+    forward = 2.0 * grad.numel() * max(1, weight.numel() // max(1, weight.shape[0]))
+    return forward * sum(bool(m) for m in list(mask)[:2])
+
+
+def _product_dtype(name: str, args: Any, outputs: list) -> torch.dtype:
+    """The dtype a product runs in: its output's (a convolution's backward pass: its incoming gradient's)."""
+    operands = _operands(args)
+    return operands[0].dtype if name == "convolution_backward" else outputs[0].dtype
 
 
 def _inner(name: str, args: Any) -> int:
