@@ -191,8 +191,9 @@ class SimGPU(Simulation):
     #: The cost model: an H100's figures (:mod:`asynclab.sim.figures`, from ``sim/cards/h100.json``) as constants in
     #: ms and in bytes or FLOPs per ms: the host time of a launch (``LAUNCH_MS``) and of entering or leaving a
     #: ``record_function`` range (``ANNOTATION_MS``), the shortest kernel (``KERNEL_MS``), a spin kernel's clock
-    #: (``CYCLES_PER_MS``), the memory, matrix-product (``MATMUL_CURVES``, by dtype and size) and copy rates. The figures only :func:`asynclab.sim.simulate.simulate` uses (the host's time
-    #: per operator, cudaMalloc and cudaFree, the launch queue's depth) are here too; a check never uses them.
+    #: (``CYCLES_PER_MS``), the memory, matrix-product (``MATMUL_CURVES``, by dtype and size) and copy rates. The
+    #: figures only :func:`asynclab.sim.simulate.simulate` uses (the host's time per operator, cudaMalloc and cudaFree,
+    #: new pinned memory, the launch queue's depth) are here too; a check never uses them.
     locals().update(rates(card_figures("H100")))
     #: Operators on simulated GPU tensors run here (:func:`asynclab.sim.tensors.gpu_of` finds it).
     runs_tensors = True
@@ -303,16 +304,16 @@ class SimGPU(Simulation):
                 heapq.heappop(self._queue)[-1]()
 
     def matmul_rate(self, dtype: torch.dtype, flops: float, convolution: bool = False) -> float:
-        """FLOPs per ms of a matrix product of ``flops`` FLOPs (at a check's sizes) with output of ``dtype``: bf16, fp16,
-        tf32 (float32 where PyTorch allows TF32: ``torch.backends.cuda.matmul.allow_tf32``, or
-        ``set_float32_matmul_precision("high")``; for a ``convolution``, where cuDNN may: ``torch.backends.cudnn.allow_tf32``,
-        on by default), fp32 (any other dtype too). It is the card's rate for a square
-        product of the same work at the GPU's sizes, interpolated on a log-log scale between the sides it was measured
-        at (``matmul_tflops_by_side``), the smallest side's rate below them and the largest's above.
+        """FLOPs per ms of a matrix product of ``flops`` FLOPs (at a check's sizes) with output of ``dtype``: bf16,
+        fp16, tf32 (float32 where PyTorch allows TF32: ``torch.backends.cuda.matmul.allow_tf32``, or
+        ``set_float32_matmul_precision("high")``; for a ``convolution``, where cuDNN may:
+        ``torch.backends.cudnn.allow_tf32``, on by default), fp32 (any other dtype too). It is the card's rate for a
+        square product of the same work at the GPU's sizes, interpolated on a log-log scale between the sides it was
+        measured at (``matmul_tflops_by_side``), the smallest side's rate below them and the largest's above.
 
         Example:
             >>> gpu = SimGPU()
-            >>> [round(gpu.matmul_rate(torch.bfloat16, 2.0 * n ** 3) / 1e9) for n in (256, 1024, 8192, 16384)]  # TFLOP/s
+            >>> [round(gpu.matmul_rate(torch.bfloat16, 2.0 * n ** 3) / 1e9) for n in (256, 1024, 8192, 16384)]
             [9, 320, 772, 772]
             >>> round(gpu.matmul_rate(torch.float32, 2e9) / 1e9, 1)  # a 1000 x 1000 product in fp32
             37.2

@@ -172,8 +172,8 @@ def _bytes(gpu: Simulation, name: str, args: Any, tensors: list) -> int:
 def _kernel_cost(gpu: Simulation, func: Any, args: Any, outputs: list) -> tuple[float, float, bool]:
     """How long the operator runs alone, the share of the SMs it holds meanwhile, and whether memory bounds it: its
     FLOPs at the card's rate for a product of its size (:meth:`SimGPU.matmul_rate`: a small one fills few SMs) for
-    matrix products, else its bytes at the bandwidth that share of the SMs draws (:meth:`SimGPU.drawn`); never less than the shortest kernel (or matrix
-    product).
+    matrix products and convolutions, else its bytes at the bandwidth that share of the SMs draws
+    (:meth:`SimGPU.drawn`); never less than the shortest kernel (or matrix product).
 
     Example:
         >>> from asynclab.sim.device import SimGPU
