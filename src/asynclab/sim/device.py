@@ -641,16 +641,13 @@ class SimGPU(Simulation):
         self._installed = [patches.install("threading.Thread", _threads(threading.Thread.run, threading.Thread.join)),
                            patches.install("threading.Condition", _signals(threading.Condition.notify,
                                                                            threading.Condition.wait))]
-        for path, names in patches.FOREACH.items():  # and torch.nn.utils.clip_grad_norm_ its foreach kernels
-            owner = patches.owner_of(path)
-            here = {"_foreach_supported_types": [*getattr(owner, "_foreach_supported_types", ()), DeviceTensor],
-                    "_group_tensors_by_device_and_dtype": _grouped}
-            ours = {name: here[name] for name in names if hasattr(owner, name)}  # where this PyTorch has them
-            if ours:
-                self._installed.append(patches.install(path, ours))
-        for path, names in patches.HOST_CACHE.items():  # where this PyTorch has it
-            if all(hasattr(patches.owner_of(path), name) for name in names):
-                self._installed.append(patches.install(path, {"_host_emptyCache": self.pinned.empty_cache}))
+        here = {"_group_tensors_by_device_and_dtype": _grouped, "_host_emptyCache": self.pinned.empty_cache}
+        for path, names in {**patches.FOREACH, **patches.HOST_CACHE}.items():  # and clip_grad_norm_'s foreach kernels,
+            owner = patches.owner_of(path)  # the caching host allocator's cache; each where this PyTorch has it
+            ours = {**here, "_foreach_supported_types": [*getattr(owner, "_foreach_supported_types", ()), DeviceTensor]}
+            done = patches.install_present(path, {name: ours[name] for name in names})
+            if done is not None:
+                self._installed.append(done)
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -5,6 +5,8 @@ from dataclasses import dataclass
 
 import torch
 
+from asynclab.sim.tensors import memory_of, storage_of
+
 __all__ = ["PinnedMemory", "block_size"]
 
 
@@ -57,7 +59,7 @@ class PinnedMemory:
         the driver page-locks for it, or 0 where a cached block serves it. ``host`` is the simulation's own tensor on
         the memory, kept while the block is in use: the program's tensors are others on the same memory, and the block
         is free once none of them is left."""
-        storage = _storage(host)
+        storage = storage_of(host)
         size = block_size(storage.nbytes())
         self._reclaim()
         ready = next((i for i, (s, until) in enumerate(self._cache) if s == size and until <= now), None)
@@ -93,10 +95,6 @@ class PinnedMemory:
                 self._cache.append((block.size, block.used_until))
 
     def _block_of(self, host: torch.Tensor) -> _Block | None:
-        address = _storage(host).data_ptr()
+        address = memory_of(host)
         return next((b for start, b in self._blocks.items() if start <= address < start + b.nbytes), None)
 
-
-def _storage(host: torch.Tensor) -> torch.UntypedStorage:
-    with torch._C.DisableTorchFunctionSubclass():
-        return host.untyped_storage()

@@ -19,7 +19,7 @@ import importlib
 import sys
 from typing import Any, Iterator
 
-__all__ = ["ACCELERATOR", "CLOCK_DEFAULTS", "CPU_CLOCKS", "FOREACH", "HOST_CACHE", "Installed", "REFUSED", "TIME_FUNCTIONS", "answer_clocks", "clock_defaults", "settle_benchmark_timer", "is_time_function", "TABLE", "TORCH_CUDA", "WAITS", "WALL_CLOCKS", "install", "owner_of", "patched",
+__all__ = ["ACCELERATOR", "CLOCK_DEFAULTS", "CPU_CLOCKS", "FOREACH", "HOST_CACHE", "Installed", "REFUSED", "TIME_FUNCTIONS", "answer_clocks", "install_present", "clock_defaults", "settle_benchmark_timer", "is_time_function", "TABLE", "TORCH_CUDA", "WAITS", "WALL_CLOCKS", "install", "owner_of", "patched",
            "replaced"]
 
 #: torch.cuda's names that have stand-ins on a simulated GPU.
@@ -146,6 +146,19 @@ def install(path: str, stand_ins: dict[str, Any]) -> Installed:
         (None, None, True)
     """
     return Installed(path, stand_ins)
+
+
+def install_present(path: str, stand_ins: dict[str, Any]) -> Installed | None:
+    """:func:`install` of those of ``stand_ins`` that the owner at ``path`` has in this PyTorch (a name it lacks is
+    left out); None where it has none of them.
+
+    Example:
+        >>> install_present("time", {"no_such_clock": lambda: 0.0}) is None
+        True
+    """
+    owner = owner_of(path)
+    present = {name: obj for name, obj in stand_ins.items() if owner is not None and hasattr(owner, name)}
+    return install(path, present) if present else None
 
 
 @contextlib.contextmanager

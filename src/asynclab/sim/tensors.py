@@ -14,7 +14,7 @@ import torch
 from asynclab.sim.cuda import Simulation, SimulationLimit, Stream, running_simulations
 from asynclab.sim.nest import leaves, map_leaves
 
-__all__ = ["Block", "DeviceTensor", "PinnedTensor", "TENSOR_METHODS", "flat_tensors", "fresh_memory", "gpu_of",
+__all__ = ["Block", "DeviceTensor", "PinnedTensor", "TENSOR_METHODS", "flat_tensors", "fresh_memory", "gpu_of", "storage_of",
            "memory_of", "moves_trained", "needed_bytes", "register_tensor_methods", "shaped_on",
            "trains_here"]
 
@@ -70,10 +70,15 @@ def shaped_on(base: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return flat.as_strided(like.shape, like.stride(), like.storage_offset())
 
 
+def storage_of(t: torch.Tensor) -> torch.UntypedStorage:
+    """The storage a tensor lives in (of its own memory, not a subclass's)."""
+    with torch._C.DisableTorchFunctionSubclass():
+        return t.untyped_storage()
+
+
 def memory_of(t: torch.Tensor) -> int:
     """Which memory a tensor lives in (its storage's address)."""
-    with torch._C.DisableTorchFunctionSubclass():
-        return t.untyped_storage().data_ptr()
+    return storage_of(t).data_ptr()
 
 
 def needed_bytes(like: torch.Tensor) -> int:

@@ -66,9 +66,8 @@ def _fix_host_sync(g: Graph, lo: float, hi: float, ctx: dict) -> None:
     read of the GPU's memory costs only its own time."""
     hm, _ = _in(g, lo, hi)
     m = hm & g.h_block & (ctx["waited"] == "host_sync")
-    sync = name_matches(g.host.loc[g.h_label, "name"], _SYNC)
-    _unblock(g, m & sync, 0.0)
-    _unblock(g, m & ~sync)
+    _unblock(g, m & ctx["sync"], 0.0)
+    _unblock(g, m & ~ctx["sync"])
 
 
 def _waited(g: Graph, alloc: np.ndarray) -> np.ndarray:
@@ -246,8 +245,8 @@ NEEDS_FIRST: dict[str, tuple[str, ...]] = {
 
 
 def context(g: Graph, steps: pd.DataFrame) -> dict:
-    """What the transforms look up: which calls are eager launches and the allocator's, what each blocking call waited
-    for, the calls' threads, ops, the pinned rate, a runtime call's usual cost (µs)
+    """What the transforms look up: which calls are eager launches, the allocator's and synchronize calls, what each
+    blocking call waited for, the calls' threads, ops, the pinned rate, a runtime call's usual cost (µs)
     and the steps.
 
     Example:
@@ -261,7 +260,7 @@ def context(g: Graph, steps: pd.DataFrame) -> dict:
     names = h.loc[g.h_label, "name"]
     eager = name_matches(names, _KERNEL_LAUNCH) & ~name_matches(names, "Graph")
     alloc = name_matches(names, ALLOC)
-    return {"waited": _waited(g, alloc), "eager_launch": eager, "alloc": alloc,
+    return {"waited": _waited(g, alloc), "eager_launch": eager, "alloc": alloc, "sync": name_matches(names, _SYNC),
             "call_tids": h.loc[g.h_label, "tid"].to_numpy(dtype=object),
             "outer_ops": _outermost(h[h["kind"] == "cpu_op"]), "pinned": pinned_rate(g.work), "steps": steps,
             "call_us": float(np.median(g.h_dur[~g.h_block])) if (~g.h_block).any() else 5.0}
