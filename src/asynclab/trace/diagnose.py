@@ -38,9 +38,9 @@ class Diagnosis:
     steps' host threads and GPU streams read as a dependency graph, changed as the fix would change them and
     replayed (:mod:`asynclab.trace.whatif`). ``step_ms`` is the replayed step without the profiler's own cost (the
     units of every prediction), ``profiled_ms`` the same steps as recorded, ``fixed_ms`` the replayed step with each
-    replayed finding's fix and ``all_fixed_ms`` with all of them (less the time the kinds not replayed claim). No finding claims more than the step, nor do
-    they together. ``underfilled_gpu`` and the kinds of several ranks (exposed_comm, rank_skew, pipeline_bubble)
-    are not replayed: they claim the time they explain, in the step's units.
+    replayed finding's fix and ``all_fixed_ms`` with all of them (less the time the kinds not replayed claim). No
+    finding claims more than the step, nor do they together. The kinds of several ranks (exposed_comm, rank_skew,
+    pipeline_bubble) are not replayed: they claim the time they explain, in the step's units.
 
     The idle time is still fully accounted for, as attribution rather than prediction: each finding's
     ``idle_ms_per_step`` is the profiled idle time it explains, and those of every kind but ``underfilled_gpu``
@@ -170,12 +170,12 @@ def _steps(tr: Trace, rank: Any, work: pd.DataFrame) -> tuple[pd.DataFrame, str 
     starts, host_ends = mine["start_us"].to_numpy(np.float64), mine["end_us"].to_numpy(np.float64)
     on_gpu = _gpu_step_starts(tr, rank, work, mine)
     if on_gpu is not None:  # the GPU runs the steps more than a step behind the host: its own step ranges
-        starts = host_ends = on_gpu
+        starts = on_gpu
     ends = np.append(starts[1:], np.nan)
     later = work[work["start_us"] >= starts[-1]]
     ends[-1] = max(float(host_ends[-1]), float(later["end_us"].max()) if len(later) else starts[-1])
     return pd.DataFrame({"step": mine["step"].astype(int).to_numpy(), "start_us": starts, "end_us": ends,
-                         "host_end_us": host_ends if on_gpu is None else ends,
+                         "host_end_us": host_ends,
                          "dur_us": mine["dur_us"].to_numpy(np.float64) if on_gpu is None else ends - starts}), None
 
 
@@ -213,11 +213,11 @@ def _view(tr: Trace, rank: Any, dev: int, lo: float, hi: float, n_steps: int) ->
     return GpuView(work, host, others, ev, lo, hi, n_steps)
 
 
-def _sms(tr: Trace, dev: int) -> int | None:
-    for p in tr.meta.get("deviceProperties") or []:
-        if isinstance(p, dict) and p.get("id") == dev and isinstance(p.get("numSms"), int):
-            return p["numSms"]
-    return None
+def _sms(tr: Trace, dev: int | None) -> int | None:
+    """The SM count of GPU ``dev`` (None: the fewest of the trace's GPUs), None where the trace does not give it."""
+    counts = [p["numSms"] for p in tr.meta.get("deviceProperties") or []
+              if isinstance(p, dict) and (dev is None or p.get("id") == dev) and isinstance(p.get("numSms"), int)]
+    return min(counts) if counts else None
 
 
 # --------------------------------------------------------------------------------------------
@@ -418,7 +418,7 @@ def _replays(tr: Trace, hosts: list, kinds: list[str]) -> list[Savings]:
             by_rank[key] = (h[5], steps)
         else:
             by_rank[key] = (h[5], h[2])
-    return predict_savings_of_ranks(tr.events, list(by_rank.values()), kinds)
+    return predict_savings_of_ranks(tr.events, list(by_rank.values()), kinds, _sms(tr, None))
 
 
 def _in_fix_order(findings: list[Finding]) -> list[Finding]:

@@ -32,7 +32,8 @@ class Graph:
     """One rank's host calls and GPU tasks as parallel arrays, in the order they started.
 
     Host calls (``h_*``): runtime calls (launches, copies, syncs, the allocator), each after the call that ended
-    last before it started (``h_after``, -1 for the first) and the host time between them (``h_gap``); a blocking
+    last before it started (``h_after``, -1 for the first, whose ``h_gap`` counts from the rank's first host row,
+    ``h_origin``) and the host time between them (``h_gap``); a blocking
     call (``h_block``) ends no sooner than the GPU work it waits for (``h_waits``: lists of GPU task positions) plus its
     own cost after the wait (``h_own``). GPU tasks (``g_*``): kernels, copies and memsets, each after its launch
     (``g_launch``, a host position or -1) plus a latency (``g_lat``), the previous task on its stream (``g_prev``)
@@ -66,6 +67,12 @@ class Graph:
     g_comm_key: np.ndarray = field(default=None, repr=False)     # a collective's name#n, the same on every rank
     g_peer_start: np.ndarray = field(default=None, repr=False)   # when the last rank started it (NaN: no peers)
     g_intrinsic: np.ndarray = field(default=None, repr=False)    # its time once every rank has joined
+    h_origin: float = float("nan")   # the start of the rank's first host row: where the first call's gap begins
+
+    def prev_end(self) -> np.ndarray:
+        """Where each host call's gap begins: the end of the call before it, or the rank's first host row."""
+        first = self.h_origin if np.isfinite(self.h_origin) else self.h_start
+        return np.where(self.h_after >= 0, self.h_end[np.maximum(self.h_after, 0)], first)
 
     def copy(self) -> "Graph":
         """A copy whose arrays can be changed without touching this one."""
@@ -104,7 +111,8 @@ def build_graph(events: pd.DataFrame, rank: Any) -> Graph:
     work = work.sort_values("start_us", kind="stable")
     hs, he = calls["start_us"].to_numpy(np.float64), calls["end_us"].to_numpy(np.float64)
     after = _ended_last_before(hs, he)
-    gap = np.where(after >= 0, hs - he[np.maximum(after, 0)], 0.0)
+    origin = min(float(host["start_us"].min()), float(hs.min())) if len(hs) else float("nan")
+    gap = np.where(after >= 0, hs - he[np.maximum(after, 0)], hs - origin)
     h_pos = pd.Series(np.arange(len(calls)), index=calls.index)
     launch = work["launch"].to_numpy(dtype=np.float64, na_value=np.nan)
     known = np.isfinite(launch) & np.isin(launch, calls.index.to_numpy(np.float64))
@@ -120,7 +128,7 @@ def build_graph(events: pd.DataFrame, rank: Any) -> Graph:
     intrinsic = np.where(comm, ge - np.maximum(gs, np.where(comm, peer, 0.0)), np.nan)
     return Graph(hs, he, after, gap, he - hs, block, own, waits, calls.index.to_numpy(np.int64),
                  gs, ge, ge - gs, g_launch, *g[:5], work.index.to_numpy(np.int64), g[5], host, work,
-                 key, np.where(comm, peer, np.nan), intrinsic)
+                 key, np.where(comm, peer, np.nan), intrinsic, origin)
 
 
 def _ended_last_before(s: np.ndarray, e: np.ndarray) -> np.ndarray:
@@ -237,6 +245,7 @@ def replay(g: Graph, peer_start: np.ndarray | None = None) -> tuple[np.ndarray, 
     launch, lat, prev, pgap, dep, dgap, gdur = (a.tolist() for a in (g.g_launch, g.g_lat, g.g_prev, g.g_gap, g.g_dep,
                                                                     g.g_dgap, g.g_dur))
     waits_of = g.h_waits
+    origin = g.h_origin
     for w, i in zip(what[order].tolist(), idx[order].tolist()):
         if w == 2:  # a GPU task: after its launch, its stream's previous task and the task it waited for
             k = launch[i]
@@ -260,7 +269,7 @@ def replay(g: Graph, peer_start: np.ndarray | None = None) -> tuple[np.ndarray, 
                 GE[i] = max(t, joins[i][0]) + joins[i][1]
         elif w == 1:  # a host call: the host time after the call before it
             a = after[i]
-            HS[i] = hs0[i] if a < 0 else HE[a] + gap[i]
+            HS[i] = (hs0[i] if origin != origin else origin + gap[i]) if a < 0 else HE[a] + gap[i]
             if not blk[i]:
                 HE[i] = HS[i] + dur[i]
         else:  # a blocking call returns once the GPU work it waits for is done
@@ -329,7 +338,7 @@ def host_time_in(g: Graph, starts: np.ndarray, ends: np.ndarray, lo: float, hi: 
     def _covered(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.clip(_cum_at(rs, re_, cum, b) - _cum_at(rs, re_, cum, a), 0.0, None)
 
-    prev_end = np.where(g.h_after >= 0, g.h_end[np.maximum(g.h_after, 0)], g.h_start)
+    prev_end = g.prev_end()
     mine = (g.h_start >= lo) & (g.h_start < hi)
     gap = np.where(mine, np.minimum(_covered(prev_end, g.h_start), np.clip(g.h_gap, 0, None)), 0.0)
     dur = np.where(mine, _covered(g.h_start, g.h_end), 0.0)

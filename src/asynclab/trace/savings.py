@@ -155,7 +155,7 @@ class _Rank:
     profiled_ms: float
 
 
-def _rank(events: pd.DataFrame, rank: Any, steps: pd.DataFrame) -> _Rank:
+def _rank(events: pd.DataFrame, rank: Any, steps: pd.DataFrame, sms: int | None) -> _Rank:
     outliers = outlier_steps(steps) if "dur_us" in steps else []
     segs = _segments(steps, outliers) or _segments(steps, [])
     outliers = outliers if _segments(steps, outliers) else []
@@ -165,7 +165,7 @@ def _rank(events: pd.DataFrame, rank: Any, steps: pd.DataFrame) -> _Rank:
     n = sum(s[3] for s in segs)
     lo, hi = min(s[0] for s in segs), max(s[1] for s in segs)
     profiled = sum(b - a for a, b, _, _ in segs) / n / 1e3
-    return _Rank(profiler_free(g, per_op, lo, hi), context(g, steps), segs, n, lo, hi, outliers, per_op, profiled)
+    return _Rank(profiler_free(g, per_op, lo, hi), context(g, steps, sms), segs, n, lo, hi, outliers, per_op, profiled)
 
 
 def _joint_steps(ranks: list[_Rank], kinds: list[str] | None) -> list[float]:
@@ -192,8 +192,9 @@ def _share(base: list[float], fixed_ms: list[float]) -> float:
 
 
 def predict_savings_of_ranks(events: pd.DataFrame, ranks: list[tuple[Any, pd.DataFrame]],
-                             kinds: list[str]) -> list[Savings]:
-    """:func:`predict_savings` for the ranks of one run, replayed together (a collective waits for its last rank).
+                             kinds: list[str], sms: int | None = None) -> list[Savings]:
+    """:func:`predict_savings` for the ranks of one run, replayed together (a collective waits for its last rank);
+    ``sms``: the GPUs' SM count, which the fix of ``underfilled_gpu`` needs.
 
     Returns one :class:`Savings` a rank, in the order given (:func:`predict_savings` shows one rank's steps).
 
@@ -201,7 +202,7 @@ def predict_savings_of_ranks(events: pd.DataFrame, ranks: list[tuple[Any, pd.Dat
         >>> predict_savings_of_ranks(pd.DataFrame(), [], ["host_sync"])  # no ranks, nothing replayed
         []
     """
-    rs = [_rank(events, rank, steps) for rank, steps in ranks]
+    rs = [_rank(events, rank, steps, sms) for rank, steps in ranks]
     todo = [k for k in kinds if k in REPLAYED_KINDS]
     base = _joint_steps(rs, None)
     replayed = {(): base}

@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 
 from asynclab.trace.events import name_matches
-from asynclab.trace.idle import MANY_SMALL_COPIES, SMALL_COPY_BYTES
+from asynclab.trace.idle import MANY_SMALL_COPIES, SMALL_COPY_BYTES, UNDERFILL_MIN_US
 from asynclab.trace.replay import ALLOC, Graph, host_time_in, replay, replayed_span
 
-__all__ = ["TRANSFORMS", "REPLAYED_KINDS", "NEEDS_FIRST", "FIRST_SHARE", "fixed", "pinned_rate", "PINNED_BYTES_PER_US", "GRAPH_LAUNCH_US",
+__all__ = ["TRANSFORMS", "REPLAYED_KINDS", "NEEDS_FIRST", "FIRST_SHARE", "fixed", "pinned_rate", "PINNED_BYTES_PER_US", "GRAPH_LAUNCH_US", "OWN_WORK_MIN_US",
            "profiler_free", "context", "span"]
 
 #: Host-to-device rate of pinned memory when the trace has no large pinned copy to measure it from (bytes/µs:
@@ -19,9 +19,12 @@ __all__ = ["TRANSFORMS", "REPLAYED_KINDS", "NEEDS_FIRST", "FIRST_SHARE", "fixed"
 PINNED_BYTES_PER_US = 25e3
 #: What a kernel's launch costs the host inside a CUDA graph's replay (µs).
 GRAPH_LAUNCH_US = 0.5
+#: A Python call this long (µs) that launches nothing is the host's own work, which a CUDA graph does not replace.
+OWN_WORK_MIN_US = 50.0
 _KERNEL_LAUNCH = re.compile(r"(?:LaunchKernel|MemsetAsync)")
 _LOADER = r"DataLoader.*__next__"
 _SYNC = r"Synchroni[sz]e"
+_TORCH_FILE = r"(?:^|/)torch/|torch\._C|pybind11"  # PyTorch's Python files, and its C functions (bound by pybind11)
 
 
 def pinned_rate(work: pd.DataFrame) -> float:
@@ -172,6 +175,18 @@ def _outer_ops(g: Graph, calls: np.ndarray, ctx: dict) -> tuple[np.ndarray, np.n
     return starts, ends
 
 
+def _own_work(h: pd.DataFrame, calls: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The host's own work: (starts, ends) of the Python calls of :data:`OWN_WORK_MIN_US` or more, outside PyTorch's
+    own files and C functions, during which no thread made a runtime call (a data pipeline, a logger; PyTorch's own Python is what a
+    CUDA graph replaces)."""
+    py = h[(h["kind"] == "python").to_numpy(dtype=bool)]
+    s, e = py["start_us"].to_numpy(np.float64), py["end_us"].to_numpy(np.float64)
+    at = np.sort(calls["start_us"].to_numpy(np.float64))
+    ours = ~py["name"].astype(str).str.contains(_TORCH_FILE, regex=True).to_numpy(dtype=bool)
+    keep = (np.searchsorted(at, e) == np.searchsorted(at, s)) & (e - s >= OWN_WORK_MIN_US) & ours
+    return s[keep], e[keep]
+
+
 def _outermost(ops: pd.DataFrame) -> dict:
     """Per thread, the ops that are in no other op: (starts, ends), sorted."""
     out = {}
@@ -202,17 +217,20 @@ def _fix_alloc(g: Graph, lo: float, hi: float, ctx: dict) -> None:
 def _fix_launch_bound(g: Graph, lo: float, hi: float, ctx: dict) -> None:
     """The step's eager launches are replayed from CUDA graphs, one per run of launches between host waits (a step
     that waits for the GPU cannot be captured across the wait): in a run, every launch after the first costs
-    :data:`GRAPH_LAUNCH_US`, and the ops that made them and the host's time from one to the next take none; the
-    kernels follow each other as the GPU allows."""
+    :data:`GRAPH_LAUNCH_US`, and the ops that made them and the host's time from one to the next take none, but
+    for the host's own work (Python calls that launch nothing: a data pipeline, a logger); the kernels follow each
+    other as the GPU allows."""
     hm, gm = _in(g, lo, hi)
     launch = hm & ctx["eager_launch"]
     after = g.h_after
-    in_run = launch & (after >= 0) & ~g.h_block[np.maximum(after, 0)]
+    in_run = launch & ((after < 0) | ~g.h_block[np.maximum(after, 0)])  # the rank's first call: nothing before it
     idx = np.flatnonzero(in_run)
     s, e = _outer_ops(g, idx, ctx)
     _remove_host_time(g, s, e, lo, hi)
-    between = idx[launch[np.maximum(after[idx], 0)]]
-    g.h_gap[between] = np.minimum(g.h_gap[between], 0.0)  # the host's time from one launch to the next
+    between = idx[launch[np.maximum(after[idx], 0)] | (after[idx] < 0)]
+    floor = np.where(after[between] < 0, np.clip(lo - g.h_origin, 0.0, None), 0.0)  # the first: from ``lo`` on
+    own, _ = host_time_in(g, *ctx["own_work"], lo, hi)  # the host's own work between launches stays
+    g.h_gap[between] = np.minimum(g.h_gap[between], floor + own[between])  # the rest of the time between launches
     g.h_dur[idx] = GRAPH_LAUNCH_US
     g.h_own[idx] = GRAPH_LAUNCH_US
     ours = gm & (g.g_launch >= 0) & np.isin(g.g_launch, idx)
@@ -226,13 +244,47 @@ def _fix_stream_wait(g: Graph, lo: float, hi: float, ctx: dict) -> None:
     g.g_lat[held] = np.minimum(g.g_lat[held], g.g_typical_lat)
 
 
+def _fix_underfilled(g: Graph, lo: float, hi: float, ctx: dict) -> None:
+    """Kernels with fewer blocks than the GPU has SMs run beside each other, as on streams of their own (the fix's
+    premise: they do not need each other). Within a step, a run of them on one stream is packed, in order, into
+    groups whose blocks fit the SMs; a group starts after the group before it (the member that ends last), and the
+    task after the run waits for the last group."""
+    sms = ctx.get("sms")
+    if not sms:
+        return
+    _, gm = _in(g, lo, hi)
+    blocks = ctx["blocks"]
+    thin = gm & ctx["compute"] & np.isfinite(blocks) & (blocks < sms) & (g.g_dur >= UNDERFILL_MIN_US)
+    if thin.sum() < 2:
+        return
+    step = np.searchsorted(ctx["steps"]["start_us"].to_numpy(np.float64), g.g_start, side="right")
+    issued = np.where(g.g_launch >= 0, g.h_start[np.maximum(g.g_launch, 0)], g.g_start)
+    ends = issued + g.g_dur  # which member of a group ends last, before the replay knows
+    last_of: dict[int, int] = {}  # a run's kernel -> the member of its group that ends last
+    group: list[int] = []
+    anchor = -1
+    for i in np.flatnonzero(thin).tolist():
+        p = int(g.g_prev[i])
+        if p in last_of and step[p] == step[i] and blocks[group].sum() + blocks[i] <= sms:
+            group.append(i)
+        else:
+            anchor, group = last_of.get(p, p), [i]
+        if anchor != p:
+            g.g_prev[i], g.g_gap[i] = anchor, 0.0
+        late = max(group, key=lambda k: ends[k])
+        for k in group:
+            last_of[k] = late
+    for edge in (g.g_prev, g.g_dep):  # the tasks after a run wait for its last group
+        after = np.flatnonzero(np.isin(edge, list(last_of)) & ~thin)
+        edge[after] = [last_of[int(p)] for p in edge[after]]
+
 TRANSFORMS: dict[str, Callable[[Graph, float, float, dict], None]] = {
     "host_sync": _fix_host_sync, "pageable_copy": _fix_pageable_copy, "exposed_copy": _fix_exposed_copy,
     "small_copies": _fix_small_copies, "dataloader_stall": _fix_dataloader, "alloc_churn": _fix_alloc,
-    "launch_bound": _fix_launch_bound, "stream_wait": _fix_stream_wait,
+    "launch_bound": _fix_launch_bound, "stream_wait": _fix_stream_wait, "underfilled_gpu": _fix_underfilled,
 }
-#: The kinds whose saving the replay predicts; the others (underfilled_gpu and the kinds of several ranks) keep
-#: the idle time they explain.
+#: The kinds whose saving the replay predicts; the others (the kinds of several ranks) keep the idle time they
+#: explain.
 REPLAYED_KINDS = tuple(TRANSFORMS)
 #: A fix that another needs first is counted (and listed) before it from this share of the step on.
 FIRST_SHARE = 0.1
@@ -244,10 +296,11 @@ NEEDS_FIRST: dict[str, tuple[str, ...]] = {
 }
 
 
-def context(g: Graph, steps: pd.DataFrame) -> dict:
+def context(g: Graph, steps: pd.DataFrame, sms: int | None = None) -> dict:
     """What the transforms look up: which calls are eager launches, the allocator's and synchronize calls, what each
-    blocking call waited for, the calls' threads, ops, the pinned rate, a runtime call's usual cost (µs)
-    and the steps.
+    blocking call waited for, the calls' threads, ops, the host's own work, the pinned rate, a runtime call's usual
+    cost (µs),
+    the steps, the GPU's SM count (``sms``, None where the trace does not give it) and each kernel's blocks.
 
     Example:
         >>> from asynclab.trace import load_trace
@@ -262,8 +315,11 @@ def context(g: Graph, steps: pd.DataFrame) -> dict:
     alloc = name_matches(names, ALLOC)
     return {"waited": _waited(g, alloc), "eager_launch": eager, "alloc": alloc, "sync": name_matches(names, _SYNC),
             "call_tids": h.loc[g.h_label, "tid"].to_numpy(dtype=object),
-            "outer_ops": _outermost(h[h["kind"] == "cpu_op"]), "pinned": pinned_rate(g.work), "steps": steps,
-            "call_us": float(np.median(g.h_dur[~g.h_block])) if (~g.h_block).any() else 5.0}
+            "outer_ops": _outermost(h[h["kind"] == "cpu_op"]), "own_work": _own_work(h, h.loc[g.h_label]),
+            "pinned": pinned_rate(g.work), "steps": steps,
+            "call_us": float(np.median(g.h_dur[~g.h_block])) if (~g.h_block).any() else 5.0, "sms": sms,
+            "blocks": g.work["blocks"].to_numpy(dtype=np.float64, na_value=np.nan) if "blocks" in g.work
+            else np.full(len(g.g_start), np.nan), "compute": (g.work["kind"] == "compute").to_numpy(dtype=bool)}
 
 
 def fixed(g: Graph, kinds: tuple[str, ...] | list[str], lo: float, hi: float, ctx: dict) -> Graph:
@@ -298,7 +354,7 @@ def profiler_free(g: Graph, per_event_us: float, lo: float, hi: float) -> Graph:
     out = g.copy()
     h = g.host
     t = np.sort(h.loc[h["kind"].isin(("cpu_op", "launch", "python")), "start_us"].to_numpy(np.float64))
-    prev_end = np.where(g.h_after >= 0, g.h_end[np.maximum(g.h_after, 0)], g.h_start)
+    prev_end = g.prev_end()
     n = np.searchsorted(t, g.h_start, side="right") - np.searchsorted(t, prev_end, side="left")
     mine = (g.h_start >= lo) & (g.h_start < hi)
     cut = np.where(mine, np.minimum(np.clip(n, 0, None) * per_event_us, np.clip(g.h_gap, 0, None)), 0.0)

@@ -1,0 +1,98 @@
+"""The replay's fixes (`asynclab.trace.whatif`) on the planted cases recorded on an NVIDIA H100: what each changes."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from asynclab.trace import load_trace
+from asynclab.trace.metrics import profiler_steps
+from asynclab.trace.intervals import union
+from asynclab.trace.replay import build_graph, replay
+from asynclab.trace.whatif import OWN_WORK_MIN_US, context, fixed
+
+CASES_DIR = Path(__file__).parents[1] / "fixtures" / "diagnose"
+CASES = json.loads((CASES_DIR / "cases.json").read_text())["cases"]
+
+
+def _graph(case: str, sms: int | None = None, on_gpu: bool = False):
+    """The case's trace, its graph, the fixes' context and the steps' range: the host's ``ProfilerStep#N`` ranges, or
+    the GPU's (``on_gpu``: where the GPU runs the steps behind the host, as diagnose then reads them)."""
+    tr = load_trace(CASES_DIR / CASES[case]["bad"]["trace"])
+    g = build_graph(tr.events, pd.NA)
+    steps = profiler_steps(tr)
+    if on_gpu:
+        ev = tr.events
+        gpu = ev[(ev["kind"] == "gpu_annotation") & ev["name"].astype(str).str.startswith("ProfilerStep#")]
+        steps = gpu.groupby("name")[["start_us", "end_us"]].agg({"start_us": "min", "end_us": "max"})
+    return tr, g, context(g, steps, sms), float(steps["start_us"].min()), float(steps["end_us"].max())
+
+
+def test_an_unchanged_replay_keeps_the_first_calls_start():
+    """The first runtime call's gap counts from the rank's first host row, and replays to where it was."""
+    _, g, *_ = _graph("launch_bound")
+    hs = replay(g)[0]
+    assert g.h_origin <= g.h_start[0] and g.h_gap[0] == pytest.approx(g.h_start[0] - g.h_origin)
+    assert hs[0] == pytest.approx(g.h_start[0])
+
+
+def test_a_cuda_graph_takes_the_python_before_the_first_launch():
+    """Captured, the step's Python before its first kernel goes too (PyTorch's own, between the step's start and
+    its first launch), not only the time between launches."""
+    _, g, ctx, lo, hi = _graph("launch_bound")
+    before = g.h_start[0] - lo
+    assert before > 100  # µs of the step's Python before its first launch, in the recording
+    hs = replay(fixed(g, ["launch_bound"], lo, hi, ctx))[0]
+    assert hs[0] - lo < 0.1 * before
+
+
+def test_a_cuda_graph_keeps_the_hosts_own_work():
+    """The host_sync case spends 2 ms a step in Python that launches nothing (a data pipeline's stand-in): capturing
+    the launches leaves it, so the host's time between launches does not drop below it."""
+    tr, g, ctx, lo, hi = _graph("host_sync")
+    starts, ends = ctx["own_work"]
+    names = set(tr.events.loc[tr.events["start_us"].isin(starts) & (tr.events["kind"] == "python"), "name"])
+    assert any("host_work" in n for n in names) and not any("torch/" in n for n in names)
+    assert (ends - starts).min() >= OWN_WORK_MIN_US
+    mine = (starts >= lo) & (starts < hi)
+    own = float(np.sum(np.subtract(*union(ends[mine], starts[mine])[::-1])))  # nested calls counted once
+    g2 = fixed(g, ["launch_bound"], lo, hi, ctx)
+    assert float(g2.h_gap[(g2.h_start >= lo) & (g2.h_start < hi)].clip(0).sum()) >= 0.99 * own
+
+
+def test_the_backward_pass_is_not_the_hosts_own_work():
+    """``run_backward`` launches from the autograd engine's thread: a call during which any thread launched is not
+    the host's own work."""
+    tr, _, ctx, *_ = _graph("launch_bound")
+    starts, _ = ctx["own_work"]
+    names = set(tr.events.loc[tr.events["start_us"].isin(starts) & (tr.events["kind"] == "python"), "name"])
+    assert not any("run_backward" in n for n in names)
+
+
+def test_underfilled_kernels_run_side_by_side_within_their_step():
+    """Eight softmaxes of 8 blocks each on a GPU of 132 SMs: fixed, a step's eight start together, their blocks fit
+    the SMs, and no step's kernels start before the last step's end."""
+    tr, g, ctx, lo, hi = _graph("underfilled_gpu", sms=132, on_gpu=True)
+    _, _, gs, ge = replay(fixed(g, ["underfilled_gpu"], 0.0, np.inf, ctx))
+    k = np.flatnonzero(ctx["compute"])[-24:]  # the three profiled steps' (four kernels of the warm-up before them)
+    assert ctx["blocks"][k].max() == 8
+    groups = np.split(np.sort(gs[k]), 3)
+    for group in groups:
+        assert group.max() - group.min() < 0.1 * float(g.g_dur[k].min())
+    for first, second in zip(groups, groups[1:]):
+        assert second.min() >= first.min() + 0.99 * float(g.g_dur[k].min())
+    alone = replay(fixed(g, ["underfilled_gpu"], 0.0, np.inf, {**ctx, "sms": None}))
+    assert np.allclose(alone[2], replay(g)[2])  # without the SM count, nothing changes
+
+
+def test_underfilled_kernels_fill_the_sms_and_no_more():
+    """With 20 SMs, only two of the 8-block kernels fit together: groups of two, one after the other."""
+    tr, g, ctx, lo, hi = _graph("underfilled_gpu", sms=20, on_gpu=True)
+    _, _, gs, _ = replay(fixed(g, ["underfilled_gpu"], 0.0, np.inf, ctx))
+    k = np.flatnonzero(ctx["compute"])[-24:]
+    starts = np.sort(gs[k])
+    together = np.diff(starts) < 0.1 * float(g.g_dur[k].min())
+    assert together.sum() == len(k) // 2
