@@ -213,3 +213,17 @@ def test_script_records_one_lesson_end_to_end(root, capsys):
             "event_pitfalls"} == set(r)
     assert reference.trace_names(2) == ["sync_every_iteration", "timers"]
     assert "timers_side_by_side" in reference.table(2)
+
+
+def test_lesson_08s_stored_diagnoses_are_todays():
+    """Lesson 08's reference stores the diagnosis of each stage's trace and what it predicted: they must be what
+    ``diagnose`` says of those traces today (scripts/rediagnose_reference.py makes them again)."""
+    import json
+
+    from asynclab.course import reference
+    from asynclab.lessons.your_step.experiments import rediagnose
+
+    stored = reference.results(8)
+    again = rediagnose(stored, reference.lesson_dir(8))
+    assert json.dumps(again, sort_keys=True) == json.dumps(stored, sort_keys=True), \
+        "lesson 08's stored diagnoses are not today's: run scripts/rediagnose_reference.py"

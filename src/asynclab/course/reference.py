@@ -294,7 +294,18 @@ def _jsonable(obj: Any) -> Any:
     raise TypeError(f"{type(obj).__name__} is not JSON-serialisable")
 
 
-def _dump(data: Any) -> str:
+def dump_results(data: Any) -> str:
+    """A reference's JSON text, as :func:`write` writes it: sorted keys, indent 1, floats as measured.
+
+    Example:
+        >>> print(dump_results({"b": 1.5, "a": [1]}), end="")
+        {
+         "a": [
+          1
+         ],
+         "b": 1.5
+        }
+    """
     return json.dumps(data, sort_keys=True, indent=1, default=_jsonable, allow_nan=True) + "\n"
 
 
@@ -337,7 +348,7 @@ def write(lesson: str | int, results: Mapping[str, Any], traces: Mapping[str, st
             raise ValueError(f"lesson {name}: trace {stem!r} is {size / 1e6:.2f} MB, over the {MAX_TRACE_BYTES / 1e6:g} MB "
                              f"limit; profile fewer iterations")
         sources[stem] = p
-    results_text = _dump(dict(results))  # fails here, before writing, if something is not serialisable
+    results_text = dump_results(dict(results))  # fails here, before writing, if something is not serialisable
 
     if meta is None:
         item = lessons.lesson(name[:2])
@@ -346,7 +357,7 @@ def write(lesson: str | int, results: Mapping[str, Any], traces: Mapping[str, st
         m = dict(meta)
         m.setdefault("date", _dt.datetime.now(_dt.timezone.utc).date().isoformat())
     m.setdefault("lesson", name)
-    meta_text = _dump(m)
+    meta_text = dump_results(m)
 
     out.mkdir(parents=True, exist_ok=True)
     for stem, src in sources.items():
@@ -369,5 +380,5 @@ def write(lesson: str | int, results: Mapping[str, Any], traces: Mapping[str, st
 __all__ = [
     "MAX_TRACE_BYTES", "MAX_TOTAL_BYTES", "ReferenceNotFound", "folder_name", "lesson_dir", "available",
     "results", "meta", "trace_names", "trace_path", "trace", "describe", "figures", "table", "meta_from_hardware",
-    "write",
+    "write", "dump_results",
 ]

@@ -1,6 +1,7 @@
 """Lesson 08 experiments: a realistic training step with four common mistakes, diagnosed and fixed one at a time."""
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import time
@@ -266,6 +267,42 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
         "first_fix_predicted_ms": first.get("predicted_ms"),
         "largest_left": left["kind"] if left else None,
     }
+
+
+def rediagnose(results: dict[str, Any], folder: Any) -> dict[str, Any]:
+    """``results`` of :func:`fix_one_at_a_time` with each stage's diagnosis made again from its trace in ``folder``
+    by this checkout's :func:`asynclab.trace.diagnose.diagnose`, each stage's ``predicted_ms`` read again from the
+    diagnosis before it, and the headline again. The measured step times stay: a recording's figures as today's
+    diagnosis reads its traces. Raises ValueError where that diagnosis would have ranked another fix first, so
+    that the recorded stages no longer follow it (record the reference again).
+
+    Example:
+        >>> from asynclab.course import reference
+        >>> again = rediagnose(reference.results(8), reference.lesson_dir(8))
+        >>> again["headline"]["first_fix"], again["fix_one_at_a_time"]["stages"][1]["predicted_ms"] > 0
+        ('workers', True)
+    """
+    from asynclab.trace.diagnose import diagnose
+
+    out = json.loads(json.dumps(results))
+    stages = out["fix_one_at_a_time"]["stages"]
+    done: list[str] = []
+    for i, st in enumerate(stages):
+        if st.get("diagnosis") is None:
+            continue
+        name = st["diagnosis"]["trace"]
+        st["diagnosis"] = {**diagnose(Path(folder) / name).as_dict(), "trace": name}
+        then = stages[i + 1]["fixed"] if i + 1 < len(stages) else None
+        if next_fix(st["diagnosis"], done) != then:
+            raise ValueError(f"stage {i}: the diagnosis now ranks {next_fix(st['diagnosis'], done)!r} first, the "
+                             f"recording applied {then!r} next: record the reference again")
+        if then is not None:
+            kind = next(k for k, v in FIX_OF_KIND.items() if v == then)
+            stages[i + 1]["predicted_ms"] = next(f["lost_ms_per_step"] for f in st["diagnosis"]["findings"]
+                                                 if f["kind"] == kind)
+            done.append(then)
+    out["headline"] = headline(out)
+    return out
 
 
 def _fix_one_at_a_time(run: ExperimentRun, **sizes: Any) -> dict[str, Any]:
