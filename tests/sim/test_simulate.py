@@ -517,3 +517,39 @@ def test_torch_benchmark_first_imported_in_a_simulation_times_the_cpu_after_it()
             "print(torch.cuda.is_available() or b.Timer('x * 2', globals={'x': torch.ones(4)}).timeit(3).mean > 0)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr[-500:]
+
+
+@pytest.mark.skipif(not hasattr(torch.library, "custom_op"), reason="torch.library.custom_op: PyTorch 2.4 and later")
+def test_a_kernel_of_more_blocks_than_a_wave_runs_in_waves_and_another_stream_fills_its_tail():
+    """Lesson 03's spin-blocks operator on the simulated H100: a grid's time is its waves (132 SMs x 2 blocks of
+    1024 threads), and a kernel on a second stream fills the SMs that the last wave leaves empty."""
+    from asynclab.course.predicted import simulated
+    from asynclab.lessons.streams import experiments as S
+
+    r, limit, _ = simulated(lambda: S.tail_effect("cuda", block_us=100.0, waves=2))
+    assert limit is None and r["wave"] == 264 and r["blocks_per_sm"] == 2
+    t = dict(zip(r["blocks"], r["ms"]))
+    assert t[264] == pytest.approx(0.1, rel=0.05) and t[265] == pytest.approx(0.2, rel=0.05)
+    assert r["one_stream_ms"] == pytest.approx(0.3, rel=0.05) and r["two_streams_ms"] == pytest.approx(0.2, rel=0.05)
+
+
+def test_streams_come_from_pytorchs_pool_of_32():
+    """``torch.cuda.Stream()`` hands out a pool's 32 streams round-robin: the 33rd handle is the 1st stream, and work
+    on one waits for work on the other."""
+    def run():
+        streams = [torch.cuda.Stream() for _ in range(33)]
+        with torch.cuda.stream(streams[0]):
+            torch.cuda._sleep(int(1e6))
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record(streams[32])
+        with torch.cuda.stream(streams[32]):
+            torch.cuda._sleep(int(1e6))
+        end.record(streams[32])
+        torch.cuda.synchronize()
+        return len(set(streams)), streams[0] == streams[32], torch.cuda.Stream(priority=-1) == streams[1]
+
+    from asynclab.course.predicted import simulated
+
+    (distinct, same, other_pool), limit, _ = simulated(run)
+    assert limit is None and (distinct, same, other_pool) == (32, True, False)

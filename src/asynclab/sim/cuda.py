@@ -101,6 +101,9 @@ def device_index(device: Any, current: int = 0) -> int:
 
 #: What ``torch.cuda.Stream.priority_range()`` gives on an NVIDIA H100 with PyTorch 2.11.
 PRIORITY_RANGE = (0, -3)
+#: PyTorch's stream pools (c10/cuda/CUDAStream.cpp): one per device and priority (0, -1, -2, -3), each of
+#: ``STREAMS_PER_POOL`` streams that ``torch.cuda.Stream()`` hands out round-robin.
+STREAM_POOLS, STREAMS_PER_POOL = 4, 32
 
 
 class Stream:
@@ -120,6 +123,19 @@ class Stream:
         self.device_index = sim.index(device)
         self.priority = priority
         self.is_default = False
+        self.pool = (self.device_index, min(max(-int(priority), 0), STREAM_POOLS - 1))
+        self.slot = sim.pool_slot(self.pool)
+
+    def _key(self) -> tuple:
+        """Which CUDA stream this handle is: PyTorch hands out the streams of a pool round-robin, so two handles
+        can be one stream."""
+        return ("default", self.device_index) if self.is_default else (*self.pool, self.slot)
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, Stream) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
 
     @property
     def device(self) -> Any:
@@ -550,6 +566,7 @@ class Simulation:
         self._recorded: dict[Event, float] = {}
         self.capture: list[tuple] | None = None  # while a CUDA graph is captured: its stream calls and work, in order
         self._numbers: dict[Stream, int] = {}
+        self._stream_pools: dict[tuple, int] = {}  # (device, priority pool) -> streams handed out from it
         self.sync_debug_mode = 0
         self.timer_reads = 0  # how often learner code read a host clock or an event's elapsed time
 
@@ -804,6 +821,18 @@ class Simulation:
     def set_ready(self, stream: Stream, t: float) -> None:
         self.number(stream)
         self._ready[stream] = t
+
+    def pool_slot(self, pool: tuple) -> int:
+        """The next stream of ``pool`` (device, priority) that ``torch.cuda.Stream()`` hands out, round-robin.
+
+        Example:
+            >>> with Simulation() as sim:
+            ...     [sim.pool_slot((0, 0)) for _ in range(3)], Stream() == Stream(), len({Stream() for _ in range(40)})
+            ([0, 1, 2], False, 32)
+        """
+        n = self._stream_pools.get(pool, 0)
+        self._stream_pools[pool] = n + 1
+        return n % STREAMS_PER_POOL
 
     def number(self, stream: Stream) -> int:
         """The stream's number in this simulation's trace: 7 for a default stream, then 13, 17, ..."""

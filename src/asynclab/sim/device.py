@@ -338,19 +338,25 @@ class SimGPU(Simulation):
 
     def queue(self, name: str, stream: Stream, ms: float, at_start: Callable, cat: str = "kernel",
               engine: tuple | None = None, after: float = 0.0, reads: tuple = (), writes: tuple = (),
-              fill: float = 0.0, memory: bool = False, launched: bool = True) -> tuple[float, float]:
+              fill: float = 0.0, memory: bool = False, launched: bool = True,
+              waves: tuple = ()) -> tuple[float, float]:
         """Queue GPU work of ``ms`` on ``stream`` (and on a copy ``engine``): ``at_start()`` runs when it starts and
         may return what to do when it ends. A kernel whose blocks hold a share ``fill`` of the SMs gets what the
-        kernels already queued leave of them (:meth:`on_sms`). The work reads the memory of ``reads`` all along: if
-        other work writes it meanwhile, what it writes (``writes``) is garbage, as on a GPU. The host pays one launch
-        (none for a CUDA graph's work, ``launched=False``). While a graph is captured the work goes into it instead.
-        Returns (start, end)."""
-        if self.captured(("work", name, stream, ms, at_start,
-                          dict(cat=cat, engine=engine, reads=reads, writes=writes, fill=fill, memory=memory))):
+        kernels already queued leave of them (:meth:`on_sms`); one given as ``waves`` ((fill, ms) of each, for a
+        kernel of more blocks than the GPU holds at once, whose blocks' time is known) runs them one after another,
+        its last wave's empty SMs left to the kernels queued after it. The work reads the memory of ``reads`` all
+        along: if other work writes it meanwhile, what it writes (``writes``) is garbage, as on a GPU. The host pays
+        one launch (none for a CUDA graph's work, ``launched=False``). While a graph is captured the work goes into
+        it instead. Returns (start, end)."""
+        if self.captured(("work", name, stream, ms, at_start, dict(cat=cat, engine=engine, reads=reads, writes=writes,
+                                                                   fill=fill, memory=memory, waves=waves))):
             self.host += self.LAUNCH_MS
             return self.host, self.host
         start = max(self.ready(stream), self.host, after, self._engines.get(engine, 0.0))
-        start, end = self.on_sms(stream.device_index, start, ms, fill, memory) if fill > 0 else (start, start + ms)
+        if waves:
+            start, end = self.in_waves(stream.device_index, start, waves, memory)
+        else:
+            start, end = self.on_sms(stream.device_index, start, ms, fill, memory) if fill > 0 else (start, start + ms)
         self.set_ready(stream, end)
         if engine is not None:
             self._engines[engine] = end
@@ -428,6 +434,23 @@ class SimGPU(Simulation):
             t = edge
         stretches.extend(mine)
         return start, mine[-1][1]
+
+    def in_waves(self, device: int, ready: float, waves: tuple, memory: bool = False) -> tuple[float, float]:
+        """When a kernel of ``waves`` ((share of the SMs, ms) of each) ready at ``ready`` starts and ends: each wave
+        after the one before it, on what the kernels queued before it leave (:meth:`on_sms`).
+
+        Example:
+            >>> gpu = SimGPU()
+            >>> gpu.in_waves(0, 0.0, ((1.0, 0.2), (0.25, 0.2)))  # a full wave, then a quarter of the SMs
+            (0.0, 0.4)
+            >>> gpu.on_sms(0, 0.0, 0.2, 0.75)  # another stream's kernel fills the rest of the second wave
+            (0.2, 0.4)
+        """
+        start, t = None, ready
+        for fill, ms in waves:
+            s, t = self.on_sms(device, t, ms, fill, memory)
+            start = s if start is None else start
+        return start, t
 
     def _finish(self, then: Callable, start: float, end: float, reads: tuple, writes: tuple, corr: int) -> None:
         """Work ends at ``end``: it writes its results, unless memory it read was written while it ran (by work that

@@ -13,6 +13,7 @@ from asynclab.course.experiments import dig, dtype_name, native_half, on_device,
 from asynclab.course.experiments import gpu_or_note, whole_number
 from asynclab.gpu.parallel import Parallel
 from asynclab.gpu.timing import event_timer, sync_timer
+from asynclab.lessons.streams.kernels import SpinBlocks
 
 LESSON = "03"
 
@@ -329,82 +330,6 @@ def matmuls(device: Any = None, big_n: int = 8192, big_count: int = 2, tiny_n: i
 
 
 # -- 5: the tail effect ----------------------------------------------------------------------------------------
-_SPIN_BLOCKS = None
-
-
-def _spin_blocks_kernel():
-    """A Triton kernel whose every block spins for ``ns`` nanoseconds of the GPU's global timer.
-
-    Each block takes the same time wherever and whenever it runs, so a grid's time is the number of
-    *waves* it needs times that: the block count is the only thing that changes.
-    """
-    global _SPIN_BLOCKS
-    if _SPIN_BLOCKS is None:
-        import triton
-        import triton.language as tl
-
-        @triton.jit
-        def spin_blocks(out_ptr, ns):
-            start = tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64,
-                                              is_pure=False, pack=1)
-            now = start
-            while now - start < ns:
-                now = tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64,
-                                                is_pure=False, pack=1)
-            tl.store(out_ptr + tl.program_id(0), now - start)
-
-        _SPIN_BLOCKS = spin_blocks
-    return _SPIN_BLOCKS
-
-
-class SpinBlocks:
-    """Launch the spin-blocks kernel with a chosen grid on the current stream, and say how many blocks fit at once.
-
-    Example:
-        >>> k = SpinBlocks("cuda", block_us=200)  # doctest: +SKIP
-        >>> k(k.wave + 1)  # two waves: the second holds one block  # doctest: +SKIP
-    """
-
-    def __init__(self, device: Any, block_us: float = 200.0, warps: int = 32):
-        self.device = resolve_device(device)
-        if self.device.type != "cuda":
-            raise ValueError(f"the spin-blocks kernel needs a CUDA GPU, got {self.device}")
-        try:
-            self.kernel = _spin_blocks_kernel()
-        except ImportError:
-            raise RuntimeError("the tail-effect experiment needs Triton (pip install triton)") from None
-        self.ns, self.warps = int(block_us * 1e3), warps
-        self.out = torch.empty(1 << 20, dtype=torch.int64, device=self.device)
-        compiled = self.kernel[(1,)](self.out, self.ns, num_warps=warps)
-        torch.cuda.synchronize(self.device)
-        self.sms = torch.cuda.get_device_properties(self.device).multi_processor_count
-        self.blocks_per_sm, self.occupancy_source = _blocks_per_sm(compiled, warps * 32)
-        self.wave = self.sms * self.blocks_per_sm
-
-    def __call__(self, blocks: int) -> None:
-        if not 1 <= blocks <= self.out.numel():
-            raise ValueError(f"blocks must be 1..{self.out.numel()}, got {blocks}")
-        self.kernel[(blocks,)](self.out, self.ns, num_warps=self.warps)
-
-
-def _blocks_per_sm(compiled: Any, threads: int) -> tuple[int, str]:
-    """How many blocks of this compiled kernel one SM holds at once: the CUDA driver's occupancy calculator,
-    or (without ``cuda.bindings``) the same limits worked out from the kernel's registers and threads."""
-    try:
-        from cuda.bindings import driver
-
-        err, n = driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(driver.CUfunction(compiled.function), threads,
-                                                                   int(compiled.metadata.shared))
-        if err == driver.CUresult.CUDA_SUCCESS and n > 0:
-            return int(n), "cuOccupancyMaxActiveBlocksPerMultiprocessor"
-    except Exception:  # noqa: BLE001 - fall back to the arithmetic below
-        pass
-    regs = max(1, int(getattr(compiled, "n_regs", 32)))
-    by_threads = 2048 // threads
-    by_regs = 65536 // (((regs * 32 + 255) // 256) * 256 * (threads // 32))
-    return int(max(1, min(32, by_threads, by_regs))), "threads and registers per SM"
-
-
 def tail_effect(device: Any = None, block_us: float = 200.0, waves: int = 3, tail: float = 0.125,
                 repeats: int = 3, path: str | Path | None = None) -> dict[str, Any]:
     """The kernel tail (wave quantization): time against block count, then a second stream filling the tail.

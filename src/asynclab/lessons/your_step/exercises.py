@@ -40,10 +40,11 @@ def _saving_hint(ms: float, right: dict[str, Any], d: dict[str, Any]) -> str:
         return "that is the share of the step; give the milliseconds per step"
     if abs(ms * 1e3 - lost) <= SAVING_TOLERANCE * lost:
         return "that looks like seconds; give milliseconds"
-    if abs(ms - d["step_ms"]) <= SAVING_TOLERANCE * d["step_ms"]:
-        return "that is the whole step; a fix saves only the time its finding loses"
-    if abs(ms - d["idle_ms_per_step"]) <= SAVING_TOLERANCE * d["idle_ms_per_step"]:
-        return "that is all the idle time; a fix saves only its own finding's part of it"
+    near = {"that is the whole step; a fix saves only the time its finding loses": d["step_ms"],
+            "that is all the idle time; a fix saves only its own finding's part of it": d["idle_ms_per_step"]}
+    close = {hint: abs(ms - v) for hint, v in near.items() if abs(ms - v) <= SAVING_TOLERANCE * v}
+    if close:  # the nearer of the two (a step that idles almost all the time is both)
+        return min(close, key=close.get)
     return f"read the finding's lost_ms_per_step: the diagnosis says {lost:.3f} ms"
 
 
