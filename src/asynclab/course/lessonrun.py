@@ -176,7 +176,8 @@ class LessonRun:
 
     def side_by_side(self, live: dict[str, Any] | None, ref: dict[str, Any],
                      rows: dict[str, tuple[str, Callable[[float], str]]]) -> str:
-        """A table of figures: your GPU (when live) beside the reference.
+        """A table of figures: your GPU (when live; or the simulated H100, for results of :meth:`explore` that say
+        so under ``"where"``) beside the reference.
 
         ``rows`` maps a label to ``(key, formatter)``.
 
@@ -186,7 +187,9 @@ class LessonRun:
             figure  reference (NVIDIA H100 80GB HBM3)
             x       1.5 ms
         """
-        head = ["figure"] + (["your GPU"] if live is not None else []) + [f"reference ({self.reference_gpu})"]
+        where = (live or {}).get("where", "")
+        mine = "your GPU" if not where or where.startswith("live") else where
+        head = ["figure"] + ([mine] if live is not None else []) + [f"reference ({self.reference_gpu})"]
         table = [head]
         for label, (key, fmt) in rows.items():
             cells = [label] + ([fmt(live[key])] if live is not None else []) + [fmt(ref[key])]
