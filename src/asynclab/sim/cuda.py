@@ -102,8 +102,9 @@ def device_index(device: Any, current: int = 0) -> int:
 #: What ``torch.cuda.Stream.priority_range()`` gives on an NVIDIA H100 with PyTorch 2.11.
 PRIORITY_RANGE = (0, -3)
 #: PyTorch's stream pools (c10/cuda/CUDAStream.cpp): one per device and priority (0, -1, -2, -3), each of
-#: ``STREAMS_PER_POOL`` streams that ``torch.cuda.Stream()`` hands out round-robin.
+#: ``STREAMS_PER_POOL`` streams that ``torch.cuda.Stream()`` hands out round-robin, counted per process.
 STREAM_POOLS, STREAMS_PER_POOL = 4, 32
+_HANDED_OUT: dict[tuple, int] = {}  # (device, priority pool) -> streams handed out from it in this process
 
 
 class Stream:
@@ -566,7 +567,6 @@ class Simulation:
         self._recorded: dict[Event, float] = {}
         self.capture: list[tuple] | None = None  # while a CUDA graph is captured: its stream calls and work, in order
         self._numbers: dict[Stream, int] = {}
-        self._stream_pools: dict[tuple, int] = {}  # (device, priority pool) -> streams handed out from it
         self.sync_debug_mode = 0
         self.timer_reads = 0  # how often learner code read a host clock or an event's elapsed time
 
@@ -823,15 +823,17 @@ class Simulation:
         self._ready[stream] = t
 
     def pool_slot(self, pool: tuple) -> int:
-        """The next stream of ``pool`` (device, priority) that ``torch.cuda.Stream()`` hands out, round-robin.
+        """The next stream of ``pool`` (device, priority) that ``torch.cuda.Stream()`` hands out, round-robin, counted
+        per process as PyTorch counts them (a stream made before a check and one the check makes are two streams).
 
         Example:
             >>> with Simulation() as sim:
-            ...     [sim.pool_slot((0, 0)) for _ in range(3)], Stream() == Stream(), len({Stream() for _ in range(40)})
-            ([0, 1, 2], False, 32)
+            ...     a, b = sim.pool_slot((1, 0)), sim.pool_slot((1, 0))
+            ...     (b - a) % 32, Stream() == Stream(), len({Stream() for _ in range(40)})
+            (1, False, 32)
         """
-        n = self._stream_pools.get(pool, 0)
-        self._stream_pools[pool] = n + 1
+        n = _HANDED_OUT.get(pool, 0)
+        _HANDED_OUT[pool] = n + 1
         return n % STREAMS_PER_POOL
 
     def number(self, stream: Stream) -> int:

@@ -57,8 +57,8 @@ def spin_blocks_op() -> Any:
 
     Example:
         >>> op = spin_blocks_op()
-        >>> op is None or op._qualname
-        'asynclab::spin_blocks'
+        >>> op is None or op._qualname == "asynclab::spin_blocks"  # None before PyTorch 2.4
+        True
     """
     global _OP
     if _OP is None and hasattr(torch.library, "custom_op"):
