@@ -155,7 +155,7 @@ def _steps(tr: Trace, rank: Any, work: pd.DataFrame) -> tuple[pd.DataFrame, str 
     """Columns step, start_us, end_us, host_end_us, dur_us: the ProfilerStep#N ranges of a rank, cut where the next
     begins (the last ends with its host range or its GPU work, whichever is later; host_end_us and dur_us are the
     host range's end and length), or the GPU's own ranges of the steps where it runs them more than a step behind the
-    host (:func:`_gpu_step_starts`; then host_end_us is the end and dur_us the length); one step 0 for the whole
+    host (:func:`_gpu_step_starts`; then dur_us is the GPU range's length); one step 0 for the whole
     trace when it has none, after CUDA start-up (and a note naming the start-up, or None)."""
     steps = profiler_steps(tr)
     mine = steps[steps["rank"].isna()] if pd.isna(rank) else steps[(steps["rank"] == rank).fillna(False)]
