@@ -649,3 +649,19 @@ def test_no_value_check_passes_a_non_finite_or_wrong_typed_value(bad):
         verdict = al.check(name, *args)
         assert not verdict.right and verdict.judged, (name, bad, verdict)
         assert "raised" not in verdict.message or "your function" not in verdict.message, (name, bad, verdict)
+
+
+def test_cpu_timers_are_judged_by_what_they_timed_not_by_the_machines_noise():
+    """Two timings of the same code over the same tensor are right however far apart a loaded machine puts them;
+    two of different ops are wrong however close."""
+    from dataclasses import replace
+
+    x = torch.randn(64, 64)
+    naive = al.naive_timer(lambda: x.exp(), repeats=3, device="cpu")
+    synced = al.sync_timer(lambda: x.exp(), repeats=3, device="cpu")
+    noisy = replace(naive, times_ms=tuple(8 * t for t in synced.times_ms))  # another program held the CPU
+    got = al.check("00.cpu_timers_agree", noisy, synced)
+    assert got.right and "noise" in got.message
+    other = al.sync_timer(lambda: x.sin(), repeats=3, device="cpu")
+    close = replace(naive, times_ms=other.times_ms)
+    assert not al.check("00.cpu_timers_agree", close, other).right

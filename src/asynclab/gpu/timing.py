@@ -25,6 +25,7 @@ class Timing:
     first_call_ms: float | None
     warmup: int
     inner: int
+    timed: tuple | None = None  # what was timed (:func:`what_it_calls`), None where not known
 
     @property
     def median_ms(self) -> float:
@@ -49,6 +50,34 @@ class Timing:
     def __str__(self) -> str:
         return (f"{self.method:<10} median {fmt_ms(self.median_ms)} per call "
                 f"(IQR {fmt_ms(self.spread_ms)}, n={len(self.times_ms)}) - {self.measured}")
+
+
+def what_it_calls(fn: Callable[[], object]) -> tuple:
+    """What a timed callable runs, so that two timings can say whether they timed the same work: its code and the
+    objects it reads (its closure's, its globals', a ``functools.partial``'s), by identity. Two lambdas written
+    alike over the same tensor are the same work; over another tensor, or calling another op, they are not.
+
+    Example:
+        >>> x, y = torch.ones(2), torch.ones(2)
+        >>> what_it_calls(lambda: x.exp()) == what_it_calls(lambda: x.exp())
+        True
+        >>> what_it_calls(lambda: x.exp()) == what_it_calls(lambda: y.exp())  # another tensor
+        False
+        >>> what_it_calls(lambda: x.sin()) == what_it_calls(lambda: x.exp())  # another op
+        False
+    """
+    args = ()
+    while hasattr(fn, "func") and hasattr(fn, "args"):  # functools.partial
+        args += tuple(id(a) for a in fn.args) + tuple((k, id(v)) for k, v in sorted((fn.keywords or {}).items()))
+        fn = fn.func
+    code = getattr(fn, "__code__", None)
+    if code is None:  # a builtin or another callable object: itself
+        return ("object", id(getattr(fn, "__self__", fn)), getattr(fn, "__name__", type(fn).__name__), args)
+    cells = tuple(id(c.cell_contents) for c in (fn.__closure__ or ()))
+    scope = getattr(fn, "__globals__", {})
+    reads = tuple((n, id(scope[n])) for n in code.co_names if n in scope)
+    consts = tuple(repr(c) for c in code.co_consts)  # as text: a nested function's code does not pickle
+    return ("code", code.co_code, consts, code.co_names, cells, reads, id(getattr(fn, "__self__", None)), args)
 
 
 def paired_ratio(a_ms, b_ms) -> float:
@@ -157,7 +186,8 @@ def naive_timer(fn: Callable[[], object], *, repeats: int = 10, warmup: int = 1,
     first = _first_call(fn, device, warmup)
     what = ("wall clock, no synchronize: only the time to enqueue the work" if device.type == "cuda"
             else "wall clock on the CPU, which runs synchronously, so this is the work")
-    return Timing("naive", what, _wall_clock(fn, device, repeats, inner, sync=False), first, warmup, inner)
+    return Timing("naive", what, _wall_clock(fn, device, repeats, inner, sync=False), first, warmup, inner,
+                  what_it_calls(fn))
 
 
 def sync_timer(fn: Callable[[], object], *, repeats: int = 10, warmup: int = 1, inner: int = 1,
@@ -175,7 +205,8 @@ def sync_timer(fn: Callable[[], object], *, repeats: int = 10, warmup: int = 1, 
     first = _first_call(fn, device, warmup)
     what = (f"wall clock between synchronize({device}) calls: the work, plus launch and sync overhead"
             if device.type == "cuda" else "wall clock on the CPU (nothing to synchronize)")
-    return Timing("sync", what, _wall_clock(fn, device, repeats, inner, sync=True), first, warmup, inner)
+    return Timing("sync", what, _wall_clock(fn, device, repeats, inner, sync=True), first, warmup, inner,
+                  what_it_calls(fn))
 
 
 def event_timer(fn: Callable[[], object], *, repeats: int = 10, warmup: int = 1, inner: int = 1,
