@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
@@ -25,7 +25,7 @@ class Timing:
     first_call_ms: float | None
     warmup: int
     inner: int
-    timed: tuple | None = None  # what was timed (:func:`what_it_calls`), None where not known
+    timed: tuple | None = field(default=None, repr=False, compare=False)  # what was timed (what_it_calls)
 
     @property
     def median_ms(self) -> float:
