@@ -10,7 +10,7 @@ from asynclab.trace.collectives import is_point_to_point, latest_peer_start
 from asynclab.trace.events import name_matches
 from asynclab.trace.intervals import union
 
-__all__ = ["GpuView", "Pieces", "idle_pieces", "underfilled_pieces", "SMALL_COPY_BYTES", "MANY_SMALL_COPIES",
+__all__ = ["GpuView", "Pieces", "idle_pieces", "underfilled_pieces", "thin", "SMALL_COPY_BYTES", "MANY_SMALL_COPIES",
            "LAUNCH_STRETCH_FACTOR"]
 
 #: A host-to-device copy this small is "tiny"; this many of them per step are "many" (small_copies).
@@ -365,6 +365,17 @@ def _launch_interval_if_bound(view: GpuView) -> float:
     return median if float(np.median(k["dur_us"].to_numpy(np.float64)[eager])) < median else 0.0
 
 
+def thin(blocks: np.ndarray, dur_us: np.ndarray, sms: int) -> np.ndarray:
+    """Which kernels leave SMs empty and last long enough to matter: fewer blocks than ``sms``, and at least
+    :data:`UNDERFILL_MIN_US` (a kernel of unknown blocks is not).
+
+    Example:
+        >>> thin(np.array([8.0, 264.0, np.nan, 8.0]), np.array([300.0, 300.0, 300.0, 2.0]), 132).tolist()
+        [True, False, False, False]
+    """
+    return np.isfinite(blocks) & (blocks < sms) & (dur_us >= UNDERFILL_MIN_US)
+
+
 def underfilled_pieces(view: GpuView, sms: int | None) -> Pieces:
     """Stretches in which one kernel ran alone with fewer blocks than SMs: the empty SMs' share of them."""
     k = view.work[view.work["kind"] == "compute"]
@@ -386,7 +397,7 @@ def underfilled_pieces(view: GpuView, sms: int | None) -> Pieces:
     j = np.where(e[np.maximum(j, 0)] > mid, j, arg[np.maximum(j, 0)])
     blocks = k["blocks"].to_numpy(dtype=np.float64, na_value=np.nan)[j]
     dur = k["dur_us"].to_numpy(np.float64)[j]
-    m = alone & np.isfinite(blocks) & (blocks < sms) & (dur >= UNDERFILL_MIN_US) & (reach[np.maximum(j, 0)] > 0)
+    m = alone & thin(blocks, dur, sms) & (reach[np.maximum(j, 0)] > 0)
     lost = (t[1:] - t[:-1])[m] * (1 - blocks[m] / sms)
     rows = k.index.to_numpy(np.int64)[j[m]]
     return Pieces(np.full(int(m.sum()), "underfilled_gpu", dtype=object), t[:-1][m], lost, rows, t[:-1][m],

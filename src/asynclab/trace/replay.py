@@ -269,7 +269,7 @@ def replay(g: Graph, peer_start: np.ndarray | None = None) -> tuple[np.ndarray, 
                 GE[i] = max(t, joins[i][0]) + joins[i][1]
         elif w == 1:  # a host call: the host time after the call before it
             a = after[i]
-            HS[i] = (hs0[i] if origin != origin else origin + gap[i]) if a < 0 else HE[a] + gap[i]
+            HS[i] = origin + gap[i] if a < 0 else HE[a] + gap[i]  # build_graph sets origin where there are calls
             if not blk[i]:
                 HE[i] = HS[i] + dur[i]
         else:  # a blocking call returns once the GPU work it waits for is done

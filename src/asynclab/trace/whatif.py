@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from asynclab.trace.events import name_matches
-from asynclab.trace.idle import MANY_SMALL_COPIES, SMALL_COPY_BYTES, UNDERFILL_MIN_US
+from asynclab.trace.idle import MANY_SMALL_COPIES, SMALL_COPY_BYTES, thin
 from asynclab.trace.replay import ALLOC, Graph, host_time_in, replay, replayed_span
 
 __all__ = ["TRANSFORMS", "REPLAYED_KINDS", "NEEDS_FIRST", "FIRST_SHARE", "fixed", "pinned_rate", "PINNED_BYTES_PER_US", "GRAPH_LAUNCH_US", "OWN_WORK_MIN_US",
@@ -177,8 +177,8 @@ def _outer_ops(g: Graph, calls: np.ndarray, ctx: dict) -> tuple[np.ndarray, np.n
 
 def _own_work(h: pd.DataFrame, calls: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """The host's own work: (starts, ends) of the Python calls of :data:`OWN_WORK_MIN_US` or more, outside PyTorch's
-    own files and C functions, during which no thread made a runtime call (a data pipeline, a logger; PyTorch's own Python is what a
-    CUDA graph replaces)."""
+    own files and C functions, during which no thread made a runtime call (a data pipeline, a logger; PyTorch's
+    own Python is what a CUDA graph replaces)."""
     py = h[(h["kind"] == "python").to_numpy(dtype=bool)]
     s, e = py["start_us"].to_numpy(np.float64), py["end_us"].to_numpy(np.float64)
     at = np.sort(calls["start_us"].to_numpy(np.float64))
@@ -254,8 +254,8 @@ def _fix_underfilled(g: Graph, lo: float, hi: float, ctx: dict) -> None:
         return
     _, gm = _in(g, lo, hi)
     blocks = ctx["blocks"]
-    thin = gm & ctx["compute"] & np.isfinite(blocks) & (blocks < sms) & (g.g_dur >= UNDERFILL_MIN_US)
-    if thin.sum() < 2:
+    few = gm & ctx["compute"] & thin(blocks, g.g_dur, sms)
+    if few.sum() < 2:
         return
     step = np.searchsorted(ctx["steps"]["start_us"].to_numpy(np.float64), g.g_start, side="right")
     issued = np.where(g.g_launch >= 0, g.h_start[np.maximum(g.g_launch, 0)], g.g_start)
@@ -263,7 +263,7 @@ def _fix_underfilled(g: Graph, lo: float, hi: float, ctx: dict) -> None:
     last_of: dict[int, int] = {}  # a run's kernel -> the member of its group that ends last
     group: list[int] = []
     anchor = -1
-    for i in np.flatnonzero(thin).tolist():
+    for i in np.flatnonzero(few).tolist():
         p = int(g.g_prev[i])
         if p in last_of and step[p] == step[i] and blocks[group].sum() + blocks[i] <= sms:
             group.append(i)
@@ -275,7 +275,7 @@ def _fix_underfilled(g: Graph, lo: float, hi: float, ctx: dict) -> None:
         for k in group:
             last_of[k] = late
     for edge in (g.g_prev, g.g_dep):  # the tasks after a run wait for its last group
-        after = np.flatnonzero(np.isin(edge, list(last_of)) & ~thin)
+        after = np.flatnonzero(np.isin(edge, list(last_of)) & ~few)
         edge[after] = [last_of[int(p)] for p in edge[after]]
 
 TRANSFORMS: dict[str, Callable[[Graph, float, float, dict], None]] = {
@@ -299,8 +299,7 @@ NEEDS_FIRST: dict[str, tuple[str, ...]] = {
 def context(g: Graph, steps: pd.DataFrame, sms: int | None = None) -> dict:
     """What the transforms look up: which calls are eager launches, the allocator's and synchronize calls, what each
     blocking call waited for, the calls' threads, ops, the host's own work, the pinned rate, a runtime call's usual
-    cost (µs),
-    the steps, the GPU's SM count (``sms``, None where the trace does not give it) and each kernel's blocks.
+    cost (µs), the steps, the GPU's SM count (``sms``, None where the trace does not give it) and each kernel's blocks.
 
     Example:
         >>> from asynclab.trace import load_trace

@@ -142,6 +142,5 @@ def _blocks_per_sm(compiled: Any, threads: int) -> tuple[int, str]:
     except Exception:  # noqa: BLE001 - fall back to the arithmetic below
         pass
     regs = max(1, int(getattr(compiled, "n_regs", 32)))
-    by_threads = 2048 // threads
     by_regs = 65536 // (((regs * 32 + 255) // 256) * 256 * (threads // 32))
-    return int(max(1, min(32, by_threads, by_regs))), "threads and registers per SM"
+    return int(max(1, min(blocks_per_sm_by_threads(threads // 32), by_regs))), "threads and registers per SM"
