@@ -47,9 +47,6 @@ MISSES = {
     ("08", "fix_one_at_a_time", "stages.0.step_ms"): "stages.0.step_ms: predicted 77.6 ms vs 106 ms recorded for the "
     "step with its four mistakes: the model prices the loader's tensor operators (each of 256 images made with its "
     "own generator, two randint and a flip or a copy; the batch stacked) and not the Python around them",
-    ("03", "stream_pool", "high_wait_ms"): "high_wait_ms: predicted 4.18 ms vs 0.354 ms recorded: stream priorities "
-    "are not in the model: a GPU gives a high-priority stream's blocks the SMs as the running kernel's blocks end, the "
-    "simulated GPU runs every kernel in the order its stream's work was queued",
     ("06", "latency", "local_us_per_copy.0"): "local_us_per_copy.0: predicted 1.03 µs vs 1.5 µs recorded: a tiny copy "
     "within a GPU runs as the shortest kernel in the model (an add on one number, measured back to back in a CUDA "
     "graph), while the GPU's copy kernel takes longer",
@@ -66,8 +63,6 @@ CLAIM_MISSES = {
     "loader: the simulated GPU computes 0.8 ms a step on the small CNN where the H100 was busy 1.7 ms (see "
     "plain.step_ms), so the model's host, at 0.93 ms a step, sets the pace and leaves the GPU gaps the H100's did not "
     "have (it idled 0.34 ms a step with the pinned loader, 0.95 with the plain one)",
-    ("03", "stream_pool", "a high-priority stream's kernel waits under a quarter of the normal wait"): "stream "
-    "priorities are not in the model (see high_wait_ms): predicted 4.18 ms against 4.18, recorded 0.354 against 4.16",
     ("02", "spread", "max > p95 > median"): "the simulated GPU has no noise: after the first, every timing of the same "
     "product is the same, so the 95th percentile is the median; a GPU's spread comes from its clocks, its caches and "
     "the host, which the model leaves out",

@@ -533,6 +533,44 @@ def test_a_kernel_of_more_blocks_than_a_wave_runs_in_waves_and_another_stream_fi
     assert r["one_stream_ms"] == pytest.approx(0.3, rel=0.05) and r["two_streams_ms"] == pytest.approx(0.2, rel=0.05)
 
 
+@pytest.mark.skipif(not hasattr(torch.library, "custom_op"), reason="torch.library.custom_op: PyTorch 2.4 and later")
+def test_a_high_priority_streams_kernel_cuts_in_at_the_next_wave():
+    """Lesson 03's priority experiment on the simulated H100: behind a kernel of five waves of 100 µs blocks, one
+    block on a normal stream waits for all five; on a high-priority stream, for the wave running when it came."""
+    from asynclab.course.predicted import simulated
+    from asynclab.lessons.streams import experiments as S
+
+    r, limit, _ = simulated(lambda: S.stream_pool("cuda", block_us=100.0, big_waves=5))
+    assert limit is None and r["big_kernel_ms"] == pytest.approx(0.5, rel=0.05)
+    assert r["normal_wait_ms"] == pytest.approx(0.6, rel=0.05)
+    assert 0.1 <= r["high_wait_ms"] <= 0.2 + 1e-6
+
+
+def test_a_high_priority_streams_kernel_takes_the_sms_of_a_running_kernel():
+    """A kernel that fills the SMs gives them to a kernel on a high-priority stream as its short blocks end (at once,
+    in the model); a kernel on a normal stream waits for it to end."""
+    def run(priority: int) -> tuple[float, float]:
+        big, small = torch.ones(2 ** 27, device="cuda"), torch.ones(16, device="cuda")
+        side = torch.cuda.Stream(priority=priority)
+        b0, b1, s0, s1 = (torch.cuda.Event(enable_timing=True) for _ in range(4))
+        torch.cuda.synchronize()
+        b0.record()
+        big.mul_(2.0)
+        b1.record()
+        with torch.cuda.stream(side):
+            s0.record()
+            small.add_(1.0)
+            s1.record()
+        torch.cuda.synchronize()
+        return s0.elapsed_time(s1), b0.elapsed_time(b1)
+
+    from asynclab.course.predicted import simulated
+
+    (normal, big_ms), _, _ = simulated(lambda: run(0))
+    (urgent, _), _, _ = simulated(lambda: run(-1))
+    assert normal > 0.5 * big_ms and urgent < 0.1 * big_ms
+
+
 def test_streams_come_from_pytorchs_pool_of_32():
     """``torch.cuda.Stream()`` hands out a pool's 32 streams round-robin: the 33rd handle is the 1st stream, and work
     on one waits for work on the other."""

@@ -209,7 +209,8 @@ class SimGPU(Simulation):
         self._queue: list[tuple[float, bool, int, Callable]] = []  # (when, a start?, order, what happens then)
         self._pools: dict[tuple, list[tuple]] = {}  # (device, stream) -> free blocks by size (size, order, bytes, from)
         self._engines: dict[tuple, float] = {}  # (device, direction) -> when that copy engine is free
-        self._on_sms: dict[int, list[tuple]] = {}  # device -> kernels' stretches (start, end, SMs, memory?, speed)
+        self._on_sms: dict[int, list[tuple]] = {}  # device -> kernels' stretches (start, end, SMs, memory?, speed,
+        #                                          priority, a wave of blocks of a known time?)
         self.ran: list[tuple] = []  # (cat, name, device, stream, start, end, correlation)
         self.launches: list[tuple[str, float, float, int]] = []  # the host's: (name, start, end, correlation)
         self.annotations: list[tuple[str, float, float]] = []  # the host's record_function ranges: (name, start, end)
@@ -353,10 +354,13 @@ class SimGPU(Simulation):
             self.host += self.LAUNCH_MS
             return self.host, self.host
         start = max(self.ready(stream), self.host, after, self._engines.get(engine, 0.0))
+        priority = getattr(stream, "priority", 0)
         if waves:
-            start, end = self.in_waves(stream.device_index, start, waves, memory)
+            start, end = self.in_waves(stream.device_index, start, waves, memory, priority)
+        elif fill > 0:
+            start, end = self.on_sms(stream.device_index, start, ms, fill, memory, priority)
         else:
-            start, end = self.on_sms(stream.device_index, start, ms, fill, memory) if fill > 0 else (start, start + ms)
+            end = start + ms
         self.set_ready(stream, end)
         if engine is not None:
             self._engines[engine] = end
@@ -401,11 +405,16 @@ class SimGPU(Simulation):
         left = self.drawn(sms + sum(k[2] for k in others)) - sum(k[4] for k in others)
         return max(0.0, min(self.drawn(sms), left))
 
-    def on_sms(self, device: int, ready: float, ms: float, fill: float, memory: bool = False) -> tuple[float, float]:
+    def on_sms(self, device: int, ready: float, ms: float, fill: float, memory: bool = False, priority: int = 0,
+               wave: bool = False) -> tuple[float, float]:
         """When a kernel ready at ``ready`` that runs ``ms`` alone on a share ``fill`` of the SMs of ``device`` starts
         and ends, beside the kernels queued before it: as a GPU hands out SMs to blocks in the order kernels were
         launched, it runs on what those leave free (no faster than alone), and starts once some SMs are free. A
         ``memory``-bound kernel shares the memory's bandwidth with the memory-bound kernels beside it (:meth:`drawn`).
+        A GPU hands SMs to the blocks of a stream of more urgent ``priority`` (a lower number) first, as the blocks
+        running on them end (:meth:`_holds`); the kernels it takes them from are not slowed here (a GPU slows them by
+        the share it takes, while it runs: little, for the short kernels priorities are for). ``wave``: one wave of
+        a kernel whose blocks each take a set time (:meth:`in_waves`), which ends with them.
 
         Example:
             >>> gpu = SimGPU()
@@ -417,7 +426,7 @@ class SimGPU(Simulation):
         past = min(ready, self.horizon)
         stretches = [k for k in self._on_sms.get(device, ()) if k[1] > past]
         self._on_sms[device] = stretches
-        later = [k for k in stretches if k[1] > ready]
+        later = [k for k in stretches if k[1] > ready and self._holds(k, ready, priority)]
         alone = self._speed(fill, memory, [])
         t, work, start, mine = ready, ms * alone, None, []
         for edge in sorted({e for k in later for e in k[:2] if e > ready}) + [float("inf")]:
@@ -427,7 +436,7 @@ class SimGPU(Simulation):
             if speed > 1e-9:
                 start = t if start is None else start
                 until = min(edge, t + work / speed)
-                mine.append((t, until, sms, memory, speed))
+                mine.append((t, until, sms, memory, speed, priority, wave))
                 work -= speed * (until - t)
                 if until < edge or work <= 1e-12 * ms:
                     break
@@ -435,7 +444,22 @@ class SimGPU(Simulation):
         stretches.extend(mine)
         return start, mine[-1][1]
 
-    def in_waves(self, device: int, ready: float, waves: tuple, memory: bool = False) -> tuple[float, float]:
+    @staticmethod
+    def _holds(stretch: tuple, ready: float, priority: int) -> bool:
+        """Whether a kernel's ``stretch`` holds its SMs from a kernel of ``priority`` ready at ``ready``: one as or
+        more urgent does; a less urgent one only while a wave of its blocks, of a known time, runs at ``ready`` (the
+        blocks of other kernels are taken as short, so that they leave their SMs at once; the waves that come next
+        wait for the urgent blocks).
+
+        Example:
+            >>> wave, other = (0.0, 0.2, 1.0, False, 1.0, 0, True), (0.0, 0.2, 1.0, False, 1.0, 0, False)
+            >>> SimGPU._holds(wave, 0.1, -1), SimGPU._holds(other, 0.1, -1), SimGPU._holds(other, 0.1, 0)
+            (True, False, True)
+        """
+        return stretch[5] <= priority or (stretch[6] and stretch[0] <= ready)
+
+    def in_waves(self, device: int, ready: float, waves: tuple, memory: bool = False,
+                 priority: int = 0) -> tuple[float, float]:
         """When a kernel of ``waves`` ((share of the SMs, ms) of each) ready at ``ready`` starts and ends: each wave
         after the one before it, on what the kernels queued before it leave (:meth:`on_sms`).
 
@@ -448,7 +472,7 @@ class SimGPU(Simulation):
         """
         start, t = None, ready
         for fill, ms in waves:
-            s, t = self.on_sms(device, t, ms, fill, memory)
+            s, t = self.on_sms(device, t, ms, fill, memory, priority, wave=True)
             start = s if start is None else start
         return start, t
 
