@@ -96,3 +96,26 @@ def test_underfilled_kernels_fill_the_sms_and_no_more():
     starts = np.sort(gs[k])
     together = np.diff(starts) < 0.1 * float(g.g_dur[k].min())
     assert together.sum() == len(k) // 2
+
+
+def test_a_step_replays_as_one_of_a_run_of_steps_like_it():
+    """A step that ends waiting for its GPU starts, in a run of such steps, with the GPU idle: the replay keeps its
+    span. Once the fix lets the host leave the step before its GPU work ends, the next step starts with the GPU that
+    far behind, still busy with the step before: the step is its span less that lag (its first work starts no
+    sooner than the lag allows: a floor, where it would), shorter than the step alone, whose GPU began idle."""
+    from asynclab.trace.replay import replayed_span
+    from asynclab.trace.savings import _steady
+
+    _, g, ctx, lo, hi = _graph("numpy_metric")
+    segs = [(lo, hi, hi, 3)]
+    floor, lags = _steady(g, replay(g), segs)
+    assert floor is None and lags == [0.0]
+    f = fixed(g, ["host_sync"], lo, hi, ctx)
+    alone = replay(f)
+    floor, (lag,) = _steady(f, alone, segs)
+    assert lag > 1000.0
+    steady = replayed_span(f, alone if floor is None else replay(f, None, floor), lo, hi, hi, lag)
+    assert steady < replayed_span(f, alone, lo, hi, hi) - 1000.0
+    early = np.full(len(f.g_start), np.nan)
+    early[(f.g_start >= lo) & (f.g_start < hi)] = float(alone[2][f.g_start >= lo].min()) + 500.0
+    assert replay(f, None, early)[2][f.g_start >= lo].min() == pytest.approx(early[f.g_start >= lo][0])

@@ -12,7 +12,7 @@ from asynclab.trace.collectives import latest_peer_start
 from asynclab.trace.events import WORK_KINDS, name_matches
 from asynclab.trace.intervals import union
 
-__all__ = ["Graph", "build_graph", "replay", "replayed_span", "host_at", "host_time_in", "BLOCKING", "ALLOC", "GPU_GAP_US",
+__all__ = ["Graph", "build_graph", "replay", "replayed_span", "span_ends", "host_at", "host_time_in", "BLOCKING", "ALLOC", "GPU_GAP_US",
            "launch_latency", "LAUNCH_LATENCY_US"]
 
 #: Runtime calls that make the host wait for the GPU (a sync, a synchronous copy, the allocator's free).
@@ -213,14 +213,15 @@ def _blocking(calls: pd.DataFrame, work: pd.DataFrame, g_launch: np.ndarray, hs:
     return block, own, waits
 
 
-def replay(g: Graph, peer_start: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def replay(g: Graph, peer_start: np.ndarray | None = None,
+           floor: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Simulate a graph: (host start, host end, GPU start, GPU end), all in µs.
 
     A host call starts when the call before it ends plus the host time between them; a blocking call ends at the
     later of its start plus its own cost and the end of the GPU work it waits for plus that cost; a GPU task starts
     at the latest of its launch plus latency, its stream's previous task and the task it waited for; a collective
-    ends its own time after the last rank joined it (``peer_start``, per task; the trace's when not given). The
-    unchanged graph reproduces the trace.
+    ends its own time after the last rank joined it (``peer_start``, per task; the trace's when not given); a task
+    with a ``floor`` (per task, NaN for none) starts no sooner. The unchanged graph reproduces the trace.
 
     Example:
         >>> from asynclab.trace import load_trace
@@ -238,6 +239,7 @@ def replay(g: Graph, peer_start: np.ndarray | None = None) -> tuple[np.ndarray, 
     order = np.lexsort((what, keys))  # by time; at one time a wait's end, then host calls, then GPU tasks
     peer = g.g_peer_start if peer_start is None else peer_start
     joins = {i: (float(peer[i]), float(g.g_intrinsic[i])) for i in np.flatnonzero(np.isfinite(peer)).tolist()}
+    floors = {} if floor is None else {i: float(floor[i]) for i in np.flatnonzero(np.isfinite(floor)).tolist()}
     inf = float("inf")
     hs0, he0, gs0, ge0 = (a.tolist() for a in (g.h_start, g.h_end, g.g_start, g.g_end))
     HS, HE, GS, GE = list(hs0), list(he0), list(gs0), list(ge0)  # the original until replayed
@@ -263,6 +265,8 @@ def replay(g: Graph, peer_start: np.ndarray | None = None) -> tuple[np.ndarray, 
                 x = GE[k] + dgap[i]
                 if x > t:
                     t = x
+            if floors and i in floors and floors[i] > t:
+                t = floors[i]
             GS[i] = t
             GE[i] = t + gdur[i]
             if joins and i in joins:
@@ -279,11 +283,13 @@ def replay(g: Graph, peer_start: np.ndarray | None = None) -> tuple[np.ndarray, 
     return tuple(np.array(v, dtype=np.float64) for v in (HS, HE, GS, GE))
 
 
-def replayed_span(g: Graph, result: tuple, lo: float, hi: float, host_hi: float | None = None) -> float:
-    """The replayed time (µs) of the trace's span ``[lo, hi)``: from the later of the host's moment at ``lo`` and the
-    end of the GPU work started before it, to the later of the host's moment at ``host_hi`` (where the host ended the
-    span; ``hi`` if not given) and the end of the GPU work started in the span (each less what of that work ran past
-    ``lo`` or ``hi`` in the trace). A host that runs ahead of the GPU adds nothing: the span is the GPU's.
+def replayed_span(g: Graph, result: tuple, lo: float, hi: float, host_hi: float | None = None,
+                  lag: float = 0.0) -> float:
+    """The replayed time (µs) of the trace's span ``[lo, hi)``: from the later of the host's moment at ``lo`` (plus
+    ``lag``: how far the GPU ran behind the host when the span began) and the end of the GPU work started before it,
+    to the later of the host's moment at ``host_hi`` (where the host ended the span; ``hi`` if not given) and the end
+    of the GPU work started in the span (each less what of that work ran past ``lo`` or ``hi`` in the trace). A host
+    that runs ahead of the GPU adds nothing: the span is the GPU's.
 
     Example:
         >>> from asynclab.trace import load_trace
@@ -291,15 +297,30 @@ def replayed_span(g: Graph, result: tuple, lo: float, hi: float, host_hi: float 
         >>> round(replayed_span(g, replay(g), 0.0, 10.0), 3)
         10.0
     """
+    start, host_end, gpu_end = span_ends(g, result, lo, hi, host_hi)
+    return max(host_end, gpu_end) - max(start, host_at(g, result, lo) + lag)
+
+
+def span_ends(g: Graph, result: tuple, lo: float, hi: float, host_hi: float | None = None) -> tuple[float, ...]:
+    """The replayed moments of the span ``[lo, hi)`` that :func:`replayed_span` measures: (its start, where the host
+    ended it, where the GPU ended the work started in it; -inf where it started none).
+
+    Example:
+        >>> from asynclab.trace import load_trace
+        >>> g = build_graph(load_trace("tests/fixtures/diagnose/host_sync-bad.json.gz").events, pd.NA)
+        >>> [round(t, 3) for t in span_ends(g, replay(g), 0.0, 10.0)]
+        [0.0, 10.0, -inf]
+    """
     GE = result[3]
     start = host_at(g, result, lo)
-    end = host_at(g, result, hi if host_hi is None else min(host_hi, hi))
+    host_end = host_at(g, result, hi if host_hi is None else min(host_hi, hi))
+    gpu_end = -np.inf
     before, inside = g.g_start < lo, (g.g_start >= lo) & (g.g_start < hi)
     if before.any():  # a host far ahead starts the span no sooner than the GPU ends the work before it
         start = max(start, float(np.nanmax(GE[before])) - (max(float(g.g_end[before].max()), lo) - lo))
     if inside.any():
-        end = max(end, float(np.nanmax(GE[inside])) - (max(float(g.g_end[inside].max()), hi) - hi))
-    return end - start
+        gpu_end = float(np.nanmax(GE[inside])) - (max(float(g.g_end[inside].max()), hi) - hi)
+    return start, host_end, gpu_end
 
 
 def host_at(g: Graph, result: tuple, t: float) -> float:

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from asynclab.trace.events import name_matches
-from asynclab.trace.replay import build_graph, replay, replayed_span
+from asynclab.trace.replay import GPU_GAP_US, build_graph, host_at, replay, replayed_span, span_ends
 from asynclab.trace.whatif import FIRST_SHARE, NEEDS_FIRST, REPLAYED_KINDS, context, fixed, profiler_free
 
 __all__ = ["Savings", "predict_savings", "predict_savings_of_ranks", "JOINT_ROUNDS", "outlier_steps", "profiler_cost_per_op", "startup_end",
@@ -170,9 +170,20 @@ def _rank(events: pd.DataFrame, rank: Any, steps: pd.DataFrame, sms: int | None)
 
 def _joint_steps(ranks: list[_Rank], kinds: list[str] | None) -> list[float]:
     """The replayed step (ms) of each rank with the fixes of ``kinds`` (None: unchanged), the ranks replayed
-    together: a collective ends after its last rank joined it, as replayed (a few rounds, until they agree)."""
+    together (:func:`_joint`), each steady segment as one of a run of steps like it (:func:`_steady`)."""
     graphs = [r.graph if kinds is None else fixed(r.graph, kinds, r.lo, r.hi, r.ctx) for r in ranks]
-    results = [replay(g) for g in graphs]
+    results = _joint(graphs, [None] * len(graphs))
+    steady = [_steady(g, res, r.segs) for g, res, r in zip(graphs, results, ranks)]
+    if any(floor is not None for floor, _ in steady):
+        results = _joint(graphs, [floor for floor, _ in steady])
+    return [sum(replayed_span(g, res, lo, hi, host_hi, lag) for (lo, hi, host_hi, _), lag in zip(r.segs, lags))
+            / r.n / 1e3 for g, res, r, (_, lags) in zip(graphs, results, ranks, steady)]
+
+
+def _joint(graphs: list, floors: list) -> list[tuple]:
+    """The ranks' graphs replayed together (with their ``floors``, see :func:`replay`): a collective ends after its
+    last rank joined it, as replayed (a few rounds, until they agree)."""
+    results = [replay(g, None, f) for g, f in zip(graphs, floors)]
     for _ in range(JOINT_ROUNDS - 1 if len(graphs) > 1 else 0):
         joined: dict = {}
         for g, res in zip(graphs, results):
@@ -181,9 +192,39 @@ def _joint_steps(ranks: list[_Rank], kinds: list[str] | None) -> list[float]:
                     joined[key] = max(joined.get(key, -np.inf), t)
         peers = [np.array([joined.get(k, np.nan) if k is not None else np.nan for k in g.g_comm_key.tolist()],
                           dtype=np.float64) for g in graphs]
-        results = [replay(g, p) for g, p in zip(graphs, peers)]
-    return [sum(replayed_span(g, res, lo, hi, host_hi) for lo, hi, host_hi, _ in r.segs) / r.n / 1e3
-            for g, res, r in zip(graphs, results, ranks)]
+        results = [replay(g, p, f) for g, p, f in zip(graphs, peers, floors)]
+    return results
+
+
+def _steady(g: Any, result: tuple, segs: list) -> tuple[np.ndarray | None, list[float]]:
+    """How far the GPU runs behind the host at the end of each steady segment (its lag, µs), and the floor under
+    the segment's GPU work that the same lag at its start sets (None where no work would start later): a step
+    follows a step like it, so a step whose GPU work ends after its host left it starts with the GPU that far
+    behind, still busy with the step before (the first profiled step in a trace followed steps that were not). A
+    rank whose collectives wait for other ranks keeps the trace's start: its GPU's lag is theirs to set; so does a
+    segment the host left before its GPU work began (the span is then the GPU's). A floor that would move the
+    segment's first work by no more than the GPU's own gaps between queued work (:data:`GPU_GAP_US`) is not replayed.
+
+    Example:
+        >>> from asynclab.trace import load_trace
+        >>> from asynclab.trace.replay import build_graph
+        >>> g = build_graph(load_trace("tests/fixtures/diagnose/host_sync-bad.json.gz").events, pd.NA)
+        >>> floor, lags = _steady(g, replay(g), [(g.h_start[0], g.h_end[-1], None, 1)])
+        >>> floor is None, lags
+        (True, [0.0])
+    """
+    if g.g_peer_start is not None and np.isfinite(g.g_peer_start).any():  # its lag is its peers' doing, not its own
+        return None, [0.0] * len(segs)
+    floor, lags = np.full(len(g.g_start), np.nan), []
+    for lo, hi, host_hi, _ in segs:
+        _, host_end, gpu_end = span_ends(g, result, lo, hi, host_hi)
+        lag = max(0.0, gpu_end - host_end) if host_hi is None or host_hi > lo else 0.0  # else: the GPU's span
+        lags.append(lag)
+        inside = (g.g_start >= lo) & (g.g_start < hi)
+        at = host_at(g, result, lo) + lag
+        if lag > 0 and inside.any() and float(np.nanmin(result[2][inside])) < at - GPU_GAP_US:  # else: moves none
+            floor[inside] = at
+    return (floor if np.isfinite(floor).any() else None), lags
 
 
 def _share(base: list[float], fixed_ms: list[float]) -> float:
