@@ -239,7 +239,7 @@ def replay(g: Graph, peer_start: np.ndarray | None = None,
     order = np.lexsort((what, keys))  # by time; at one time a wait's end, then host calls, then GPU tasks
     peer = g.g_peer_start if peer_start is None else peer_start
     joins = {i: (float(peer[i]), float(g.g_intrinsic[i])) for i in np.flatnonzero(np.isfinite(peer)).tolist()}
-    floors = {} if floor is None else {i: float(floor[i]) for i in np.flatnonzero(np.isfinite(floor)).tolist()}
+    floors = None if floor is None else floor.tolist()  # NaN: none (no comparison with NaN holds)
     inf = float("inf")
     hs0, he0, gs0, ge0 = (a.tolist() for a in (g.h_start, g.h_end, g.g_start, g.g_end))
     HS, HE, GS, GE = list(hs0), list(he0), list(gs0), list(ge0)  # the original until replayed
@@ -265,7 +265,7 @@ def replay(g: Graph, peer_start: np.ndarray | None = None,
                 x = GE[k] + dgap[i]
                 if x > t:
                     t = x
-            if floors and i in floors and floors[i] > t:
+            if floors is not None and floors[i] > t:
                 t = floors[i]
             GS[i] = t
             GE[i] = t + gdur[i]
