@@ -445,6 +445,51 @@ def measure_pinning() -> dict[str, float]:
     return {"host_alloc_gbps": per_ms / 1e6, "host_alloc_us": max(1.0, (small - (1 << 20) / per_ms) * 1e3)}
 
 
+#: Run in a fresh process: the one-off costs of a process's first launches (CUDA loads each kernel's module on its
+#: first use) and of its first matrix product of a dtype (cuBLAS loads its kernels), each less the same call once warm.
+_STARTUP = r"""
+import json, statistics, time, torch
+x = torch.ones(1 << 10, device="cuda")
+torch.cuda.synchronize()
+
+def first_and_warm(fn):
+    t0 = time.perf_counter(); fn(); torch.cuda.synchronize(); first = time.perf_counter() - t0
+    warm = []
+    for _ in range(5):
+        t0 = time.perf_counter(); fn(); torch.cuda.synchronize(); warm.append(time.perf_counter() - t0)
+    return (first - statistics.median(warm)) * 1e3
+
+loads = [first_and_warm(lambda op=op: op(x)) for op in (torch.sigmoid, torch.exp, torch.tanh, torch.erf,
+                                                        torch.log1p, torch.rsqrt, torch.expm1)]
+a = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+torch.cuda.synchronize()
+first_mm = first_and_warm(lambda: torch.mm(a, a))
+b = torch.randn(1024, 1024, device="cuda")
+torch.cuda.synchronize()
+other_mm = first_and_warm(lambda: torch.mm(b, b))
+print(json.dumps({"loads_ms": loads, "first_mm_ms": first_mm, "other_mm_ms": other_mm}))
+"""
+
+
+def measure_startup(runs: int = 3) -> dict[str, float]:
+    """The one-off cost of a process's first matrix product of a dtype (cuBLAS loads its kernels, and makes its handle
+    and workspace with the first): a 4096 x 4096 fp16 product, then a 1024 x 1024 fp32 one, each first call less a
+    warm one, in ``runs`` fresh processes; the median of all. The first launches of seven elementwise operators are
+    printed beside: CUDA loads a kernel's module on its first use, from a tenth of a millisecond to tens, by module,
+    which the simulated GPU leaves out.
+    """
+    costs = []
+    for _ in range(runs):
+        out = subprocess.run([sys.executable, "-c", _STARTUP], capture_output=True, text=True, timeout=600)
+        if out.returncode != 0:
+            raise RuntimeError(out.stderr.strip().splitlines()[-1])
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        print(f"start-up: first launches {[round(v, 3) for v in r['loads_ms']]} ms, first fp16 product "
+              f"{r['first_mm_ms']:.2f} ms, then first fp32 product {r['other_mm_ms']:.2f} ms", file=sys.stderr)
+        costs += [r["first_mm_ms"], r["other_mm_ms"]]
+    return {"matmul_load_ms": statistics.median(costs)}
+
+
 def meta_of() -> dict[str, str]:
     """GPU, driver, torch, CUDA and the date of this calibration."""
     import torch
@@ -477,6 +522,7 @@ def main(argv: list[str] | None = None) -> int:
     measured["copy_gbps"] = measure_copies()
     measured.update(measure_allocator())
     measured.update(measure_pinning())
+    measured.update(measure_startup())
     measured["matmul_tflops_by_side"] = measure_matmul_sides()
     sharing = measure_sharing()
     measured.update({k: sharing[k] for k in ("sm_draw", "shared_memory_kib", "l2_cache_mb")})

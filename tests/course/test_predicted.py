@@ -32,8 +32,6 @@ CANNOT = {("01", "async_error"): "subprocess",
 #: Figures the cost model misses by more than 25%: why (the numbers in each reason are those of the run that
 #: wrote docs/predicted.md; the assertion's message gives this run's).
 MISSES = {
-    ("02", "warmup_cost", "first_ms"): "first_ms: predicted 0.25 ms vs 126 ms recorded: the first call's one-off costs "
-    "(cuBLAS's handle and workspace, loading the kernel) are not in the model",
     ("02", "sync_every_iteration", "per_call_batched_us"): "per_call_batched_us: predicted 22.5 µs vs 16.6 µs "
     "recorded: x.add_ on 32 MiB partly stays in the H100's 50 MB L2 cache; the model has HBM's bandwidth only",
     ("05", "dataloader", "plain.step_ms"): "plain.step_ms: predicted 2.50 ms vs 3.94 ms recorded: each step's "
@@ -53,8 +51,6 @@ MISSES = {
 }
 #: Claims whose verdict the prediction does not reproduce, and why.
 CLAIM_MISSES = {
-    ("02", "warmup_cost", "the first call costs more than 10x a steady call"): "the first call's one-off costs "
-    "(cuBLAS's handle and workspace, loading the kernel) are not in the model: predicted 1.2x, recorded 600x",
     ("03", "parallel_module", "Parallel gives the outputs of the branches run in turn, on both workloads"): "the "
     "outputs are compared by value, and the predictions run parallel_module timed only: computing its GPU-sized "
     "branches' values on a CPU takes minutes",

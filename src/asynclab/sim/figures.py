@@ -35,6 +35,8 @@ FIGURES = {
     "l2_cache_mb": "MB of L2 cache (rows reread from it do not cost the memory's bandwidth)",
     "peer_copy_us": "µs of GPU time a small copy between two GPUs takes, with PyTorch's barrier between them",
     "malloc_us": "µs of host time per cudaMalloc",
+    "matmul_load_ms": "ms of host time a process's first matrix product of a dtype costs (cuBLAS loads its kernels; "
+                      "the first of all also makes its handle and workspace)",
     "host_alloc_us": "µs of host time per cudaHostAlloc (a new pinned block), besides its bytes",
     "host_alloc_gbps": "GB/s at which cudaHostAlloc page-locks a new pinned block",
     "free_us": "µs of host time per cudaFree (which also waits for the GPU)",
@@ -144,6 +146,7 @@ def rates(figures: dict[str, Any]) -> dict[str, Any]:
         "L2_BYTES": f["l2_cache_mb"] * 1e6,
         "PEER_COPY_MS": f["peer_copy_us"] / 1e3,
         "MALLOC_MS": f["malloc_us"] / 1e3,
+        "MATMUL_LOAD_MS": float(f["matmul_load_ms"]),
         "HOST_ALLOC_MS": f["host_alloc_us"] / 1e3,
         "HOST_ALLOC_BYTES_PER_MS": f["host_alloc_gbps"] * 1e6,
         "HOST_BYTES_PER_MS": f["host_gbps"] * 1e6,

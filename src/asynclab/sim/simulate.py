@@ -116,8 +116,8 @@ class Predictor(SimGPU):
     each blocking copy between the host and a GPU a round trip of ``BLOCKING_COPY_MS`` once it landed,
     memory new to the caching allocator costs ``MALLOC_MS``, ``torch.cuda.empty_cache()`` waits for the GPU and costs
     ``FREE_MS`` per block, a pinned block the caching host allocator cannot serve from its cache costs
-    ``HOST_ALLOC_MS`` and its bytes at ``HOST_ALLOC_BYTES_PER_MS``, and the host blocks when ``LAUNCH_QUEUE_DEPTH``
-    launches wait. With ``computes=False``
+    ``HOST_ALLOC_MS`` and its bytes at ``HOST_ALLOC_BYTES_PER_MS``, the first matrix product of a dtype
+    ``MATMUL_LOAD_MS`` (:meth:`_loading_ms`), and the host blocks when ``LAUNCH_QUEUE_DEPTH`` launches wait. With ``computes=False``
     the GPUs' work is timed but moves no values (what the host reads is garbage): a large model then runs in seconds.
 
     Example:
@@ -140,6 +140,7 @@ class Predictor(SimGPU):
         self.clock_reads: list[float] = []  # when the code read a host clock (ms)
         self.elapsed: list[float] = []  # what the code's elapsed_time calls gave (ms)
         self._unstarted: list[float] = []  # starts of launched work not yet started (a heap)
+        self._loaded: set[tuple] = set()  # (device, dtype) whose matrix products' kernels cuBLAS has loaded
 
     def dispatch(self, func: Any, args: tuple, kwargs: dict) -> Any:
         self._backward_node()
@@ -148,12 +149,35 @@ class Predictor(SimGPU):
         views = [r for r in func._schema.returns if r.alias_info is not None and not r.alias_info.is_write]
         if func._schema.returns and not views:  # an in-place op (x.add_) costs as much as any; a view next to nothing
             self.host += self.HOST_MATMUL_MS if name in MATMULS else self.HOST_OP_MS
+            self.host += self._loading_ms(name, args)
         self.host += self._recording_ms(name, args, kwargs)
         out = super().dispatch(func, args, kwargs)
         self.ops.append((f"aten::{name}", start, self.host))
         if self._node_row is not None:
             self._node_row[2] = self.host
         return out
+
+    def _loading_ms(self, name: str, args: tuple) -> float:
+        """``MATMUL_LOAD_MS`` for the first matrix product of a dtype on a GPU in this simulation (a fresh process, for
+        the code it runs): cuBLAS loads its kernels then. A convolution's cuDNN, and the first launch of other kernels
+        (CUDA loads a kernel's module on its first use), are left out.
+
+        Example:
+            >>> with Predictor() as gpu:
+            ...     a = torch.ones(64, 64, device="cuda")
+            ...     t0 = gpu.host; _ = a @ a; first = gpu.host - t0
+            ...     t0 = gpu.host; _ = a @ a; then = gpu.host - t0
+            >>> first - then == gpu.MATMUL_LOAD_MS
+            True
+        """
+        if name not in MATMULS or name == "convolution":
+            return 0.0
+        t = next((a for a in leaves(args) if isinstance(a, torch.Tensor) and a.device.type == "cuda"), None)
+        key = None if t is None else (t.device.index or 0, t.dtype)
+        if key is None or key in self._loaded:
+            return 0.0
+        self._loaded.add(key)
+        return self.MATMUL_LOAD_MS
 
     def _backward_node(self) -> None:
         """Autograd's engine, in the backward pass: ``AUTOGRAD_NODE_MS`` for each node it runs, before the node's first
@@ -324,6 +348,9 @@ def simulate(fn: Callable[..., Any], *args: Any, gpus: int = 1, steps: int | Non
       whatever the host reads back is garbage (NaN, or -1), the same every run. A large model runs in seconds, in
       little of the machine's memory.
     - ``path`` (``.json`` or ``.json.gz``): the trace is saved there too, and opens in Perfetto.
+
+    Each call runs as a fresh process would: its first matrix product of each data type pays cuBLAS's loading of its
+    kernels (the card's ``matmul_load_ms``; with ``steps``, in the warm-up).
 
     The trace has the host's operators (``cpu_op`` rows, ``aten::...``), their launches, kernels and copies on their
     streams, ``record_function`` ranges and the steps. Its ``meta["simulated"]`` holds the card, ``predicted`` (True),
