@@ -12,7 +12,7 @@ from asynclab.trace.replay import GPU_GAP_US, build_graph, host_at, replay, repl
 from asynclab.trace.whatif import FIRST_SHARE, NEEDS_FIRST, REPLAYED_KINDS, context, fixed, profiler_free
 
 __all__ = ["Savings", "predict_savings", "predict_savings_of_ranks", "JOINT_ROUNDS", "outlier_steps", "profiler_cost_per_op", "startup_end",
-           "OUTLIER_FACTOR", "STARTUP_US"]
+           "OUTLIER_FACTOR", "STARTUP_US", "STEADY_RESOLUTION"]
 
 #: A step whose host time is more than this many times the median of the others' is an outlier.
 OUTLIER_FACTOR = 2.0
@@ -168,6 +168,11 @@ def _rank(events: pd.DataFrame, rank: Any, steps: pd.DataFrame, sms: int | None)
     return _Rank(profiler_free(g, per_op, lo, hi), context(g, steps, sms), segs, n, lo, hi, outliers, per_op, profiled)
 
 
+#: The share of a segment by which its first work must move for the steady replay to replay it again (less changes the
+#: step by less than that share, which the prediction's accuracy does not resolve).
+STEADY_RESOLUTION = 1e-3
+
+
 def _joint_steps(ranks: list[_Rank], kinds: list[str] | None) -> list[float]:
     """The replayed step (ms) of each rank with the fixes of ``kinds`` (None: unchanged), the ranks replayed
     together (:func:`_joint`), each steady segment as one of a run of steps like it (:func:`_steady`)."""
@@ -203,7 +208,8 @@ def _steady(g: Any, result: tuple, segs: list) -> tuple[np.ndarray | None, list[
     behind, still busy with the step before (the first profiled step in a trace followed steps that were not). A
     rank whose collectives wait for other ranks keeps the trace's start: its GPU's lag is theirs to set; so does a
     segment the host left before its GPU work began (the span is then the GPU's). A floor that would move the
-    segment's first work by no more than the GPU's own gaps between queued work (:data:`GPU_GAP_US`) is not replayed.
+    segment's first work by no more than the GPU's own gaps between queued work (:data:`GPU_GAP_US`), or than
+    :data:`STEADY_RESOLUTION` of the segment, is not replayed.
 
     Example:
         >>> from asynclab.trace import load_trace
@@ -222,7 +228,8 @@ def _steady(g: Any, result: tuple, segs: list) -> tuple[np.ndarray | None, list[
         lags.append(lag)
         inside = (g.g_start >= lo) & (g.g_start < hi)
         at = host_at(g, result, lo) + lag
-        if lag > 0 and inside.any() and float(np.nanmin(result[2][inside])) < at - GPU_GAP_US:  # else: moves none
+        least = max(GPU_GAP_US, STEADY_RESOLUTION * (hi - lo))
+        if lag > 0 and inside.any() and float(np.nanmin(result[2][inside])) < at - least:  # else: moves too little
             floor[inside] = at
     return (floor if np.isfinite(floor).any() else None), lags
 
