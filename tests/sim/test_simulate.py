@@ -572,6 +572,29 @@ def test_a_high_priority_streams_kernel_takes_the_sms_of_a_running_kernel():
     assert normal > 0.5 * big_ms and urgent < 0.1 * big_ms
 
 
+def test_a_matrix_product_keeps_its_sms_from_a_high_priority_stream():
+    """cuBLAS's products on an H100 keep their blocks on the SMs until they end: behind a bf16 product of 8192 x 8192,
+    a kernel launched on a high-priority stream waited 1.23 ms, on a normal one 1.22 (recorded on an NVIDIA H100)."""
+    def run(priority: int) -> float:
+        a, small = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16), torch.ones(16, device="cuda")
+        side = torch.cuda.Stream(priority=priority)
+        a @ a  # a first product: cuBLAS's one-off loading comes before the timing
+        s0, s1 = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+        torch.cuda.synchronize()
+        a @ a
+        with torch.cuda.stream(side):
+            s0.record()
+            small.add_(1.0)
+            s1.record()
+        torch.cuda.synchronize()
+        return s0.elapsed_time(s1)
+
+    from asynclab.course.predicted import simulated
+
+    (normal, _, _), (urgent, _, _) = simulated(lambda: run(0)), simulated(lambda: run(-1))
+    assert urgent == pytest.approx(normal, rel=0.05) and 1.0 < urgent < 1.6
+
+
 def test_streams_come_from_pytorchs_pool_of_32():
     """``torch.cuda.Stream()`` hands out a pool's 32 streams round-robin: the 33rd handle is the 1st stream, and work
     on one waits for work on the other."""

@@ -16,6 +16,9 @@ aten = torch.ops.aten
 
 #: Operators whose work is matrix products: timed by their FLOPs, not their bytes.
 MATMULS = {"mm", "addmm", "bmm", "baddbmm", "matmul", "_scaled_mm", "linear", "convolution"}
+#: cuBLAS's products, whose kernels keep their blocks on the SMs until the product ends (a stream of higher priority
+#: waits for them: :meth:`asynclab.sim.device.SimGPU.on_sms`).
+PERSISTENT = MATMULS - {"convolution"}
 
 
 class _NeedsHostRead(Exception):
@@ -440,7 +443,7 @@ def _kernel(gpu: Simulation, func: Any, args: tuple, kwargs: dict, device: int, 
     made_or_written = [o for o in outputs if o is not None] or mutated  # an in-place op of no return writes its inputs
     ms, fill, memory = _kernel_cost(gpu, func, (args, kwargs), made_or_written)
     gpu.queue(name, stream, ms, at_start, fill=fill, memory=memory, reads=reads,
-              writes=tuple(f for f in fresh if f is not None) + tuple(written_to))
+              writes=tuple(f for f in fresh if f is not None) + tuple(written_to), holds=name in PERSISTENT)
     made = iter([o if o is not None else m for o, m in zip(outputs, flat)])
     return map_leaves(lambda _: next(made), shapes)
 
