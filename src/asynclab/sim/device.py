@@ -417,8 +417,8 @@ class SimGPU(Simulation):
         running on them end (:meth:`_holds`); the kernels it takes them from are not slowed here (a GPU slows them by
         the share it takes, while it runs: little, for the short kernels priorities are for). ``holds``: its blocks
         hold their SMs until it ends (a wave of :meth:`in_waves`; a matrix product, whose kernels on an H100 keep their
-        blocks on the SMs for the whole product: a high-priority kernel launched during one of bf16 8192 x 8192 waited
-        1.23 ms of its 1.22, on a normal stream 1.22).
+        blocks on the SMs for the whole product: behind a bf16 product of 8192 x 8192, a kernel on a high-priority
+        stream waited 1.23 ms, one on a normal stream 1.22).
 
         Example:
             >>> gpu = SimGPU()

@@ -16,9 +16,10 @@ aten = torch.ops.aten
 
 #: Operators whose work is matrix products: timed by their FLOPs, not their bytes.
 MATMULS = {"mm", "addmm", "bmm", "baddbmm", "matmul", "_scaled_mm", "linear", "convolution"}
-#: cuBLAS's products, whose kernels keep their blocks on the SMs until the product ends (a stream of higher priority
-#: waits for them: :meth:`asynclab.sim.device.SimGPU.on_sms`).
-PERSISTENT = MATMULS - {"convolution"}
+#: cuBLAS's products: their kernels keep their blocks on the SMs until the product ends (a stream of higher priority
+#: waits for them: :meth:`asynclab.sim.device.SimGPU.on_sms`), and a run's first of a dtype loads them
+#: (:meth:`asynclab.sim.simulate.Predictor._loading_ms`).
+CUBLAS_PRODUCTS = MATMULS - {"convolution"}
 
 
 class _NeedsHostRead(Exception):
@@ -443,7 +444,7 @@ def _kernel(gpu: Simulation, func: Any, args: tuple, kwargs: dict, device: int, 
     made_or_written = [o for o in outputs if o is not None] or mutated  # an in-place op of no return writes its inputs
     ms, fill, memory = _kernel_cost(gpu, func, (args, kwargs), made_or_written)
     gpu.queue(name, stream, ms, at_start, fill=fill, memory=memory, reads=reads,
-              writes=tuple(f for f in fresh if f is not None) + tuple(written_to), holds=name in PERSISTENT)
+              writes=tuple(f for f in fresh if f is not None) + tuple(written_to), holds=name in CUBLAS_PRODUCTS)
     made = iter([o if o is not None else m for o, m in zip(outputs, flat)])
     return map_leaves(lambda _: next(made), shapes)
 

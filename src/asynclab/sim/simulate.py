@@ -23,7 +23,7 @@ from torch.overrides import TorchFunctionMode
 
 from asynclab.sim.device import SimGPU
 from asynclab.sim.figures import card_figures, rates
-from asynclab.sim.ops import MATMULS
+from asynclab.sim.ops import CUBLAS_PRODUCTS, MATMULS
 from asynclab.sim.nest import leaves
 from asynclab.sim.refusals import refusals
 from asynclab.sim.tensors import DeviceTensor
@@ -117,8 +117,8 @@ class Predictor(SimGPU):
     memory new to the caching allocator costs ``MALLOC_MS``, ``torch.cuda.empty_cache()`` waits for the GPU and costs
     ``FREE_MS`` per block, a pinned block the caching host allocator cannot serve from its cache costs
     ``HOST_ALLOC_MS`` and its bytes at ``HOST_ALLOC_BYTES_PER_MS``, the first matrix product of a dtype
-    ``MATMUL_LOAD_MS`` (:meth:`_loading_ms`), and the host blocks when ``LAUNCH_QUEUE_DEPTH`` launches wait. With ``computes=False``
-    the GPUs' work is timed but moves no values (what the host reads is garbage): a large model then runs in seconds.
+    ``MATMUL_LOAD_MS`` (:meth:`_loading_ms`), and the host blocks when ``LAUNCH_QUEUE_DEPTH`` launches wait. With
+    ``computes=False`` the GPUs' work is timed but moves no values (what the host reads is garbage): a large model then runs in seconds.
 
     Example:
         >>> with Predictor() as gpu:
@@ -170,7 +170,7 @@ class Predictor(SimGPU):
             >>> first - then == gpu.MATMUL_LOAD_MS
             True
         """
-        if name not in MATMULS or name == "convolution":
+        if name not in CUBLAS_PRODUCTS:
             return 0.0
         t = next((a for a in leaves(args) if isinstance(a, torch.Tensor) and a.device.type == "cuda"), None)
         key = None if t is None else (t.device.index or 0, t.dtype)
