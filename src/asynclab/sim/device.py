@@ -18,7 +18,7 @@ import itertools
 import math
 import threading
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import torch
@@ -161,6 +161,32 @@ def _is_cuda(device: Any) -> bool:
     return (isinstance(device, int) and not isinstance(device, bool)) or str(device).startswith("cuda")
 
 
+class Stretch(NamedTuple):
+    """A stretch of a kernel on a GPU's SMs: when, on what share of them at what speed (as a share of its speed alone),
+    whether memory-bound, its stream's priority, and from when its blocks hold their SMs to its end (a wave of blocks
+    of a known time, a matrix product: its start; other kernels, whose blocks are taken as short: never)."""
+
+    start: float
+    end: float
+    sms: float
+    memory: bool
+    speed: float
+    priority: int
+    held_since: float
+
+    def holds_from(self, ready: float, priority: int) -> bool:
+        """Whether it keeps its SMs from a kernel of ``priority`` ready at ``ready``: one as or more urgent does; a
+        less urgent one only where its blocks hold their SMs to its end and it runs at ``ready`` (the waves that come
+        next wait for the urgent blocks).
+
+        Example:
+            >>> wave, other = Stretch(0.0, 0.2, 1.0, False, 1.0, 0, 0.0), Stretch(0.0, 0.2, 1.0, False, 1.0, 0, math.inf)
+            >>> wave.holds_from(0.1, -1), other.holds_from(0.1, -1), other.holds_from(0.1, 0)
+            (True, False, True)
+        """
+        return self.priority <= priority or self.held_since <= ready
+
+
 class SimGPU(Simulation):
     """One or two simulated GPUs for checkers on machines without them: any PyTorch code runs, in CUDA's order.
 
@@ -209,8 +235,7 @@ class SimGPU(Simulation):
         self._queue: list[tuple[float, bool, int, Callable]] = []  # (when, a start?, order, what happens then)
         self._pools: dict[tuple, list[tuple]] = {}  # (device, stream) -> free blocks by size (size, order, bytes, from)
         self._engines: dict[tuple, float] = {}  # (device, direction) -> when that copy engine is free
-        self._on_sms: dict[int, list[tuple]] = {}  # device -> kernels' stretches (start, end, SMs, memory?, speed,
-        #                                          priority, from when its blocks hold their SMs to its end)
+        self._on_sms: dict[int, list[Stretch]] = {}  # device -> the stretches of the kernels on its SMs
         self.ran: list[tuple] = []  # (cat, name, device, stream, start, end, correlation)
         self.launches: list[tuple[str, float, float, int]] = []  # the host's: (name, start, end, correlation)
         self.annotations: list[tuple[str, float, float]] = []  # the host's record_function ranges: (name, start, end)
@@ -397,14 +422,14 @@ class SimGPU(Simulation):
 
     def _speed(self, sms: float, memory: bool, running: list) -> float:
         """How fast a kernel goes on the share ``sms`` of the SMs, beside the ``running`` stretches of other kernels
-        (their (start, end, SMs' share, memory-bound?, speed)), as a share of its speed on the whole GPU: a
+        (:class:`Stretch`), as a share of its speed on the whole GPU: a
         compute-bound kernel in proportion to its SMs; a memory-bound one as fast as its SMs draw, within what is left
         of the bandwidth that all the memory-bound kernels' SMs draw together once the others have drawn theirs (the
         kernels launched before it go on as they were)."""
         if not memory:
             return sms
-        others = [k for k in running if k[3]]
-        left = self.drawn(sms + sum(k[2] for k in others)) - sum(k[4] for k in others)
+        others = [k for k in running if k.memory]
+        left = self.drawn(sms + sum(k.sms for k in others)) - sum(k.speed for k in others)
         return max(0.0, min(self.drawn(sms), left))
 
     def on_sms(self, device: int, ready: float, ms: float, fill: float, memory: bool = False, priority: int = 0,
@@ -414,7 +439,7 @@ class SimGPU(Simulation):
         launched, it runs on what those leave free (no faster than alone), and starts once some SMs are free. A
         ``memory``-bound kernel shares the memory's bandwidth with the memory-bound kernels beside it (:meth:`drawn`).
         A GPU hands SMs to the blocks of a stream of more urgent ``priority`` (a lower number) first, as the blocks
-        running on them end (:meth:`_holds`); the kernels it takes them from are not slowed here (a GPU slows them by
+        running on them end (:meth:`Stretch.holds_from`); the kernels it takes them from are not slowed here (a GPU slows them by
         the share it takes, while it runs: little, for the short kernels priorities are for). ``holds``: its blocks
         hold their SMs until it ends (a wave of :meth:`in_waves`; a matrix product, whose kernels on an H100 keep their
         blocks on the SMs for the whole product: behind a bf16 product of 8192 x 8192, a kernel on a high-priority
@@ -428,14 +453,14 @@ class SimGPU(Simulation):
             ((10.0, 11.0), (10.0, 11.0))
         """
         past = min(ready, self.horizon)
-        stretches = [k for k in self._on_sms.get(device, ()) if k[1] > past]
+        stretches = [k for k in self._on_sms.get(device, ()) if k.end > past]
         self._on_sms[device] = stretches
-        later = [k for k in stretches if k[1] > ready and self._holds(k, ready, priority)]
+        later = [k for k in stretches if k.end > ready and k.holds_from(ready, priority)]
         alone = self._speed(fill, memory, [])
         t, work, start, mine = ready, ms * alone, None, []
-        for edge in sorted({e for k in later for e in k[:2] if e > ready}) + [float("inf")]:
-            running = [k for k in later if k[0] <= t < k[1]]
-            sms = min(fill, max(0.0, 1.0 - sum(k[2] for k in running)))
+        for edge in sorted({e for k in later for e in (k.start, k.end) if e > ready}) + [float("inf")]:
+            running = [k for k in later if k.start <= t < k.end]
+            sms = min(fill, max(0.0, 1.0 - sum(k.sms for k in running)))
             speed = self._speed(sms, memory, running) if sms > 1e-9 else 0.0
             if speed > 1e-9:
                 start = t if start is None else start
@@ -445,22 +470,8 @@ class SimGPU(Simulation):
                 if until < edge or work <= 1e-12 * ms:
                     break
             t = edge
-        stretches.extend(k + (start if holds else float("inf"),) for k in mine)
+        stretches.extend(Stretch(*k, start if holds else float("inf")) for k in mine)
         return start, mine[-1][1]
-
-    @staticmethod
-    def _holds(stretch: tuple, ready: float, priority: int) -> bool:
-        """Whether a kernel's ``stretch`` holds its SMs from a kernel of ``priority`` ready at ``ready``: one as or
-        more urgent does; a less urgent one only where its blocks hold their SMs to its end and it runs at ``ready``
-        (a wave of blocks of a known time, a matrix product; the blocks of other kernels are taken as short, so that
-        they leave their SMs at once, and the waves that come next wait for the urgent blocks).
-
-        Example:
-            >>> wave, other = (0.0, 0.2, 1.0, False, 1.0, 0, 0.0), (0.0, 0.2, 1.0, False, 1.0, 0, float("inf"))
-            >>> SimGPU._holds(wave, 0.1, -1), SimGPU._holds(other, 0.1, -1), SimGPU._holds(other, 0.1, 0)
-            (True, False, True)
-        """
-        return stretch[5] <= priority or stretch[6] <= ready
 
     def in_waves(self, device: int, ready: float, waves: tuple, memory: bool = False,
                  priority: int = 0) -> tuple[float, float]:

@@ -173,7 +173,7 @@ class Predictor(SimGPU):
         if name not in CUBLAS_PRODUCTS:
             return 0.0
         t = next((a for a in leaves(args) if isinstance(a, torch.Tensor) and a.device.type == "cuda"), None)
-        key = None if t is None else (t.device.index or 0, t.dtype)
+        key = None if t is None else (self.index(t.device), t.dtype)
         if key is None or key in self._loaded:
             return 0.0
         self._loaded.add(key)
