@@ -478,8 +478,9 @@ def _notes(tr: Trace, findings: list[Finding], steps: list[int], ctx: _Context, 
     profiled = float(np.mean([r.profiled_ms for r in replays]))
     step = float(np.mean([r.step_ms for r in replays]))
     notes.append(f"predictions are in the step without the profiler: its own cost, estimated at {per_op:.2f} µs per "
-                 f"recorded op, Python call and runtime call (the 10th percentile of the time from an op's start to "
-                 f"its first nested op's), is taken out of the host's time and the step replayed: {step:.3f} ms, against "
+                 f"recorded op, Python call and runtime call (the 10th percentiles of the time from an op's start to "
+                 f"its first nested op's, from its last nested op's end to its own and between two nested ops, "
+                 f"summed), is taken out of the host's time and the step replayed: {step:.3f} ms, against "
                  f"{profiled:.3f} ms profiled")
     if not ctx.has_stacks:
         notes.append("no Python stacks in the trace: record with with_stack=True to see file and line")

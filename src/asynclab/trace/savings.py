@@ -64,24 +64,40 @@ def outlier_steps(steps: pd.DataFrame) -> list[int]:
 
 
 def profiler_cost_per_op(host: pd.DataFrame) -> float:
-    """The profiler's own cost per recorded op (µs): the 10th percentile of the time from an op's start to its first
-    nested op's start (recording one op, with nothing else to do in between); 0 where no op nests.
+    """The profiler's own cost per recorded op (µs), from the three places it shows around ops nested in an op: the
+    10th percentiles (one op's record, with next to nothing to do between) of the time from an op's start to its first
+    nested op's start (entering), from its last nested op's end to its own end (leaving) and from one nested op's end to
+    the next one's start (between), summed; 0 where no op nests.
+
+    Six training steps recorded on an NVIDIA H100 in 30 profiled runs (with and without stacks, with and without CUDA
+    activity), each step also timed without the profiler, lost 0.3 to 1.8 times this per recorded row (median 1.1);
+    the entering time alone is about a third of it.
 
     Example:
         >>> h = pd.DataFrame({"kind": ["cpu_op"] * 3, "tid": [1] * 3, "start_us": [0.0, 1.0, 5.0],
         ...                   "end_us": [10.0, 4.0, 8.0]})
-        >>> profiler_cost_per_op(h)
-        1.0
+        >>> profiler_cost_per_op(h)   # entering 1, leaving 2, between 1
+        4.0
     """
     ops = host[host["kind"] == "cpu_op"]
-    delays = []
+    enter, leave, between = [], [], []
     for _, g in ops.groupby("tid", sort=False):
-        g = g.sort_values("start_us", kind="stable")
         s, e = g["start_us"].to_numpy(np.float64), g["end_us"].to_numpy(np.float64)
+        o = np.lexsort((-e, s))
+        s, e = s[o], e[o]
         nested = s[1:] < e[:-1]
-        delays.append((s[1:] - s[:-1])[nested])
-    d = np.concatenate(delays) if delays else np.zeros(0)
-    return float(np.percentile(d, 10)) if len(d) else 0.0
+        enter.append((s[1:] - s[:-1])[nested])
+        opened = np.maximum.accumulate(e)[:-1]          # the latest end of any op started so far
+        inside = ~nested & (np.r_[-np.inf, opened[:-1]] > s[1:])
+        between.append((s[1:] - e[:-1])[inside])
+        o = np.lexsort((-s, e))
+        s, e = s[o], e[o]
+        last = s[1:] <= s[:-1]                           # the next op to end holds this one: its last nested op
+        leave.append((e[1:] - e[:-1])[last])
+    parts = [np.concatenate(x) if x else np.zeros(0) for x in (enter, leave, between)]
+    if not len(parts[0]):
+        return 0.0
+    return float(sum(np.percentile(x, 10) for x in parts if len(x)))
 
 
 def startup_end(host: pd.DataFrame, lo: float, hi: float) -> tuple[float, str | None]:

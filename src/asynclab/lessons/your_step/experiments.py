@@ -22,8 +22,6 @@ FIXES = tuple(FIX_OF_KIND.values())
 LOG_EVERY = 50
 #: A finding smaller than this share of the step is not worth a fix (the diagnosis' text view folds it too).
 MIN_SHARE = 0.02
-#: A prediction is held to a factor of 2 of the measured saving where the fix saves at least this share of the step.
-HELD_TO = 0.15
 #: Worker processes of the fixed loader (fewer where the machine has fewer cores).
 WORKERS = 4
 
@@ -225,25 +223,48 @@ def fix_one_at_a_time(device: Any = None, trace_dir: Any = None, batch: int = 25
 
 
 def stage_table(stages: list[dict[str, Any]]) -> str:
-    """The stages of :func:`fix_one_at_a_time` as a table: the fix each added, the step time, what the fix saved
-    (measured, without the profiler) and what the diagnosis before it predicted, and the largest finding left.
+    """The stages of :func:`fix_one_at_a_time` as a table: the fix each added, the step time (measured without the
+    profiler) and the step the diagnosis replayed from the stage's trace, what the fix saved (measured) and what the
+    diagnosis before it predicted, and the largest finding left.
 
     Example:
         >>> print(stage_table([{"fixed": None, "step_ms": 80.0, "predicted_ms": None, "diagnosis": None},
-        ...                    {"fixed": "workers", "step_ms": 25.0, "predicted_ms": 50.0, "diagnosis": None}]))
-        stage  fix added  step     saved    predicted  largest finding left
-        0      -          80.0 ms  -        -          -
-        1      workers    25.0 ms  55.0 ms  50.0 ms    -
+        ...                    {"fixed": "workers", "step_ms": 25.0, "predicted_ms": 50.0,
+        ...                     "diagnosis": {"step_ms": 27.0, "findings": []}}]))
+        stage  fix added  step     replayed  saved    predicted  largest finding left
+        0      -          80.0 ms  -         -        -          -
+        1      workers    25.0 ms  27.0 ms   55.0 ms  50.0 ms    -
     """
-    rows = [("stage", "fix added", "step", "saved", "predicted", "largest finding left")]
+    rows = [("stage", "fix added", "step", "replayed", "saved", "predicted", "largest finding left")]
     for i, st in enumerate(stages):
         saved = f"{stages[i - 1]['step_ms'] - st['step_ms']:.1f} ms" if i else "-"
         top = (st.get("diagnosis") or {}).get("findings") or []
         left = f"{top[0]['kind']} {100 * top[0]['share']:.0f}%" if top else "-"
         pred = f"{st['predicted_ms']:.1f} ms" if st.get("predicted_ms") is not None else "-"
-        rows.append((str(i), st["fixed"] or "-", f"{st['step_ms']:.1f} ms", saved, pred, left))
+        replayed = (st.get("diagnosis") or {}).get("step_ms")
+        rows.append((str(i), st["fixed"] or "-", f"{st['step_ms']:.1f} ms",
+                     f"{replayed:.1f} ms" if replayed is not None else "-", saved, pred, left))
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def prediction_misses(stages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """For each fix after the first stage: what the diagnosis predicted it would save, what it saved (measured), and
+    how far the replayed steps of the stages before and after it were from their measured steps (ms), whose sum is
+    what two runs of the step told apart by more than the fix can add to a prediction's miss.
+
+    Example:
+        >>> prediction_misses([{"fixed": None, "step_ms": 80.0, "diagnosis": {"step_ms": 84.0}},
+        ...                    {"fixed": "workers", "step_ms": 25.0, "predicted_ms": 50.0,
+        ...                     "diagnosis": {"step_ms": 27.0}}])
+        [{'fix': 'workers', 'predicted_ms': 50.0, 'saved_ms': 55.0, 'runs_differ_ms': 6.0}]
+    """
+    out = []
+    for before, st in zip(stages, stages[1:]):
+        differ = sum(abs(x["diagnosis"]["step_ms"] - x["step_ms"]) for x in (before, st))
+        out.append({"fix": st["fixed"], "predicted_ms": st["predicted_ms"],
+                    "saved_ms": before["step_ms"] - st["step_ms"], "runs_differ_ms": differ})
+    return out
 
 
 def headline(results: dict[str, Any]) -> dict[str, Any]:
