@@ -119,3 +119,38 @@ def test_a_step_replays_as_one_of_a_run_of_steps_like_it():
     early = np.full(len(f.g_start), np.nan)
     early[(f.g_start >= lo) & (f.g_start < hi)] = float(alone[2][f.g_start >= lo].min()) + 500.0
     assert replay(f, None, early)[2][f.g_start >= lo].min() == pytest.approx(early[f.g_start >= lo][0])
+
+
+@pytest.mark.filterwarnings("ignore::asynclab.trace.events.TraceWarning")
+def test_ranks_replay_together_until_their_collectives_agree():
+    """A collective waits for its last rank, and the next one on its stream waits for it: a chain that the joint
+    replay moves one collective a round. It goes on until the ranks agree, so one more round moves nothing (three
+    rounds left rank_skew's later collectives where the trace had them, behind the late rank of the trace)."""
+    from asynclab.trace.savings import JOINT_AGREE_US, _joint
+
+    tr = load_trace(CASES_DIR / CASES["rank_skew"]["bad"]["trace"])
+    graphs = [build_graph(tr.events, rank) for rank in (0, 1)]
+    results = _joint(graphs, [None, None])
+    joined: dict = {}
+    for g, res in zip(graphs, results):
+        for key, t in zip(g.g_comm_key.tolist(), res[2].tolist()):
+            if key is not None:
+                joined[key] = max(joined.get(key, -np.inf), t)
+    for g, res in zip(graphs, results):
+        peers = np.array([joined.get(k, np.nan) if k is not None else np.nan for k in g.g_comm_key.tolist()])
+        comm = np.isfinite(peers)
+        assert comm.sum() >= 20
+        assert np.abs(replay(g, peers)[2] - res[2])[comm].max() <= 2 * JOINT_AGREE_US
+
+
+@pytest.mark.filterwarnings("ignore::asynclab.trace.events.TraceWarning")
+def test_a_kernel_launched_behind_a_running_one_is_queued_not_late():
+    """A kernel launched while the one before it on its stream still ran waits for it, however long that takes:
+    NCCL's all-reduces, back to back on their stream, start tens of µs after the one before, and a collective that
+    waited for a late rank holds the next one. Its latency is a launch's, not the trace's wait."""
+    tr = load_trace(CASES_DIR / CASES["rank_skew"]["bad"]["trace"])
+    g = build_graph(tr.events, 0)
+    hs = g.h_start[np.maximum(g.g_launch, 0)]
+    queued = (g.g_launch >= 0) & (g.g_prev >= 0) & (g.g_end[np.maximum(g.g_prev, 0)] > hs) & (g.g_comm_key != None)  # noqa: E711
+    assert queued.sum() >= 10
+    assert (g.g_lat[queued] <= g.g_typical_lat + 1e-9).all()

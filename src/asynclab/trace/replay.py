@@ -171,6 +171,10 @@ def _gpu_edges(work: pd.DataFrame, gs: np.ndarray, ge: np.ndarray, g_launch: np.
     dep = np.full(n, -1, dtype=np.int64)
     held = ~by_stream & np.isfinite(raw) & (raw > typical + HELD_US)
     dep[held] = _ended_last_before_task(gs, ge, prev, np.flatnonzero(held))
+    # launched while the task before it on its stream still ran, and held by nothing else: queued behind it, the
+    # stream's own gap after it kept (NCCL's kernels, back to back on their stream, start tens of µs apart)
+    queued = held & (dep < 0) & (prev >= 0) & (p_end > hs[np.maximum(g_launch, 0)])
+    by_stream = by_stream | queued
     gated = by_stream | (dep >= 0)
     lat = np.where(gated, np.minimum(lat, typical), lat)
     dgap = np.where(dep >= 0, np.clip(gs - ge[np.maximum(dep, 0)], 0.0, None), 0.0)

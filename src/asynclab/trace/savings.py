@@ -11,13 +11,16 @@ from asynclab.trace.events import name_matches
 from asynclab.trace.replay import GPU_GAP_US, build_graph, host_at, replay, replayed_span, span_ends
 from asynclab.trace.whatif import FIRST_SHARE, NEEDS_FIRST, REPLAYED_KINDS, context, fixed, profiler_free
 
-__all__ = ["Savings", "predict_savings", "predict_savings_of_ranks", "JOINT_ROUNDS", "outlier_steps", "profiler_cost_per_op", "startup_end",
+__all__ = ["Savings", "predict_savings", "predict_savings_of_ranks", "JOINT_ROUNDS", "JOINT_AGREE_US", "outlier_steps", "profiler_cost_per_op", "startup_end",
            "OUTLIER_FACTOR", "STARTUP_US", "STEADY_RESOLUTION"]
 
 #: A step whose host time is more than this many times the median of the others' is an outlier.
 OUTLIER_FACTOR = 2.0
-#: Rounds of replaying the ranks of a run together, each with when the others joined the collectives in the last.
-JOINT_ROUNDS = 3
+#: At most this many rounds of replaying the ranks of a run together, each with when the others joined the collectives
+#: in the last, until no collective starts more than :data:`JOINT_AGREE_US` from where it started in the round before.
+JOINT_ROUNDS = 64
+#: Rounds of the joint replay agree when no collective moves more than this (µs).
+JOINT_AGREE_US = 0.5
 #: A runtime call this long (µs) before a trace's first GPU work is CUDA start-up (context, first cudaFree).
 STARTUP_US = 10_000.0
 _STARTUP = r"(?:Ctx|Init|SetDevice|GetDevice|DeviceGet|Free|Malloc|Register|ModuleLoad|Primary)"
@@ -203,14 +206,20 @@ def _joint_steps(ranks: list[_Rank], kinds: list[str] | None) -> list[float]:
 
 def _joint(graphs: list, floors: list) -> list[tuple]:
     """The ranks' graphs replayed together (with their ``floors``, see :func:`replay`): a collective ends after its
-    last rank joined it, as replayed (a few rounds, until they agree)."""
+    last rank joined it, as replayed (round after round, until they agree: a chain of collectives, each waiting for
+    the one before, moves one collective a round)."""
     results = [replay(g, None, f) for g, f in zip(graphs, floors)]
+    before = None
     for _ in range(JOINT_ROUNDS - 1 if len(graphs) > 1 else 0):
         joined: dict = {}
         for g, res in zip(graphs, results):
             for key, t in zip(g.g_comm_key.tolist(), res[2].tolist()):
                 if key is not None:
                     joined[key] = max(joined.get(key, -np.inf), t)
+        now = np.array(list(joined.values()), dtype=np.float64)
+        if before is not None and len(now) == len(before) and np.all(np.abs(now - before) <= JOINT_AGREE_US):
+            break
+        before = now
         peers = [np.array([joined.get(k, np.nan) if k is not None else np.nan for k in g.g_comm_key.tolist()],
                           dtype=np.float64) for g in graphs]
         results = [replay(g, p, f) for g, p, f in zip(graphs, peers, floors)]
