@@ -154,3 +154,22 @@ def test_a_kernel_launched_behind_a_running_one_is_queued_not_late():
     queued = (g.g_launch >= 0) & (g.g_prev >= 0) & (g.g_end[np.maximum(g.g_prev, 0)] > hs) & (g.g_comm_key != None)  # noqa: E711
     assert queued.sum() >= 10
     assert (g.g_lat[queued] <= g.g_typical_lat + 1e-9).all()
+
+
+@pytest.mark.filterwarnings("ignore::asynclab.trace.events.TraceWarning")
+def test_a_busy_wait_on_a_clock_is_taken_out_as_the_profilers_cost():
+    """rank_skew's late rank spins 4 ms a step on ``time.perf_counter()``, and with stacks each call is a recorded
+    row: the profiler's cost per row takes the spin out with them, as the README says (a trace cannot tell a loop
+    that runs for a set time from one that does a set amount of work)."""
+    from asynclab.trace.savings import profiler_cost_per_op
+    from asynclab.trace.whatif import profiler_free
+
+    tr = load_trace(CASES_DIR / CASES["rank_skew"]["bad"]["trace"])
+    ev = tr.events
+    host = ev[(ev["rank"] == 1).fillna(False).to_numpy(dtype=bool) & ev["device"].isna().to_numpy(dtype=bool)]
+    g = build_graph(ev, 1)
+    free = profiler_free(g, profiler_cost_per_op(host), -np.inf, np.inf)
+    spins = np.sort(host.loc[host["name"].astype(str).str.contains("perf_counter"), "start_us"].to_numpy(np.float64))
+    holds = np.searchsorted(spins, g.h_start) - np.searchsorted(spins, g.prev_end()) > 1000
+    assert holds.sum() >= 3                                    # one gap a step holds the spin
+    assert (g.h_gap - free.h_gap)[holds].min() >= 3500.0       # and loses nearly all of its 4 ms
