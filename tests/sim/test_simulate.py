@@ -54,7 +54,8 @@ def test_a_training_step_is_a_profilers_trace(tmp_path):
     ops = ev.loc[ev["kind"] == "cpu_op", "name"]
     assert {"autograd::engine::evaluate_function: AddmmBackward0", "Optimizer.step#SGD.step"} <= set(ops)
     diagnosis = al.diagnose(trace)
-    assert "steps" in str(diagnosis) and "estimated at 0.00 µs" in " ".join(diagnosis.notes)  # no profiler ran
+    assert "steps" in str(diagnosis) and "no profiler ran" in " ".join(diagnosis.notes)
+    assert diagnosis.step_ms > 0.5 * diagnosis.profiled_ms  # nothing taken out as the profiler's cost
     assert al.draw_timeline(trace) is not None
     doc = json.loads(gzip.open(tmp_path / "t.json.gz", "rt").read())  # Chrome trace JSON, as Perfetto opens it
     assert doc["traceEvents"] and all({"ph", "ts", "dur", "pid", "tid"} <= set(e) for e in doc["traceEvents"])
@@ -593,6 +594,33 @@ def test_a_matrix_product_keeps_its_sms_from_a_high_priority_stream():
 
     (normal, _, _), (urgent, _, _) = simulated(lambda: run(0)), simulated(lambda: run(-1))
     assert urgent == pytest.approx(normal, rel=0.05) and 1.0 < urgent < 1.6
+
+
+def test_another_streams_kernels_run_in_a_products_last_round():
+    """A bf16 product of 4096 x 4096 runs 512 tiles on 132 SMs, one block an SM: its last round leaves 16 SMs free,
+    and kernels of another stream run there. Recorded on an NVIDIA H100: ten small kernels on a side stream, beside
+    four such products queued before them, took 0.207 ms (a product takes 0.17 ms); the model without the last round
+    had them wait for the four products (0.61 ms)."""
+    def run() -> float:
+        a, small = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16), torch.ones(1 << 16, device="cuda")
+        side = torch.cuda.Stream()
+        a @ a
+        s0, s1 = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+        torch.cuda.synchronize()
+        for _ in range(4):
+            a @ a
+        with torch.cuda.stream(side):
+            s0.record()
+            for _ in range(10):
+                small.mul_(1.0001)
+            s1.record()
+        torch.cuda.synchronize()
+        return s0.elapsed_time(s1)
+
+    from asynclab.course.predicted import simulated
+
+    chain, _, _ = simulated(run)
+    assert 0.15 < chain < 0.3
 
 
 def test_streams_come_from_pytorchs_pool_of_32():

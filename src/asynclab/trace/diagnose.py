@@ -418,7 +418,8 @@ def _replays(tr: Trace, hosts: list, kinds: list[str]) -> list[Savings]:
             by_rank[key] = (h[5], steps)
         else:
             by_rank[key] = (h[5], h[2])
-    return predict_savings_of_ranks(tr.events, list(by_rank.values()), kinds, _sms(tr, None))
+    return predict_savings_of_ranks(tr.events, list(by_rank.values()), kinds, _sms(tr, None),
+                                    profiled=not tr.meta.get("simulated"))
 
 
 def _in_fix_order(findings: list[Finding]) -> list[Finding]:
@@ -477,11 +478,15 @@ def _notes(tr: Trace, findings: list[Finding], steps: list[int], ctx: _Context, 
     per_op = float(np.mean([r.per_op_us for r in replays]))
     profiled = float(np.mean([r.profiled_ms for r in replays]))
     step = float(np.mean([r.step_ms for r in replays]))
-    notes.append(f"predictions are in the step without the profiler: its own cost, estimated at {per_op:.2f} µs per "
-                 f"recorded op, Python call and runtime call (the 10th percentiles of the time from an op's start to "
-                 f"its first nested op's, from its last nested op's end to its own and between two nested ops, "
-                 f"summed), is taken out of the host's time and the step replayed: {step:.3f} ms, against "
-                 f"{profiled:.3f} ms profiled")
+    if tr.meta.get("simulated"):
+        notes.append(f"a simulated trace: no profiler ran, so nothing is taken out of the host's time; the step "
+                     f"replayed: {step:.3f} ms, against {profiled:.3f} ms simulated")
+    else:
+        notes.append(f"predictions are in the step without the profiler: its own cost, estimated at {per_op:.2f} µs "
+                     f"per recorded op, Python call and runtime call (the 10th percentiles of the time from an op's "
+                     f"start to its first nested op's, from its last nested op's end to its own and between two nested "
+                     f"ops, summed), is taken out of the host's time and the step replayed: {step:.3f} ms, against "
+                     f"{profiled:.3f} ms profiled")
     if not ctx.has_stacks:
         notes.append("no Python stacks in the trace: record with with_stack=True to see file and line")
     if tr.events.loc[tr.events["kind"] == "compute", "blocks"].isna().all():

@@ -174,13 +174,14 @@ class _Rank:
     profiled_ms: float
 
 
-def _rank(events: pd.DataFrame, rank: Any, steps: pd.DataFrame, sms: int | None) -> _Rank:
+def _rank(events: pd.DataFrame, rank: Any, steps: pd.DataFrame, sms: int | None, profiled: bool = True) -> _Rank:
     outliers = outlier_steps(steps) if "dur_us" in steps else []
     segs = _segments(steps, outliers) or _segments(steps, [])
     outliers = outliers if _segments(steps, outliers) else []
     g = build_graph(events, rank)
     same = events["rank"].isna() if pd.isna(rank) else (events["rank"] == rank).fillna(False)
-    per_op = profiler_cost_per_op(events[same.to_numpy(dtype=bool) & events["device"].isna().to_numpy(dtype=bool)])
+    per_op = profiler_cost_per_op(events[same.to_numpy(dtype=bool) & events["device"].isna().to_numpy(dtype=bool)]) \
+        if profiled else 0.0
     n = sum(s[3] for s in segs)
     lo, hi = min(s[0] for s in segs), max(s[1] for s in segs)
     profiled = sum(b - a for a, b, _, _ in segs) / n / 1e3
@@ -265,9 +266,10 @@ def _share(base: list[float], fixed_ms: list[float]) -> float:
 
 
 def predict_savings_of_ranks(events: pd.DataFrame, ranks: list[tuple[Any, pd.DataFrame]],
-                             kinds: list[str], sms: int | None = None) -> list[Savings]:
+                             kinds: list[str], sms: int | None = None, profiled: bool = True) -> list[Savings]:
     """:func:`predict_savings` for the ranks of one run, replayed together (a collective waits for its last rank);
-    ``sms``: the GPUs' SM count, which the fix of ``underfilled_gpu`` needs.
+    ``sms``: the GPUs' SM count, which the fix of ``underfilled_gpu`` needs; ``profiled``: False for a trace no
+    profiler recorded (a simulated one), whose host time has no profiler's cost to take out.
 
     Returns one :class:`Savings` a rank, in the order given (:func:`predict_savings` shows one rank's steps).
 
@@ -275,7 +277,7 @@ def predict_savings_of_ranks(events: pd.DataFrame, ranks: list[tuple[Any, pd.Dat
         >>> predict_savings_of_ranks(pd.DataFrame(), [], ["host_sync"])  # no ranks, nothing replayed
         []
     """
-    rs = [_rank(events, rank, steps, sms) for rank, steps in ranks]
+    rs = [_rank(events, rank, steps, sms, profiled) for rank, steps in ranks]
     todo = [k for k in kinds if k in REPLAYED_KINDS]
     base = _joint_steps(rs, None)
     replayed = {(): base}
