@@ -12,7 +12,7 @@ from asynclab.trace.collectives import latest_peer_start
 from asynclab.trace.events import WORK_KINDS, name_matches
 from asynclab.trace.intervals import union
 
-__all__ = ["Graph", "build_graph", "replay", "replayed_span", "span_ends", "host_at", "host_time_in", "BLOCKING", "ALLOC", "GPU_GAP_US",
+__all__ = ["Graph", "build_graph", "replay", "replay_together", "replayed_span", "span_ends", "host_at", "host_time_in", "BLOCKING", "ALLOC", "GPU_GAP_US",
            "launch_latency", "LAUNCH_LATENCY_US"]
 
 #: Runtime calls that make the host wait for the GPU (a sync, a synchronous copy, the allocator's free).
@@ -234,6 +234,68 @@ def replay(g: Graph, peer_start: np.ndarray | None = None,
         >>> bool(np.allclose(ge, g.g_end, atol=1e-3))
         True
     """
+    peer = g.g_peer_start if peer_start is None else peer_start
+    steps = _replaying(g, floor, peer, set())
+    try:
+        next(steps)
+    except StopIteration as done:
+        return done.value
+    raise AssertionError("a replay that asks for nothing asked")  # pragma: no cover
+
+
+def replay_together(graphs: list[Graph], floors: list) -> list[tuple]:
+    """Simulate the graphs of the ranks of one run together (see :func:`replay`, with ``floors``): each rank runs
+    until a collective the other ranks of this run also hold, waits there for them, and the collective ends its own
+    time after the last of them joined it. Where the ranks wait at different collectives (an order the trace does not
+    keep), the one that started first in the trace goes on with the trace's time for its last peer.
+
+    Example:
+        >>> from asynclab.trace import load_trace
+        >>> tr = load_trace("tests/fixtures/diagnose/exposed_comm-bad")
+        >>> gs = [build_graph(tr.events, r) for r in (0, 1)]
+        >>> [bool(np.allclose(r[3], g.g_end, atol=5.0)) for r, g in zip(replay_together(gs, [None, None]), gs)]
+        [True, True]
+    """
+    keys = [g.g_comm_key if g.g_comm_key is not None else np.full(len(g.g_start), None) for g in graphs]
+    members: dict = {}
+    for ks in keys:
+        for k in set(ks.tolist()) - {None}:
+            members[k] = members.get(k, 0) + 1
+    asks = [{i for i, k in enumerate(ks.tolist()) if members.get(k, 0) > 1} for ks in keys]
+    runs = [_replaying(g, f, g.g_peer_start, a) for g, f, a in zip(graphs, floors, asks)]
+    results: list = [None] * len(graphs)
+    waiting: dict = {}
+
+    def go(r: int, value: float | None) -> None:
+        try:
+            i, t = runs[r].send(value)
+            waiting[r] = (keys[r][i], i, t)
+        except StopIteration as done:
+            results[r] = done.value
+
+    for r in range(len(graphs)):
+        go(r, None)
+    while waiting:
+        at: dict = {}
+        for r, (k, _, t) in waiting.items():
+            at.setdefault(k, []).append((r, t))
+        ready = [k for k, rs in at.items() if len(rs) == members[k]]
+        for k in ready:
+            join = max(t for _, t in at[k])
+            for r, _ in at[k]:
+                del waiting[r]
+                go(r, join)
+        if not ready:
+            r = min(waiting, key=lambda q: graphs[q].g_start[waiting[q][1]])
+            _, i, t = waiting.pop(r)
+            trace_peer = float(graphs[r].g_peer_start[i])
+            go(r, max(t, trace_peer) if np.isfinite(trace_peer) else t)
+    return results
+
+
+def _replaying(g: Graph, floor: np.ndarray | None, peer: np.ndarray, asks: set):
+    """:func:`replay` as a generator: at each collective of ``asks`` it yields (task, its start) and takes the time
+    its last rank joined it; the others join at ``peer`` (NaN: no peers). Returns the four arrays."""
     nh, ng = len(g.h_start), len(g.g_start)
     block = np.flatnonzero(g.h_block)
     launch_s = np.where(g.g_launch >= 0, g.h_start[np.maximum(g.g_launch, 0)], -np.inf)
@@ -241,8 +303,9 @@ def replay(g: Graph, peer_start: np.ndarray | None = None,
     what = np.concatenate([np.ones(nh, np.int8), np.zeros(len(block), np.int8), np.full(ng, 2, np.int8)])
     idx = np.concatenate([np.arange(nh), block, np.arange(ng)])
     order = np.lexsort((what, keys))  # by time; at one time a wait's end, then host calls, then GPU tasks
-    peer = g.g_peer_start if peer_start is None else peer_start
-    joins = {i: (float(peer[i]), float(g.g_intrinsic[i])) for i in np.flatnonzero(np.isfinite(peer)).tolist()}
+    joins = {i: float(peer[i]) for i in np.flatnonzero(np.isfinite(peer)).tolist()}
+    joins.update({i: None for i in asks})
+    own_time = g.g_intrinsic.tolist() if joins else []
     floors = None if floor is None else floor.tolist()  # NaN: none (no comparison with NaN holds)
     inf = float("inf")
     hs0, he0, gs0, ge0 = (a.tolist() for a in (g.h_start, g.h_end, g.g_start, g.g_end))
@@ -274,7 +337,8 @@ def replay(g: Graph, peer_start: np.ndarray | None = None,
             GS[i] = t
             GE[i] = t + gdur[i]
             if joins and i in joins:
-                GE[i] = max(t, joins[i][0]) + joins[i][1]
+                joined = joins[i] if joins[i] is not None else (yield i, t)
+                GE[i] = max(t, joined) + own_time[i]
         elif w == 1:  # a host call: the host time after the call before it
             a = after[i]
             HS[i] = origin + gap[i] if a < 0 else HE[a] + gap[i]  # build_graph sets origin where there are calls

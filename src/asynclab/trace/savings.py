@@ -8,19 +8,14 @@ import numpy as np
 import pandas as pd
 
 from asynclab.trace.events import name_matches
-from asynclab.trace.replay import GPU_GAP_US, build_graph, host_at, replay, replayed_span, span_ends
+from asynclab.trace.replay import GPU_GAP_US, build_graph, host_at, replay, replay_together, replayed_span, span_ends
 from asynclab.trace.whatif import FIRST_SHARE, NEEDS_FIRST, REPLAYED_KINDS, context, fixed, profiler_free
 
-__all__ = ["Savings", "predict_savings", "predict_savings_of_ranks", "JOINT_ROUNDS", "JOINT_AGREE_US", "outlier_steps", "profiler_cost_per_op", "startup_end",
+__all__ = ["Savings", "predict_savings", "predict_savings_of_ranks", "outlier_steps", "profiler_cost_per_op", "startup_end",
            "OUTLIER_FACTOR", "STARTUP_US", "STEADY_RESOLUTION"]
 
 #: A step whose host time is more than this many times the median of the others' is an outlier.
 OUTLIER_FACTOR = 2.0
-#: At most this many rounds of replaying the ranks of a run together, each with when the others joined the collectives
-#: in the last, until no collective starts more than :data:`JOINT_AGREE_US` from where it started in the round before.
-JOINT_ROUNDS = 64
-#: Rounds of the joint replay agree when no collective moves more than this (µs).
-JOINT_AGREE_US = 0.5
 #: A runtime call this long (µs) before a trace's first GPU work is CUDA start-up (context, first cudaFree).
 STARTUP_US = 10_000.0
 _STARTUP = r"(?:Ctx|Init|SetDevice|GetDevice|DeviceGet|Free|Malloc|Register|ModuleLoad|Primary)"
@@ -174,14 +169,14 @@ class _Rank:
     profiled_ms: float
 
 
-def _rank(events: pd.DataFrame, rank: Any, steps: pd.DataFrame, sms: int | None, profiled: bool = True) -> _Rank:
+def _rank(events: pd.DataFrame, rank: Any, steps: pd.DataFrame, sms: int | None, from_profiler: bool = True) -> _Rank:
     outliers = outlier_steps(steps) if "dur_us" in steps else []
     segs = _segments(steps, outliers) or _segments(steps, [])
     outliers = outliers if _segments(steps, outliers) else []
     g = build_graph(events, rank)
     same = events["rank"].isna() if pd.isna(rank) else (events["rank"] == rank).fillna(False)
     per_op = profiler_cost_per_op(events[same.to_numpy(dtype=bool) & events["device"].isna().to_numpy(dtype=bool)]) \
-        if profiled else 0.0
+        if from_profiler else 0.0
     n = sum(s[3] for s in segs)
     lo, hi = min(s[0] for s in segs), max(s[1] for s in segs)
     profiled = sum(b - a for a, b, _, _ in segs) / n / 1e3
@@ -207,24 +202,10 @@ def _joint_steps(ranks: list[_Rank], kinds: list[str] | None) -> list[float]:
 
 def _joint(graphs: list, floors: list) -> list[tuple]:
     """The ranks' graphs replayed together (with their ``floors``, see :func:`replay`): a collective ends after its
-    last rank joined it, as replayed (round after round, until they agree: a chain of collectives, each waiting for
-    the one before, moves one collective a round)."""
-    results = [replay(g, None, f) for g, f in zip(graphs, floors)]
-    before = None
-    for _ in range(JOINT_ROUNDS - 1 if len(graphs) > 1 else 0):
-        joined: dict = {}
-        for g, res in zip(graphs, results):
-            for key, t in zip(g.g_comm_key.tolist(), res[2].tolist()):
-                if key is not None:
-                    joined[key] = max(joined.get(key, -np.inf), t)
-        now = np.array(list(joined.values()), dtype=np.float64)
-        if before is not None and len(now) == len(before) and np.all(np.abs(now - before) <= JOINT_AGREE_US):
-            break
-        before = now
-        peers = [np.array([joined.get(k, np.nan) if k is not None else np.nan for k in g.g_comm_key.tolist()],
-                          dtype=np.float64) for g in graphs]
-        results = [replay(g, p, f) for g, p, f in zip(graphs, peers, floors)]
-    return results
+    last rank joined it, as replayed (:func:`~asynclab.trace.replay.replay_together`)."""
+    if len(graphs) == 1:
+        return [replay(graphs[0], None, floors[0])]
+    return replay_together(graphs, floors)
 
 
 def _steady(g: Any, result: tuple, segs: list) -> tuple[np.ndarray | None, list[float]]:
