@@ -222,6 +222,17 @@ def fix_one_at_a_time(device: Any = None, trace_dir: Any = None, batch: int = 25
     return {"stages": stages, "device": str(dev)}
 
 
+def largest(findings: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The finding that loses the largest share of the step (a diagnosis lists a fix that needs another after it,
+    whatever its share), or None.
+
+    Example:
+        >>> largest([{"kind": "alloc_churn", "share": 0.14}, {"kind": "launch_bound", "share": 0.15}])["kind"]
+        'launch_bound'
+    """
+    return max(findings, key=lambda f: f["share"], default=None)
+
+
 def stage_table(stages: list[dict[str, Any]]) -> str:
     """The stages of :func:`fix_one_at_a_time` as a table: the fix each added, the step time (measured without the
     profiler) and the step the diagnosis replayed from the stage's trace, what the fix saved (measured) and what the
@@ -238,8 +249,8 @@ def stage_table(stages: list[dict[str, Any]]) -> str:
     rows = [("stage", "fix added", "step", "replayed", "saved", "predicted", "largest finding left")]
     for i, st in enumerate(stages):
         saved = f"{stages[i - 1]['step_ms'] - st['step_ms']:.1f} ms" if i else "-"
-        top = (st.get("diagnosis") or {}).get("findings") or []
-        left = f"{top[0]['kind']} {100 * top[0]['share']:.0f}%" if top else "-"
+        top = largest((st.get("diagnosis") or {}).get("findings") or [])
+        left = f"{top['kind']} {100 * top['share']:.0f}%" if top else "-"
         pred = f"{st['predicted_ms']:.1f} ms" if st.get("predicted_ms") is not None else "-"
         replayed = (st.get("diagnosis") or {}).get("step_ms")
         rows.append((str(i), st["fixed"] or "-", f"{st['step_ms']:.1f} ms",
@@ -279,7 +290,7 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
     """
     stages = dig(results, "fix_one_at_a_time", "stages") or []
     first = stages[1] if len(stages) > 1 else {}
-    left = (dig(stages[-1], "diagnosis", "findings") or [None])[0] if stages else None
+    left = largest(dig(stages[-1], "diagnosis", "findings") or []) if stages else None
     return {
         "step_ms_with_mistakes": stages[0]["step_ms"] if stages else None,
         "step_ms_fixed": stages[-1]["step_ms"] if len(stages) > 1 else None,
