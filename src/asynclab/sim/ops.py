@@ -231,15 +231,16 @@ ROUND_TILE = (256, 128)
 def product_rounds(gpu: Simulation, out: torch.Tensor, ms: float) -> tuple:
     """A 16-bit product that fills the GPU as the waves of :meth:`SimGPU.in_waves`: its rounds of one tile an SM
     (:data:`ROUND_TILE`), all but the last on every SM, the last on those that have a tile left; () where the tiles
-    fill their rounds or the product does not fill the GPU. On an H100 (bf16, 4096 x 4096: 512 tiles, 3.9 rounds),
-    kernels of another stream ran on the 16 SMs of the last round, in its last 44 of 174 µs.
+    fill their rounds, the product does not fill the GPU or is not in 16 bits. On an H100 (bf16, 4096 x 4096: 512
+    tiles, 3.9 rounds), kernels of another stream ran on the 16 SMs of the last round, in its last 44 of 174 µs.
 
     Example:
         >>> from asynclab.sim.device import SimGPU
-        >>> [(round(f, 3), round(ms, 3)) for f, ms in product_rounds(SimGPU(), torch.empty(4096, 4096), 0.2)]
+        >>> out = torch.empty(4096, 4096, dtype=torch.bfloat16)
+        >>> [(round(f, 3), round(ms, 3)) for f, ms in product_rounds(SimGPU(), out, 0.2)]
         [(1.0, 0.15), (0.879, 0.05)]
     """
-    if out.dim() < 2:
+    if out.dim() < 2 or out.dtype not in (torch.bfloat16, torch.float16):
         return ()
     side = math.sqrt(getattr(gpu, "scale", 1.0))
     rows, cols = math.ceil(out.shape[-2] * side / ROUND_TILE[0]), math.ceil(out.shape[-1] * side / ROUND_TILE[1])
@@ -473,11 +474,10 @@ def _kernel(gpu: Simulation, func: Any, args: tuple, kwargs: dict, device: int, 
                   and any(t is x.elem for x in leaves((args, kwargs)) if isinstance(x, DeviceTensor)))
     made_or_written = [o for o in outputs if o is not None] or mutated  # an in-place op of no return writes its inputs
     ms, fill, memory = _kernel_cost(gpu, func, (args, kwargs), made_or_written)
-    sixteen = name in CUBLAS_PRODUCTS and fill >= 1.0 and made_or_written \
-        and _product_dtype(name, (args, kwargs), made_or_written) in (torch.bfloat16, torch.float16)
+    product = name in CUBLAS_PRODUCTS
     gpu.queue(name, stream, ms, at_start, fill=fill, memory=memory, reads=reads,
-              writes=tuple(f for f in fresh if f is not None) + tuple(written_to), holds=name in CUBLAS_PRODUCTS,
-              waves=product_rounds(gpu, made_or_written[0], ms) if sixteen else ())
+              writes=tuple(f for f in fresh if f is not None) + tuple(written_to), holds=product,
+              waves=product_rounds(gpu, made_or_written[0], ms) if product and made_or_written else ())
     made = iter([o if o is not None else m for o, m in zip(outputs, flat)])
     return map_leaves(lambda _: next(made), shapes)
 
