@@ -584,3 +584,22 @@ def test_real_trace_loads_renders_and_summarises(path, tmp_path):
     out = tl.savefig(tmp_path / (path.name + ".png"))
     assert Path(out).stat().st_size > 10_000
     plt.close(tl.fig)
+
+
+@pytest.mark.parametrize("extra", [{}, {"host_name": "lab-3", "tw_job": {"id": [1, 2]}}])
+def test_a_files_top_level_fields_reach_meta_whichever_pass_reads_them(tmp_path, extra):
+    """A document with only the fields torch.profiler writes is read in one pass; one with others in two: both give
+    every field, as the stdlib reads them."""
+    from asynclab.trace import io
+
+    doc = {"schemaVersion": 1, "deviceProperties": [{"name": "NVIDIA H100 80GB HBM3"}], **extra,
+           "traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 5, "dur": 3,
+                            "args": {"device": 0, "stream": 7}}], "traceName": "t.json", "baseTimeNanoseconds": 9}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    raw = io.read_file(path, str(path))
+    assert raw.typed and raw.header == {k: v for k, v in doc.items() if k != "traceEvents"}
+    assert load_trace(path).meta["deviceProperties"][0]["name"] == "NVIDIA H100 80GB HBM3"
+    path.write_text(json.dumps({k: v for k, v in doc.items() if k != "traceEvents"}))
+    with pytest.raises(TraceError):
+        load_trace(path)

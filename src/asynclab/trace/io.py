@@ -207,6 +207,18 @@ if _msgspec is not None:
     _HEADER = _msgspec.json.Decoder(dict[str, _msgspec.Raw])
     _EVENTS = _msgspec.json.Decoder(list[_Event])
 
+    #: The top-level fields torch.profiler (and asynclab's simulated GPU) write beside ``traceEvents``: a document
+    #: with only these is read in one pass; any other field sends it to the two passes that keep every field.
+    HEADER_FIELDS = ("schemaVersion", "deviceProperties", "distributedInfo", "traceName", "baseTimeNanoseconds",
+                     "trace_id", "displayTimeUnit", "cuda_driver_version", "cuda_runtime_version", "cupti_version",
+                     "hip_runtime_version", "roctracer_version", "with_stack", "with_flops", "with_modules",
+                     "record_shapes", "profile_memory", "simulated")
+    _Document = _msgspec.defstruct(
+        "_Document", [("traceEvents", list[_Event])]
+        + [(f, "_msgspec.Raw | _msgspec.UnsetType", _msgspec.UNSET) for f in HEADER_FIELDS],
+        forbid_unknown_fields=True, gc=False, module=__name__)
+    _DOCUMENT = _msgspec.json.Decoder(_Document)
+
 _COLUMNS = [attrgetter(f) for f in ("ts", "dur", "cat", "name", "pid", "tid")]
 _NOT_TYPED = None if _msgspec is None else (_msgspec.DecodeError, _msgspec.ValidationError)
 
@@ -224,11 +236,7 @@ def _parse_typed(data: bytes) -> RawEvents | None:
         if head[:1] == b"[":
             events, header = _EVENTS.decode(data), {}
         elif head[:1] == b"{":
-            top = _HEADER.decode(data)
-            if "traceEvents" not in top:
-                return None
-            events = _EVENTS.decode(top.pop("traceEvents"))
-            header = {k: _msgspec.json.decode(v) for k, v in top.items()}
+            events, header = _document(data)
         else:
             return None
     except _NOT_TYPED:
@@ -236,6 +244,22 @@ def _parse_typed(data: bytes) -> RawEvents | None:
     if not events:  # let the stdlib path name the problem
         return None
     return _from_typed(events, header)
+
+
+def _document(data: bytes) -> tuple[list, dict]:
+    """The events and header fields of a JSON object: in one pass where it has only the fields torch.profiler writes
+    (:data:`HEADER_FIELDS`), else in two (the fields, then the events); no ``traceEvents``: a ValidationError."""
+    try:
+        doc = _DOCUMENT.decode(data)
+    except _msgspec.ValidationError as e:
+        if "unknown field" not in str(e):
+            raise
+        top = _HEADER.decode(data)
+        if "traceEvents" not in top:
+            raise _msgspec.ValidationError("no traceEvents") from None
+        return _EVENTS.decode(top.pop("traceEvents")), {k: _msgspec.json.decode(v) for k, v in top.items()}
+    header = {f: _msgspec.json.decode(v) for f in HEADER_FIELDS if (v := getattr(doc, f)) is not _msgspec.UNSET}
+    return doc.traceEvents, header
 
 
 def _from_typed(events: list, header: dict) -> RawEvents:
