@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
 """Record training steps with one planted asynchrony mistake each, and their fixes, on a GPU: the test set of `asynclab diagnose`.
 
-    python3 scripts/record_diagnose_cases.py --out DIR [--cases host_sync launch_bound ...]
+    python3 scripts/record_diagnose_cases.py --out DIR [--cases host_sync launch_bound ...] [--measure-only]
 
 For every case it writes ``DIR/<case>-<variant>.json.gz`` (a torch.profiler trace of 3 steps after
 1 of warm-up, with Python stacks) and ``DIR/cases.json``: each variant's measured step time (the median
 of 3 timings of 20 steps, without the profiler), the GPU, the PyTorch version and the date. Variants are
 "bad" (the planted mistake), "fixed" (that mistake fixed, nothing else changed) and "clean" (a
 well-written step: AMP, data already on the GPU, nothing read back). Every case fits in 6 GiB.
+
+``--measure-only`` records no trace and leaves ``step_ms`` as it is: it measures each variant's step again and adds
+the time to its ``runs`` under the run's number (the GPU, the PyTorch version and the date of run ``n`` are
+``doc["runs"][n - 1]``), so that a run of this script in each of several fresh processes shows how much the step
+itself differs from run to run.
 """
 from __future__ import annotations
 
@@ -426,14 +431,33 @@ def record(step, path: Path) -> None:
             prof.step()
 
 
+def measure_again(doc: dict, cases: list[str], index: Path) -> None:
+    """Each variant's step measured again (as :func:`main` measures it), added to its ``runs`` in ``doc``."""
+    runs = doc.setdefault("runs", [])
+    runs.append({"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "date": dt.date.today().isoformat()})
+    for case in cases:
+        for variant in variants(case):
+            torch.manual_seed(0)
+            step = CASES[case](variant)
+            entry = doc["cases"].setdefault(case, {}).setdefault(variant, {})
+            ms = entry.setdefault("runs", {})[str(len(runs))] = round(measure_ms(step), 4)
+            print(f"{case:18s} {variant:6s} {ms:8.3f} ms/step (run {len(runs)})", flush=True)
+            del step
+            torch.cuda.empty_cache()
+    index.write_text(json.dumps(doc, indent=1) + "\n")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--cases", nargs="+", default=sorted(CASES), choices=sorted(CASES))
+    p.add_argument("--measure-only", action="store_true", help="measure the steps again into their runs; no traces")
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     index = args.out / "cases.json"
     doc = json.loads(index.read_text()) if index.exists() else {"cases": {}}
+    if args.measure_only:
+        return measure_again(doc, args.cases, index)
     doc.update(gpu=torch.cuda.get_device_name(0), torch=torch.__version__, date=dt.date.today().isoformat())
     for case in args.cases:
         for variant in variants(case):
