@@ -4,8 +4,9 @@
     python3 scripts/calibrate_gpu.py --out DIR [--card h100]
 
 It measures, on GPU 0: memory bandwidth (a large add), matrix-product rates (fp32, tf32, bf16, fp16), the host's
-time per operator and per launch from Python, autograd's time per recorded and per run backward node and each
-optimizer's Python per parameter (ratios to an operator's time, scaled to the references' host), copy rates (pinned and pageable host memory), peer-to-peer and
+time per operator and per launch from Python, autograd's time per recorded and per run backward node and per
+backward call and each optimizer's Python per step and per parameter (ratios to an operator's time, scaled to the
+references' host), copy rates (pinned and pageable host memory), peer-to-peer and
 through-the-host copy rates and a small peer copy's time when there are two GPUs, cudaMalloc/cudaFree costs, and what
 one SM draws of the memory's bandwidth (with the sweep that tests it, ``DIR/sharing.json``). It writes ``DIR/<card>.json``
 (the figures, in the form of ``src/asynclab/sim/cards/h100.json``: each measured figure's source says so, the ones
@@ -34,7 +35,8 @@ MEASURED = ("memory_gbps", "matmul_tflops.fp32", "matmul_tflops.tf32", "matmul_t
             "copy_gbps.pinned", "copy_gbps.pageable", "copy_gbps.peer",
             "copy_gbps.via_host", "sm_count", "malloc_us", "free_us", "sm_draw",
             "shared_memory_kib", "l2_cache_mb", "peer_copy_us", "autograd_record_us", "autograd_node_us",
-            "optimizer_param_us.SGD", "optimizer_param_us.Adam", "optimizer_param_us.AdamW", "host_alloc_us",
+            "optimizer_param_us.SGD", "optimizer_param_us.Adam", "optimizer_param_us.AdamW",
+            "optimizer_step_us.SGD", "optimizer_step_us.Adam", "optimizer_step_us.AdamW", "backward_call_us", "host_alloc_us",
             "host_alloc_gbps", *(f"matmul_tflops_by_side.{dtype}" for dtype in ("fp32", "tf32", "bf16", "fp16")))
 #: The optimizers whose Python per parameter is measured (SGD with momentum, as training runs it).
 OPTIMIZERS = {"SGD": {"lr": 1e-3, "momentum": 0.9}, "Adam": {"lr": 1e-3}, "AdamW": {"lr": 1e-3}}
@@ -184,8 +186,9 @@ def measure_matmul_sides() -> dict[str, dict[str, float]]:
 def measure_host_python(op_us: float, ref_op_us: float) -> dict[str, Any]:
     """The host's time around the operators, each as a ratio to an operator's (``op_us``, an ``x.add_`` from Python
     with its launch, in the same run) scaled to the references' host, whose operator took ``ref_op_us``: autograd's
-    recording of a backward node in the forward pass and its engine's time per node in the backward pass (a chain of
-    multiplies), and each optimizer's Python per parameter in its step, less what the simulation charges for it."""
+    recording of a backward node in the forward pass, its engine's time per node in the backward pass (a chain of
+    multiplies) and per backward call (a chain of two, less its two nodes), and each optimizer's Python per step and
+    per parameter in its step; each less what the simulation charges for it."""
     import torch
 
     n, leaf = 500, torch.ones(1, device="cuda", requires_grad=True)
@@ -198,27 +201,47 @@ def measure_host_python(op_us: float, ref_op_us: float) -> dict[str, Any]:
     with torch.no_grad():
         plain = _host_us(chain, n=5) / n
     recorded = _host_us(chain, n=5) / n
-
-    def backward() -> None:
-        y = chain()
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        y.backward()
-        times.append((time.perf_counter() - t0) * 1e6 / n)
-    times: list[float] = []
-    for _ in range(7):
-        backward()
-    node = statistics.median(times[2:])  # a backward node's time: its multiply (an operator from C++) and the engine's
+    node = _backward_us(leaf, n, _host_timer) / n  # a node's time: its multiply (an operator from C++) and the engine's
+    call = (_backward_us(leaf, 2, _host_timer) - 2 * node) / op_us * ref_op_us
     out = {"autograd_record_us": max(0.0, recorded - plain) / op_us * ref_op_us,
-           "autograd_node_us": max(0.0, node - op_us) / op_us * ref_op_us, "optimizer_param_us": {}}
+           "autograd_node_us": max(0.0, node - op_us) / op_us * ref_op_us,
+           "backward_call_us": max(0.1, call - _simulated_call_us()), "optimizer_param_us": {}, "optimizer_step_us": {}}
     for name, kwargs in OPTIMIZERS.items():
-        slope = _optimizer_slope_us(name, kwargs, _host_step_us) / op_us * ref_op_us
-        out["optimizer_param_us"][name] = max(0.1, slope - _simulated_slope_us(name, kwargs))
+        slope, fixed = (v / op_us * ref_op_us for v in _optimizer_fit_us(name, kwargs, _host_step_us))
+        sim_slope, sim_fixed = _simulated_fit_us(name, kwargs)
+        out["optimizer_param_us"][name] = max(0.1, slope - sim_slope)
+        out["optimizer_step_us"][name] = max(0.1, fixed - sim_fixed)
     return out
 
 
-def _optimizer_slope_us(name: str, kwargs: dict, step_us: Callable[[Any], float]) -> float:
-    """The host's time per parameter of an optimizer's step (µs): the step of 64 small parameters less that of 8."""
+def _host_timer() -> Callable[[], float]:
+    """The host's clock in µs (what :func:`_backward_us` reads on a GPU)."""
+    import torch
+
+    def now() -> float:
+        return time.perf_counter() * 1e6
+    torch.cuda.synchronize()
+    return now
+
+
+def _backward_us(leaf: Any, n: int, timer: Callable[[], Callable[[], float]]) -> float:
+    """The median time (µs, on ``timer()``'s clock) of 25 backward calls through a chain of ``n`` multiplies of
+    ``leaf``, after two such calls."""
+    times = []
+    for _ in range(27):
+        y = leaf
+        for _ in range(n):
+            y = y * 1.0001
+        now = timer()
+        t0 = now()
+        y.backward()
+        times.append(now() - t0)
+    return statistics.median(times[2:])
+
+
+def _optimizer_fit_us(name: str, kwargs: dict, step_us: Callable[[Any], float]) -> tuple[float, float]:
+    """The host's time of an optimizer's step (µs) as a line over its parameters: (per parameter, whatever their
+    number), from its step on 8 and on 64 small parameters."""
     import torch
 
     def made(p: int) -> Any:
@@ -226,14 +249,16 @@ def _optimizer_slope_us(name: str, kwargs: dict, step_us: Callable[[Any], float]
         for q in params:
             q.grad = torch.zeros_like(q)
         return getattr(torch.optim, name)(params, **kwargs)
-    return (step_us(made(64)) - step_us(made(8))) / 56
+    few, many = step_us(made(8)), step_us(made(64))
+    slope = (many - few) / 56
+    return slope, few - 8 * slope
 
 
 def _host_step_us(opt: Any) -> float:
     import torch
 
     times = []
-    for _ in range(9):
+    for _ in range(27):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         opt.step()
@@ -242,20 +267,36 @@ def _host_step_us(opt: Any) -> float:
     return statistics.median(times[2:])
 
 
-def _simulated_slope_us(name: str, kwargs: dict) -> float:
-    """What the simulated H100 charges the host per parameter of the same step (µs), the figure being measured left
-    out: the operators' host time, and their host tensors' (a step count on the host)."""
+def _simulated_fit_us(name: str, kwargs: dict) -> tuple[float, float]:
+    """What the simulated H100 charges the host for the same step (µs, per parameter and whatever their number), the
+    figures being measured left out: the operators' host time, and their host tensors' (a step count on the host)."""
     from asynclab.sim.simulate import Predictor
 
     with Predictor(computes=False) as gpu:
-        gpu.OPTIMIZER_PARAM_MS = {}
+        gpu.OPTIMIZER_PARAM_MS, gpu.OPTIMIZER_STEP_MS = {}, {}
 
         def step_us(opt: Any) -> float:
             opt.step()
             t0 = gpu.host
             opt.step()
             return (gpu.host - t0) * 1e3
-        return _optimizer_slope_us(name, kwargs, step_us)
+        return _optimizer_fit_us(name, kwargs, step_us)
+
+
+def _simulated_call_us() -> float:
+    """What the simulated H100 charges the host for a backward call besides its nodes (µs), the figure being measured
+    left out: measured on it as :func:`measure_host_python` measures it on the GPU."""
+    import torch
+    from asynclab.sim.simulate import Predictor
+
+    with Predictor(computes=False) as gpu:
+        gpu.BACKWARD_CALL_MS = 0.0
+        leaf = torch.ones(1, device="cuda", requires_grad=True)
+
+        def timer() -> Callable[[], float]:
+            return lambda: gpu.host * 1e3
+        node = _backward_us(leaf, 500, timer) / 500
+        return _backward_us(leaf, 2, timer) - 2 * node
 
 
 def _min_kernel_us(n: int = 1000, matmul: bool = False) -> float:

@@ -49,6 +49,10 @@ FIGURES = {
                         "operators",
     "optimizer_param_us": "µs of host time an optimizer's step takes per parameter, besides its operators, by "
                           "optimizer: SGD, Adam, AdamW (the Python that gathers each parameter's state)",
+    "optimizer_step_us": "µs of host time an optimizer's step takes whatever its parameters, besides its operators, by "
+                         "optimizer: SGD, Adam, AdamW (its Python around them: hooks, grouping by device and dtype)",
+    "backward_call_us": "µs of host time a backward call takes whatever its nodes (autograd's engine starting and "
+                        "finishing a graph task)",
 }
 _DTYPES = ("fp32", "tf32", "bf16", "fp16")
 #: The side of the square products whose rates ``matmul_tflops`` gives: the last point of each dtype's curve.
@@ -72,7 +76,7 @@ def check_figures(figures: dict[str, Any], where: str = "the figures") -> dict[s
             raise ValueError(f"{where}: no figure {name!r} (a card's file gives all of memory_gbps, matmul_tflops, "
                              "...)")
         groups = {"matmul_tflops": _DTYPES, "matmul_tflops_by_side": _DTYPES, "copy_gbps": _COPIES,
-                  "optimizer_param_us": _OPTIMIZERS}
+                  "optimizer_param_us": _OPTIMIZERS, "optimizer_step_us": _OPTIMIZERS}
         value, keys = figures[name], groups.get(name)
         values = [value.get(k) for k in keys] if keys and isinstance(value, dict) else [value]
         if name == "matmul_tflops_by_side":  # each dtype's rates by side: a non-empty dict of positive numbers
@@ -115,7 +119,7 @@ def card_figures(card: str = "H100") -> dict[str, Any]:
 
 def rates(figures: dict[str, Any]) -> dict[str, Any]:
     """The figures as the simulated GPU's constants: times in ms, rates in bytes or FLOPs per ms (an optimizer's time
-    per parameter by its name; each dtype's matrix-product rates as a curve of (sides, rates)).
+    per parameter and per step by its name; each dtype's matrix-product rates as a curve of (sides, rates)).
 
     Example:
         >>> r = rates(card_figures("H100"))
@@ -155,6 +159,8 @@ def rates(figures: dict[str, Any]) -> dict[str, Any]:
         "AUTOGRAD_RECORD_MS": f["autograd_record_us"] / 1e3,
         "AUTOGRAD_NODE_MS": f["autograd_node_us"] / 1e3,
         "OPTIMIZER_PARAM_MS": {name: us / 1e3 for name, us in f["optimizer_param_us"].items()},
+        "OPTIMIZER_STEP_MS": {name: us / 1e3 for name, us in f["optimizer_step_us"].items()},
+        "BACKWARD_CALL_MS": f["backward_call_us"] / 1e3,
         "CYCLES_PER_MS": float(f["spin_cycles_per_ms"]),
     }
 

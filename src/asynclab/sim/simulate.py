@@ -110,8 +110,9 @@ class Predictor(SimGPU):
 
     Besides a checker's :class:`SimGPU`, each operator costs the host ``HOST_OP_MS`` (a matrix product, cuBLAS's call,
     ``HOST_MATMUL_MS``; a ``cpu_op`` row in the trace),
-    autograd ``AUTOGRAD_RECORD_MS`` for each operator that records a backward node and ``AUTOGRAD_NODE_MS`` for each
-    node its engine runs, an optimizer's step ``OPTIMIZER_PARAM_MS`` per parameter (by optimizer),
+    autograd ``AUTOGRAD_RECORD_MS`` for each operator that records a backward node, ``BACKWARD_CALL_MS`` for each
+    backward call and ``AUTOGRAD_NODE_MS`` for each node its engine runs, an optimizer's step ``OPTIMIZER_STEP_MS``
+    and ``OPTIMIZER_PARAM_MS`` per parameter (by optimizer),
     each stream call (``wait_stream``, an event's record or wait, a change of the current stream) ``STREAM_CALL_MS``,
     each blocking copy between the host and a GPU a round trip of ``BLOCKING_COPY_MS`` once it landed,
     memory new to the caching allocator costs ``MALLOC_MS``, ``torch.cuda.empty_cache()`` waits for the GPU and costs
@@ -180,15 +181,20 @@ class Predictor(SimGPU):
         return self.MATMUL_LOAD_MS
 
     def _backward_node(self) -> None:
-        """Autograd's engine, in the backward pass: ``AUTOGRAD_NODE_MS`` for each node it runs, before the node's first
-        operator, and the node's operators as a ``cpu_op`` row around them (``autograd::engine::evaluate_function:
-        <node>``, as torch.profiler names it)."""
+        """Autograd's engine, in the backward pass: ``BACKWARD_CALL_MS`` before the first node of each backward call
+        (a graph task of its own), ``AUTOGRAD_NODE_MS`` for each node it runs, before the node's first operator, and
+        the node's operators as a ``cpu_op`` row around them (``autograd::engine::evaluate_function: <node>``, as
+        torch.profiler names it)."""
         node = torch._C._current_autograd_node()
         if node is self._node:
             return
         self._end_node()
         self._node = node
         if node is not None:  # the row starts at the node's first operator: only a profiler's own time comes between
+            task = torch._C._current_graph_task_id()
+            if task != self._task:
+                self._task = task
+                self.host += self.BACKWARD_CALL_MS
             self.host += self.AUTOGRAD_NODE_MS
             self._node_row = [f"autograd::engine::evaluate_function: {node.name()}", self.host, self.host]
 
@@ -206,14 +212,15 @@ class Predictor(SimGPU):
         return self.AUTOGRAD_RECORD_MS if wants else 0.0
 
     def _step_starts(self, optimizer: Any, *_: Any) -> None:
-        """An optimizer's step costs the host ``OPTIMIZER_PARAM_MS`` per parameter with a gradient, by its class (or
-        the class it derives from): the Python that gathers each parameter's state; another optimizer costs its
-        operators alone. The step is a ``cpu_op`` row, ``Optimizer.step#<class>.step``, as torch.profiler names it."""
+        """An optimizer's step costs the host ``OPTIMIZER_STEP_MS`` and ``OPTIMIZER_PARAM_MS`` per parameter with a
+        gradient, by its class (or the class it derives from): its Python around the parameters and the Python that
+        gathers each parameter's state; another optimizer costs its operators alone. The step is a ``cpu_op`` row, ``Optimizer.step#<class>.step``, as torch.profiler names it."""
         self._end_node()
         self._steps[id(optimizer)] = self.host
-        per = next((self.OPTIMIZER_PARAM_MS[c.__name__] for c in type(optimizer).__mro__
-                    if c.__name__ in self.OPTIMIZER_PARAM_MS), 0.0)
-        self.host += per * sum(p.grad is not None for group in optimizer.param_groups for p in group["params"])
+        kind = next((c.__name__ for c in type(optimizer).__mro__ if c.__name__ in self.OPTIMIZER_PARAM_MS), None)
+        n = sum(p.grad is not None for group in optimizer.param_groups for p in group["params"])
+        if n:  # a step over no gradients skips the work both figures price
+            self.host += self.OPTIMIZER_STEP_MS.get(kind, 0.0) + self.OPTIMIZER_PARAM_MS.get(kind, 0.0) * n
 
     def _step_ends(self, optimizer: Any, *_: Any) -> None:
         start = self._steps.pop(id(optimizer), self.host)
@@ -319,7 +326,7 @@ class Predictor(SimGPU):
         super().__enter__()
         self._autocast = _Autocast()
         self._autocast.__enter__()
-        self._node, self._node_row, self._steps = None, None, {}
+        self._node, self._node_row, self._steps, self._task = None, None, {}, None
         self._step_hooks = [register_optimizer_step_pre_hook(self._step_starts),
                             register_optimizer_step_post_hook(self._step_ends)]
         return self
