@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from asynclab.course import predicted, reference, registry  # noqa: E402
+from asynclab.course import misses, predicted, reference, registry  # noqa: E402
 from asynclab.sim.figures import card_figures  # noqa: E402
 
 INTRO = """# Predicted against recorded: the lessons on the simulated H100
@@ -76,6 +76,11 @@ def lesson_tables(number: str, preds: dict) -> list[str]:
         lines += ["| experiment | claim | recorded | predicted | agree |", "|---|---|---|---|---|"]
         lines += [f"| {c['experiment']} | {c['claim']} | {c['recorded']} | {c['predicted']} | "
                   f"{'yes' if c['recorded'] == c['predicted'] else 'no'} |" for c in claims] + [""]
+    missed = misses.misses(rows + claims)
+    if missed:
+        low, high = misses.TARGET
+        lines += [f"Where the prediction misses (a figure's ratio outside {low} to {high}, a claim's verdict), and why:",
+                  ""] + [f"- {what}: {why or 'not yet explained'}" for what, why in missed] + [""]
     return lines
 
 

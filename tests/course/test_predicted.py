@@ -3,9 +3,11 @@ docs/predicted.md): what runs does run, what cannot says why, every claim gets t
 every headline figure is within 25% of the recorded one; a miss is an xfail that says which figure and why."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from asynclab.course import predicted
+from asynclab.course import misses, predicted
 
 #: The experiments this test runs, per lesson: every one the simulation runs in seconds, and those it refuses.
 #: Left out: lesson 01's d2l_benchmark (its claims time numpy on this machine's own CPU), and lesson 07's gpipe and
@@ -29,37 +31,8 @@ CANNOT = {("01", "async_error"): "subprocess",
           ("01", "cpu_is_synchronous"): "CPU experiment", ("04", "sanitizer"): "subprocess", ("06", "machine"): "CPU experiment",
           ("07", "torch_pipelining"): "subprocess", ("07", "work_wait"): "subprocess"}
 
-#: Figures the cost model misses by more than 25%: why (the numbers in each reason are those of the run that
-#: wrote docs/predicted.md; the assertion's message gives this run's).
-MISSES = {
-    ("02", "sync_every_iteration", "per_call_batched_us"): "per_call_batched_us: predicted 22.5 µs vs 16.6 µs "
-    "recorded: x.add_ on 32 MiB partly stays in the H100's 50 MB L2 cache; the model has HBM's bandwidth only",
-    ("05", "dataloader", "plain.step_ms"): "plain.step_ms: predicted 2.63 ms vs 3.94 ms recorded: each step's "
-    "blocking copy makes the host wait for the GPU, and the simulated GPU computes 0.8 ms a step on the small CNN where "
-    "the H100 was busy 1.68 ms besides its copies (2.98 ms busy, 1.30 ms of it copying): cuDNN runs these 3- and "
-    "32-channel fp32 convolutions and their pooling below the rates the model prices them at",
-    ("05", "dataloader", "pinned.step_ms"): "pinned.step_ms: predicted 1.14 ms vs 2.06 ms recorded: on the H100 the "
-    "host set the pace (its GPU, busy 1.73 ms a step, idled 0.34 ms a step): the DataLoader's Python and the copy of "
-    "each batch into pinned memory cost the host more than the model prices (autograd's engine and the optimizer's "
-    "Python are priced, per step and per parameter), and the model has the GPU's 0.8 ms a step (see plain.step_ms) behind a host that never waits",
-    ("08", "fix_one_at_a_time", "stages.0.step_ms"): "stages.0.step_ms: predicted 77.8 ms vs 61.5 ms recorded for "
-    "the step with its four mistakes, which the loader in the training process sets: the model prices the loader's "
-    "tensor operators (each of 256 images made with its own generator, two randint and a flip or a copy; the batch "
-    "stacked) and not the Python around them, and that host time differs between runs of the step (the same step "
-    "recorded on an H100 two days before took 106 ms)",
-    ("06", "latency", "local_us_per_copy.0"): "local_us_per_copy.0: predicted 1.03 µs vs 1.5 µs recorded: a tiny copy "
-    "within a GPU runs as the shortest kernel in the model (an add on one number, measured back to back in a CUDA "
-    "graph), while the GPU's copy kernel takes longer",
-}
-#: Claims whose verdict the prediction does not reproduce, and why.
-CLAIM_MISSES = {
-    ("03", "parallel_module", "Parallel gives the outputs of the branches run in turn, on both workloads"): "the "
-    "outputs are compared by value, and the predictions run parallel_module timed only: computing its GPU-sized "
-    "branches' values on a CPU takes minutes",
-    ("02", "spread", "max > p95 > median"): "the simulated GPU has no noise: after the first, every timing of the same "
-    "product is the same, so the 95th percentile is the median; a GPU's spread comes from its clocks, its caches and "
-    "the host, which the model leaves out",
-}
+#: Figures and claims the prediction misses, and why (asynclab.course.misses, which docs/predicted.md quotes).
+MISSES, CLAIM_MISSES = misses.FIGURES, misses.CLAIMS
 
 _CACHE: dict[str, dict] = {}
 
@@ -114,4 +87,38 @@ def test_each_headline_figure_is_within_25_percent(lesson, experiment, figure):
     row = next(r for r in predicted.figure_rows(lesson, predictions(lesson))
                if r["experiment"] == experiment and r["figure"] == figure)
     assert row["recorded"] is not None and row["predicted"] is not None, row
-    assert 0.75 <= row["ratio"] <= 1.25, f"{figure}: predicted {row['predicted']:.4g}, recorded {row['recorded']:.4g}"
+    low, high = misses.TARGET
+    assert low <= row["ratio"] <= high, f"{figure}: predicted {row['predicted']:.4g}, recorded {row['recorded']:.4g}"
+
+
+DOC = Path(__file__).parents[2] / "docs" / "predicted.md"
+
+
+def _doc_rows() -> list[dict]:
+    """The rows of the book's table (docs/predicted.md), as figure_rows and claim_rows give them."""
+    lesson, rows = None, []
+    for line in DOC.read_text().splitlines():
+        if line.startswith("## Lesson "):
+            lesson = line.split()[2].rstrip(":")
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("| ") else []
+        if len(cells) != 5 or cells[0] == "experiment":
+            continue
+        if cells[4] in ("yes", "no"):
+            rows.append({"lesson": lesson, "experiment": cells[0], "claim": cells[1], "recorded": cells[2],
+                         "predicted": cells[3]})
+        else:
+            rows.append({"lesson": lesson, "experiment": cells[0], "figure": cells[1],
+                         "ratio": None if cells[4] == "—" else float(cells[4])})
+    return rows
+
+
+def test_every_miss_in_the_books_table_says_why():
+    """Each figure and claim of docs/predicted.md that misses has its reason (asynclab.course.misses), printed under its
+    lesson's tables; and each reason names something that still misses there."""
+    rows = _doc_rows()
+    missed = misses.misses(rows)
+    assert missed and all(why for _, why in missed), [what for what, why in missed if not why]
+    text = DOC.read_text()
+    assert all(f"- {what}: {why}" in text for what, why in missed)
+    still = {(r["lesson"], r["experiment"], r.get("figure", r.get("claim"))) for r in rows if misses.misses([r])}
+    assert set(misses.FIGURES) | set(misses.CLAIMS) <= still, (set(misses.FIGURES) | set(misses.CLAIMS)) - still
