@@ -75,8 +75,6 @@ def test_replayed_saving_is_within_the_target_of_the_measured_one(case):
 
 #: Cases whose step with every fix applied is not within 25% of the fixed twin's measured step, and why.
 _ALL_FIXES_MISSED = {
-    "pageable_copy": "10.42 ms against 8.25 ms measured (1.26x): the fixed twin's own replay is 9.37 ms (GPU work "
-                     "longer under the profiler)",
     "exposed_copy": "5.36 ms against 7.28 ms measured (0.74x): its profiled steady steps (6.05 ms, the two before "
                     "an outlier of 19.6 ms) run shorter than the step measured without the profiler (8.29 ms), so "
                     "the trace does not show the step that was measured",

@@ -16,7 +16,7 @@ from asynclab.trace.findings import Finding
 from asynclab.trace.idle import SMALL_COPY_BYTES, GpuView, Pieces, idle_pieces, underfilled_pieces
 from asynclab.trace.metrics import gpus_with_work, rows_on_gpu, profiler_steps, as_trace
 from asynclab.trace.savings import OUTLIER_FACTOR, Savings, outlier_steps, predict_savings_of_ranks, startup_end
-from asynclab.trace.whatif import FIRST_SHARE, NEEDS_FIRST, REPLAYED_KINDS
+from asynclab.trace.whatif import FIRST_SHARE, NEEDS_FIRST, REPLAYED_KINDS, pinned_default
 from asynclab.trace import Trace
 
 __all__ = ["diagnose", "Diagnosis", "FOLD_SHARE"]
@@ -419,7 +419,8 @@ def _replays(tr: Trace, hosts: list, kinds: list[str]) -> list[Savings]:
         else:
             by_rank[key] = (h[5], h[2])
     return predict_savings_of_ranks(tr.events, list(by_rank.values()), kinds, _sms(tr, None),
-                                    profiled=not tr.meta.get("simulated"))
+                                    profiled=not tr.meta.get("simulated"),
+                                    pinned=pinned_default(tr.meta.get("deviceProperties")))
 
 
 def _in_fix_order(findings: list[Finding]) -> list[Finding]:

@@ -9,7 +9,8 @@ import pandas as pd
 
 from asynclab.trace.events import name_matches
 from asynclab.trace.replay import GPU_GAP_US, build_graph, host_at, replay, replay_together, replayed_span, span_ends
-from asynclab.trace.whatif import FIRST_SHARE, NEEDS_FIRST, REPLAYED_KINDS, context, fixed, profiler_free
+from asynclab.trace.whatif import (FIRST_SHARE, NEEDS_FIRST, PINNED_BYTES_PER_US, REPLAYED_KINDS, context, fixed,
+                                   profiler_free)
 
 __all__ = ["Savings", "predict_savings", "predict_savings_of_ranks", "outlier_steps", "profiler_cost_per_op", "startup_end",
            "OUTLIER_FACTOR", "STARTUP_US", "STEADY_RESOLUTION"]
@@ -169,7 +170,8 @@ class _Rank:
     profiled_ms: float
 
 
-def _rank(events: pd.DataFrame, rank: Any, steps: pd.DataFrame, sms: int | None, from_profiler: bool = True) -> _Rank:
+def _rank(events: pd.DataFrame, rank: Any, steps: pd.DataFrame, sms: int | None, from_profiler: bool = True,
+          pinned: float = PINNED_BYTES_PER_US) -> _Rank:
     outliers = outlier_steps(steps) if "dur_us" in steps else []
     segs = _segments(steps, outliers) or _segments(steps, [])
     outliers = outliers if _segments(steps, outliers) else []
@@ -180,7 +182,7 @@ def _rank(events: pd.DataFrame, rank: Any, steps: pd.DataFrame, sms: int | None,
     n = sum(s[3] for s in segs)
     lo, hi = min(s[0] for s in segs), max(s[1] for s in segs)
     profiled = sum(b - a for a, b, _, _ in segs) / n / 1e3
-    return _Rank(profiler_free(g, per_op, lo, hi), context(g, steps, sms), segs, n, lo, hi, outliers, per_op, profiled)
+    return _Rank(profiler_free(g, per_op, lo, hi), context(g, steps, sms, pinned), segs, n, lo, hi, outliers, per_op, profiled)
 
 
 #: The share of a segment by which its first work must move for the steady replay to replay it again (less changes the
@@ -247,10 +249,12 @@ def _share(base: list[float], fixed_ms: list[float]) -> float:
 
 
 def predict_savings_of_ranks(events: pd.DataFrame, ranks: list[tuple[Any, pd.DataFrame]],
-                             kinds: list[str], sms: int | None = None, profiled: bool = True) -> list[Savings]:
+                             kinds: list[str], sms: int | None = None, profiled: bool = True,
+                             pinned: float = PINNED_BYTES_PER_US) -> list[Savings]:
     """:func:`predict_savings` for the ranks of one run, replayed together (a collective waits for its last rank);
     ``sms``: the GPUs' SM count, which the fix of ``underfilled_gpu`` needs; ``profiled``: False for a trace no
-    profiler recorded (a simulated one), whose host time has no profiler's cost to take out.
+    profiler recorded (a simulated one), whose host time has no profiler's cost to take out; ``pinned``: the rate
+    (bytes/µs) of a pinned copy where the trace has none to measure it from, which the fix of ``pageable_copy`` needs.
 
     Returns one :class:`Savings` a rank, in the order given (:func:`predict_savings` shows one rank's steps).
 
@@ -258,7 +262,7 @@ def predict_savings_of_ranks(events: pd.DataFrame, ranks: list[tuple[Any, pd.Dat
         >>> predict_savings_of_ranks(pd.DataFrame(), [], ["host_sync"])  # no ranks, nothing replayed
         []
     """
-    rs = [_rank(events, rank, steps, sms, profiled) for rank, steps in ranks]
+    rs = [_rank(events, rank, steps, sms, profiled, pinned) for rank, steps in ranks]
     todo = [k for k in kinds if k in REPLAYED_KINDS]
     base = _joint_steps(rs, None)
     replayed = {(): base}

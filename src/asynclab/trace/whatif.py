@@ -11,12 +11,16 @@ from asynclab.trace.events import name_matches
 from asynclab.trace.idle import MANY_SMALL_COPIES, SMALL_COPY_BYTES, thin
 from asynclab.trace.replay import ALLOC, Graph, host_time_in, replay, replayed_span
 
-__all__ = ["TRANSFORMS", "REPLAYED_KINDS", "NEEDS_FIRST", "FIRST_SHARE", "fixed", "pinned_rate", "PINNED_BYTES_PER_US", "GRAPH_LAUNCH_US", "OWN_WORK_MIN_US",
+__all__ = ["TRANSFORMS", "REPLAYED_KINDS", "NEEDS_FIRST", "FIRST_SHARE", "fixed", "pinned_rate", "pinned_default", "PINNED_BYTES_PER_US",
+           "PCIE5_PINNED_BYTES_PER_US", "GRAPH_LAUNCH_US", "OWN_WORK_MIN_US",
            "profiler_free", "context", "span"]
 
 #: Host-to-device rate of pinned memory when the trace has no large pinned copy to measure it from (bytes/µs:
 #: 25 GB/s, PCIe 4.0 x16 in practice).
 PINNED_BYTES_PER_US = 25e3
+#: The same over PCIe 5.0 x16, the link of a GPU of compute capability 9 or later (an H100 moved 53.7 GB/s from pinned
+#: memory in lesson 05's reference, and 53.8 GB/s when scripts/calibrate_gpu.py measured it).
+PCIE5_PINNED_BYTES_PER_US = 53.7e3
 #: What a kernel's launch costs the host inside a CUDA graph's replay (µs).
 GRAPH_LAUNCH_US = 0.5
 #: A Python call this long (µs) that launches nothing is the host's own work, which a CUDA graph does not replace.
@@ -27,8 +31,23 @@ _SYNC = r"Synchroni[sz]e"
 _TORCH_FILE = r"(?:^|/)torch/|torch\._C|pybind11"  # PyTorch's Python files, and its C functions (bound by pybind11)
 
 
-def pinned_rate(work: pd.DataFrame) -> float:
-    """Bytes per µs of the trace's pinned host-to-device copies of 1 MB or more (:data:`PINNED_BYTES_PER_US` if none).
+def pinned_default(device_properties: Any) -> float:
+    """The pinned rate to assume for a trace's GPUs (its ``deviceProperties``) where it has no pinned copy of its own:
+    PCIe 5.0's (:data:`PCIE5_PINNED_BYTES_PER_US`) where every GPU it names is of compute capability 9 or later, else
+    PCIe 4.0's (:data:`PINNED_BYTES_PER_US`).
+
+    Example:
+        >>> pinned_default([{"id": 0, "computeMajor": 9}]), pinned_default([{"id": 0, "computeMajor": 8}]), pinned_default(None)
+        (53700.0, 25000.0, 25000.0)
+    """
+    majors = [p.get("computeMajor") for p in device_properties or [] if isinstance(p, dict)]
+    if majors and all(isinstance(m, int) and m >= 9 for m in majors):
+        return PCIE5_PINNED_BYTES_PER_US
+    return PINNED_BYTES_PER_US
+
+
+def pinned_rate(work: pd.DataFrame, default: float = PINNED_BYTES_PER_US) -> float:
+    """Bytes per µs of the trace's pinned host-to-device copies of 1 MB or more (``default`` if none).
 
     Example:
         >>> w = pd.DataFrame({"kind": ["h2d"], "name": ["Memcpy HtoD (Pinned -> Device)"], "bytes": [2e6],
@@ -39,7 +58,7 @@ def pinned_rate(work: pd.DataFrame) -> float:
     m = (work["kind"] == "h2d").to_numpy(dtype=bool) & name_matches(work["name"], "Pinned")
     rows = work[m & (work["bytes"] >= 1e6).fillna(False).to_numpy(dtype=bool)]
     if rows.empty:
-        return PINNED_BYTES_PER_US
+        return default
     return float(np.median(rows["bytes"].to_numpy(np.float64) / np.maximum(rows["dur_us"].to_numpy(np.float64), 1e-3)))
 
 
@@ -296,10 +315,11 @@ NEEDS_FIRST: dict[str, tuple[str, ...]] = {
 }
 
 
-def context(g: Graph, steps: pd.DataFrame, sms: int | None = None) -> dict:
+def context(g: Graph, steps: pd.DataFrame, sms: int | None = None, pinned: float = PINNED_BYTES_PER_US) -> dict:
     """What the transforms look up: which calls are eager launches, the allocator's and synchronize calls, what each
-    blocking call waited for, the calls' threads, ops, the host's own work, the pinned rate, a runtime call's usual
-    cost (µs), the steps, the GPU's SM count (``sms``, None where the trace does not give it) and each kernel's blocks.
+    blocking call waited for, the calls' threads, ops, the host's own work, the pinned rate (``pinned`` where the
+    trace has no pinned copy), a runtime call's usual cost (µs), the steps, the GPU's SM count (``sms``, None where the
+    trace does not give it) and each kernel's blocks.
 
     Example:
         >>> from asynclab.trace import load_trace
@@ -315,7 +335,7 @@ def context(g: Graph, steps: pd.DataFrame, sms: int | None = None) -> dict:
     return {"waited": _waited(g, alloc), "eager_launch": eager, "alloc": alloc, "sync": name_matches(names, _SYNC),
             "call_tids": h.loc[g.h_label, "tid"].to_numpy(dtype=object),
             "outer_ops": _outermost(h[h["kind"] == "cpu_op"]), "own_work": _own_work(h, h.loc[g.h_label]),
-            "pinned": pinned_rate(g.work), "steps": steps,
+            "pinned": pinned_rate(g.work, pinned), "steps": steps,
             "call_us": float(np.median(g.h_dur[~g.h_block])) if (~g.h_block).any() else 5.0, "sms": sms,
             "blocks": g.work["blocks"].to_numpy(dtype=np.float64, na_value=np.nan) if "blocks" in g.work
             else np.full(len(g.g_start), np.nan), "compute": (g.work["kind"] == "compute").to_numpy(dtype=bool)}
