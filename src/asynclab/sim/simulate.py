@@ -214,7 +214,8 @@ class Predictor(SimGPU):
     def _step_starts(self, optimizer: Any, *_: Any) -> None:
         """An optimizer's step costs the host ``OPTIMIZER_STEP_MS`` and ``OPTIMIZER_PARAM_MS`` per parameter with a
         gradient, by its class (or the class it derives from): its Python around the parameters and the Python that
-        gathers each parameter's state; another optimizer costs its operators alone. The step is a ``cpu_op`` row, ``Optimizer.step#<class>.step``, as torch.profiler names it."""
+        gathers each parameter's state; another optimizer costs its operators alone. The step is a ``cpu_op`` row,
+        ``Optimizer.step#<class>.step``, as torch.profiler names it."""
         self._end_node()
         self._steps[id(optimizer)] = self.host
         kind = next((c.__name__ for c in type(optimizer).__mro__ if c.__name__ in self.OPTIMIZER_PARAM_MS), None)

@@ -182,7 +182,8 @@ def _rank(events: pd.DataFrame, rank: Any, steps: pd.DataFrame, sms: int | None,
     n = sum(s[3] for s in segs)
     lo, hi = min(s[0] for s in segs), max(s[1] for s in segs)
     profiled = sum(b - a for a, b, _, _ in segs) / n / 1e3
-    return _Rank(profiler_free(g, per_op, lo, hi), context(g, steps, sms, pinned), segs, n, lo, hi, outliers, per_op, profiled)
+    return _Rank(profiler_free(g, per_op, lo, hi), context(g, steps, sms, pinned), segs, n, lo, hi, outliers, per_op,
+                 profiled)
 
 
 #: The share of a segment by which its first work must move for the steady replay to replay it again (less changes the
