@@ -431,19 +431,24 @@ def record(step, path: Path) -> None:
             prof.step()
 
 
+def _steps(cases: list[str]):
+    """Each case's variants in turn: (case, variant, its step made from seed 0); its memory freed after."""
+    for case in cases:
+        for variant in variants(case):
+            torch.manual_seed(0)
+            yield case, variant, CASES[case](variant)
+            torch.cuda.empty_cache()
+
+
 def measure_again(doc: dict, cases: list[str], index: Path) -> None:
     """Each variant's step measured again (as :func:`main` measures it), added to its ``runs`` in ``doc``."""
     runs = doc.setdefault("runs", [])
     runs.append({"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "date": dt.date.today().isoformat()})
-    for case in cases:
-        for variant in variants(case):
-            torch.manual_seed(0)
-            step = CASES[case](variant)
-            entry = doc["cases"].setdefault(case, {}).setdefault(variant, {})
-            ms = entry.setdefault("runs", {})[str(len(runs))] = round(measure_ms(step), 4)
-            print(f"{case:18s} {variant:6s} {ms:8.3f} ms/step (run {len(runs)})", flush=True)
-            del step
-            torch.cuda.empty_cache()
+    for case, variant, step in _steps(cases):
+        entry = doc["cases"].setdefault(case, {}).setdefault(variant, {})
+        ms = entry.setdefault("runs", {})[str(len(runs))] = round(measure_ms(step), 4)
+        print(f"{case:18s} {variant:6s} {ms:8.3f} ms/step (run {len(runs)})", flush=True)
+        del step
     index.write_text(json.dumps(doc, indent=1) + "\n")
 
 
@@ -459,22 +464,18 @@ def main() -> None:
     if args.measure_only:
         return measure_again(doc, args.cases, index)
     doc.update(gpu=torch.cuda.get_device_name(0), torch=torch.__version__, date=dt.date.today().isoformat())
-    for case in args.cases:
-        for variant in variants(case):
-            torch.manual_seed(0)
-            step = CASES[case](variant)
-            ms = measure_ms(step)
-            name = f"{case}-{variant}.json"
-            record(step, args.out / name)
-            with open(args.out / name, "rb") as src, gzip.open(args.out / f"{name}.gz", "wb", 9) as dst:
-                shutil.copyfileobj(src, dst)
-            (args.out / name).unlink()
-            doc["cases"].setdefault(case, {})[variant] = {"step_ms": round(ms, 4), "trace": f"{name}.gz",
-                                                          **({"kind": PLANTED[case]} if case in PLANTED else {})}
-            print(f"{case:18s} {variant:6s} {ms:8.3f} ms/step  {(args.out / f'{name}.gz').stat().st_size // 1024} KiB",
-                  flush=True)
-            del step
-            torch.cuda.empty_cache()
+    for case, variant, step in _steps(args.cases):
+        ms = measure_ms(step)
+        name = f"{case}-{variant}.json"
+        record(step, args.out / name)
+        with open(args.out / name, "rb") as src, gzip.open(args.out / f"{name}.gz", "wb", 9) as dst:
+            shutil.copyfileobj(src, dst)
+        (args.out / name).unlink()
+        doc["cases"].setdefault(case, {})[variant] = {"step_ms": round(ms, 4), "trace": f"{name}.gz",
+                                                      **({"kind": PLANTED[case]} if case in PLANTED else {})}
+        print(f"{case:18s} {variant:6s} {ms:8.3f} ms/step  {(args.out / f'{name}.gz').stat().st_size // 1024} KiB",
+              flush=True)
+        del step
         index.write_text(json.dumps(doc, indent=1) + "\n")
 
 

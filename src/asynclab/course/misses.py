@@ -18,7 +18,8 @@ FIGURES: dict[tuple[str, str, str], str] = {
     ("05", "dataloader", "pinned.step_ms"): "predicted 1.14 ms vs 2.06 ms recorded: on the H100 the "
     "host set the pace (its GPU, busy 1.73 ms a step, idled 0.34 ms a step): the DataLoader's Python and the copy of "
     "each batch into pinned memory cost the host more than the model prices (autograd's engine and the optimizer's "
-    "Python are priced, per step and per parameter), and the model has the GPU's 0.8 ms a step (see plain.step_ms) behind a host that never waits",
+    "Python are priced, per step and per parameter), and the model has the GPU's 0.8 ms a step (see plain.step_ms) "
+    "behind a host that never waits",
     ("08", "fix_one_at_a_time", "stages.0.step_ms"): "predicted 77.8 ms vs 61.5 ms recorded for "
     "the step with its four mistakes, which the loader in the training process sets: the model prices the loader's "
     "tensor operators (each of 256 images made with its own generator, two randint and a flip or a copy; the batch "
