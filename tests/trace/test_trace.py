@@ -603,3 +603,51 @@ def test_a_files_top_level_fields_reach_meta_whichever_pass_reads_them(tmp_path,
     path.write_text(json.dumps({k: v for k, v in doc.items() if k != "traceEvents"}))
     with pytest.raises(TraceError):
         load_trace(path)
+
+
+def test_a_file_is_read_through_a_memory_map_that_is_closed_once_it_is_read(tmp_path, monkeypatch):
+    import mmap
+
+    from asynclab.trace import io
+
+    maps = []
+
+    class Recorded(mmap.mmap):
+        def __new__(cls, *a, **k):
+            m = super().__new__(cls, *a, **k)
+            maps.append(m)
+            return m
+
+    monkeypatch.setattr(io.mmap, "mmap", Recorded)
+    doc = simple_trace().to_dict()
+    good = tmp_path / "t.json"
+    good.write_text(json.dumps(doc))
+    bad = tmp_path / "cut.json"  # the stdlib path reads what the map held, and recovers
+    bad.write_text(json.dumps(doc)[:-40])
+    assert load_trace(good).events.equals(load_trace(doc).events)
+    with pytest.warns(TraceWarning, match="truncated"):
+        load_trace(bad)
+    assert len(maps) == 2 and all(m.closed for m in maps)
+
+
+def test_a_stream_that_cannot_be_mapped_is_read_instead():
+    import os
+
+    from asynclab.trace import io
+
+    r, w = os.pipe()
+    os.write(w, b'{"traceEvents": []}')
+    os.close(w)
+    with os.fdopen(r, "rb") as fh:
+        assert io._contents(fh) == b'{"traceEvents": []}'
+
+
+def test_names_and_categories_of_any_json_type_load_as_text():
+    doc = simple_trace().to_dict()
+    extra = [{"ph": "X", "cat": {"odd": 1}, "name": ["a", 1], "pid": 1, "tid": 1, "ts": doc["traceEvents"][-1]["ts"],
+              "dur": 1, "args": {}},
+             {"ph": "X", "cat": "cpu_op", "name": None, "pid": 1, "tid": 1, "ts": doc["traceEvents"][-1]["ts"],
+              "dur": 1, "args": {}}]
+    t = load_quiet({**doc, "traceEvents": doc["traceEvents"] + extra})
+    assert {"['a', 1]", ""} <= set(t.events["name"])
+    assert t.events.loc[t.events["name"] == "['a', 1]", "kind"].tolist() == ["other"]

@@ -40,10 +40,10 @@ def build_table(raw: RawEvents, name: str, meta: dict[str, Any]) -> pd.DataFrame
     _read_metadata(raw.meta_events, meta)
     ts, dur = _valid_times(raw, name, meta)
     start, end = _normalise_times(ts, dur, meta)
-    kind, names = _classify(raw)
+    kind, names, cats = _classify(raw)
     pid, tid = _str_take(raw.pid), _str_take(raw.tid)
     gpu = _gpu_columns(raw, kind, names, pid, tid)
-    meta["platform"] = _platform(raw, kind, names, gpu["idx"], meta)
+    meta["platform"] = _platform(cats, kind, names, gpu["idx"], meta)
     cols = _full_columns(len(start), kind, gpu, _launch_correlations(raw, kind))
     cols.update(kind=kind, name=names, pid=pid, tid=tid, start=start, end=end, dur=dur)
     cols = _in_time_order(cols)
@@ -84,6 +84,11 @@ def _valid_times(raw: RawEvents, name: str, meta: dict[str, Any]) -> tuple[np.nd
 
 def _times(values: list) -> tuple[np.ndarray, bool]:
     """ts list -> (float64 or int64 array, all_integer). Integer µs since the epoch are kept exact."""
+    if values and type(values[0]) is float:  # the typed reader's floats: one pass, no type discovery
+        try:
+            return np.fromiter(values, np.float64, len(values)), False
+        except (TypeError, ValueError):  # a value of another type: numpy's discovery below
+            pass
     try:
         a = np.array(values)
     except (TypeError, ValueError):  # pragma: no cover - ragged nested lists
@@ -135,20 +140,41 @@ def _normalise_times(ts: np.ndarray, dur: np.ndarray, meta: dict[str, Any]) -> t
 _MTIA_ROWS = {"dma_request": "copy", "event_wait": "sync"}
 
 
-def _classify(raw: RawEvents) -> tuple[np.ndarray, np.ndarray]:
-    """(kind, name) arrays: the kind from the category, then copies by direction and kernels by what they do."""
-    cat_codes, cat_uniq = pd.factorize(np.array(raw.cat, dtype=object))
-    kind = np.array([kind_of_cat(c) for c in cat_uniq] + ["other"], dtype=object)[cat_codes]
-    names = _str_take(raw.name)
-    if "mtia_ccp_events" in set(cat_uniq):
-        mtia = np.flatnonzero(cat_codes == list(cat_uniq).index("mtia_ccp_events"))
+def _classify(raw: RawEvents) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, list]]:
+    """(kind, name, category) columns: the kind from the category, then copies by direction and kernels by what they
+    do; the category as its codes and distinct values (:func:`_factorize`)."""
+    cat_codes, cat_uniq = _factorize(raw.cat)
+    kind = np.array([kind_of_cat(c) for c in cat_uniq], dtype=object)[cat_codes]
+    name_codes, name_uniq = _factorize(raw.name)
+    texts = np.array([_to_str(u) for u in name_uniq], dtype=object)
+    names = texts[name_codes]
+    if "mtia_ccp_events" in cat_uniq:
+        mtia = np.flatnonzero(cat_codes == cat_uniq.index("mtia_ccp_events"))
         kind[mtia] = [_MTIA_ROWS.get(n, "compute") for n in names[mtia]]
     kernels = np.flatnonzero(kind == "compute")
     if len(kernels):
-        k_codes, k_uniq = pd.factorize(names[kernels])
-        is_comm = np.array([comm_kernel(str(u)) for u in k_uniq] + [False])[k_codes]
-        kind[kernels[is_comm]] = "comm"
-    return kind, names
+        codes = name_codes[kernels]
+        is_comm = np.zeros(len(texts), dtype=bool)
+        used = np.unique(codes)
+        is_comm[used] = [comm_kernel(texts[c]) for c in used]
+        kind[kernels[is_comm[codes]]] = "comm"
+    return kind, names, (cat_codes, cat_uniq)
+
+
+def _factorize(values: list) -> tuple[np.ndarray, list]:
+    """Each value's code and the distinct values, in order of first appearance (unhashable ones as their text).
+
+    Example:
+        >>> codes, uniq = _factorize(["a", "b", "a", None])
+        >>> codes.tolist(), uniq
+        ([0, 1, 0, 2], ['a', 'b', None])
+    """
+    seen: dict = {}
+    try:
+        codes = [seen.setdefault(v, len(seen)) for v in values]
+    except TypeError:  # a list or a dict where a name belongs
+        return _factorize([v if isinstance(v, (str, int, float)) or v is None else _to_str(v) for v in values])
+    return np.array(codes, dtype=np.intp), list(seen)
 
 
 # --------------------------------------------------------------------------------------------
@@ -233,7 +259,8 @@ def _streams(kind_g, stream, s_arg) -> np.ndarray:
     has = np.isfinite(s_arg)
     if has.any():
         stream = stream.copy()
-        stream[has] = [str(int(v)) if v >= 0 else "-1" for v in s_arg[has]]
+        codes, uniq = pd.factorize(s_arg[has])
+        stream[has] = np.array([str(int(v)) if v >= 0 else "-1" for v in uniq], dtype=object)[codes]
     sync_pos = np.flatnonzero((kind_g == "sync") & ~has)
     if not len(sync_pos):
         return stream
@@ -252,7 +279,7 @@ def _copy_endpoints(kind_g, device, from_dev, to_dev) -> tuple[np.ndarray, np.nd
     return np.where(kind_g == "h2d", np.nan, src), np.where(kind_g == "d2h", np.nan, dst)
 
 
-def _platform(raw: RawEvents, kind, names, gpu_idx, meta) -> str:
+def _platform(cats: tuple[np.ndarray, list], kind, names, gpu_idx, meta) -> str:
     """"cuda", "rocm" (HIP launches or AMD device properties), "mtia" (MTIA runtime calls) or "cpu" (no GPU
     activity at all)."""
     launch_idx = np.flatnonzero(kind == "launch")
@@ -260,7 +287,8 @@ def _platform(raw: RawEvents, kind, names, gpu_idx, meta) -> str:
         return "cpu"
     if len(launch_idx) and any(str(u).startswith("hip") for u in pd.unique(names[launch_idx])):
         return "rocm"
-    if len(launch_idx) and "mtia_runtime" in set(pd.unique(np.array(raw.cat, dtype=object)[launch_idx])):
+    cat_codes, cat_uniq = cats
+    if len(launch_idx) and "mtia_runtime" in {cat_uniq[c] for c in np.unique(cat_codes[launch_idx])}:
         return "mtia"
     props = meta.get("deviceProperties")
     if isinstance(props, list) and any("gcnArch" in str(p) or "AMD" in str(p) for p in props[:8]):
@@ -455,7 +483,7 @@ def _among(values: np.ndarray, wanted: Any) -> np.ndarray:
 def _num(values: list) -> np.ndarray:
     """List of JSON scalars -> float64 array; anything that is not a number becomes NaN."""
     try:
-        return np.array(values, dtype=np.float64)
+        return np.fromiter(values, np.float64, len(values))
     except (TypeError, ValueError):
         return pd.to_numeric(pd.Series(values, dtype=object).map(_scalar_or_nan),
                              errors="coerce").to_numpy(np.float64)
