@@ -6,11 +6,12 @@
 It measures, on GPU 0: memory bandwidth (a large add), matrix-product rates (fp32, tf32, bf16, fp16), the host's
 time per operator and per launch from Python, autograd's time per recorded and per run backward node and per
 backward call and each optimizer's Python per step and per parameter (ratios to an operator's time, scaled to the
-references' host), copy rates (pinned and pageable host memory), peer-to-peer and
-through-the-host copy rates and a small peer copy's time when there are two GPUs, cudaMalloc/cudaFree costs, and what
-one SM draws of the memory's bandwidth (with the sweep that tests it, ``DIR/sharing.json``). It writes ``DIR/<card>.json``
-(the figures, in the form of ``src/asynclab/sim/cards/h100.json``: each measured figure's source says so, the ones
-it cannot measure keep their value and their old source) and ``DIR/meta.json`` (GPU, driver, torch, date). Copy
+references' host), copy rates (pinned and pageable host memory) and a tiny copy's time (to and from the host,
+within the GPU), peer-to-peer and through-the-host copy rates and a small peer copy's time when there are two GPUs,
+cudaMalloc/cudaFree costs, and what one SM draws of the memory's bandwidth (with the sweep that tests it,
+``DIR/sharing.json``). It writes ``DIR/<card>.json`` (the figures, in the form of
+``src/asynclab/sim/cards/h100.json``: each measured figure's source says so, the ones it cannot measure keep their
+value and their old source) and ``DIR/meta.json`` (GPU, driver, torch, date). Copy
 ``<card>.json`` to ``src/asynclab/sim/cards/`` to make it the simulated card's cost model.
 """
 from __future__ import annotations
@@ -33,7 +34,7 @@ sys.path.insert(0, str(ROOT / "src"))
 MEASURED = ("memory_gbps", "matmul_tflops.fp32", "matmul_tflops.tf32", "matmul_tflops.bf16", "matmul_tflops.fp16",
             "host_op_us", "host_matmul_us", "launch_us", "stream_call_us", "blocking_copy_us", "min_kernel_us", "min_matmul_us",
             "copy_gbps.pinned", "copy_gbps.pageable", "copy_gbps.peer",
-            "copy_gbps.via_host", "sm_count", "malloc_us", "free_us", "sm_draw",
+            "copy_gbps.via_host", "copy_latency_us", "d2d_latency_us", "sm_count", "malloc_us", "free_us", "sm_draw",
             "shared_memory_kib", "l2_cache_mb", "peer_copy_us", "autograd_record_us", "autograd_node_us",
             "optimizer_param_us.SGD", "optimizer_param_us.Adam", "optimizer_param_us.AdamW",
             "optimizer_step_us.SGD", "optimizer_step_us.Adam", "optimizer_step_us.AdamW", "backward_call_us", "host_alloc_us",
@@ -446,6 +447,38 @@ def measure_copies() -> dict[str, float]:
     return rates
 
 
+def _queued_us(copy: Callable[[], Any], n: int = 200) -> float:
+    """The GPU's time per call of ``copy``, ``n`` of them queued behind a spin kernel of about 10 ms (so that the GPU
+    runs them back to back, whatever the host's pace), timed with CUDA events: the median of five runs."""
+    import torch
+
+    copy()
+    runs = []
+    for _ in range(5):
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(20_000_000)
+        start.record()
+        for _ in range(n):
+            copy()
+        end.record()
+        end.synchronize()
+        runs.append(start.elapsed_time(end) * 1e3 / n)
+    return statistics.median(runs)
+
+
+def measure_copy_latency() -> dict[str, float]:
+    """The GPU's time per copy of 4 bytes: between pinned host memory and the GPU (the median of the two
+    directions), and within the GPU (PyTorch's ``copy_`` of one dtype, a cudaMemcpyAsync from device to device)."""
+    import torch
+
+    one, other = torch.ones(1, device="cuda"), torch.zeros(1, device="cuda")
+    pinned_in, pinned_out = torch.ones(1).pin_memory(), torch.zeros(1).pin_memory()
+    both = [_queued_us(lambda: other.copy_(pinned_in, non_blocking=True)),
+            _queued_us(lambda: pinned_out.copy_(one, non_blocking=True))]
+    return {"copy_latency_us": statistics.median(both), "d2d_latency_us": _queued_us(lambda: other.copy_(one))}
+
+
 def measure_allocator() -> dict[str, float]:
     """cudaMalloc and cudaFree costs: a 64 MiB block the caching allocator must get from the driver, then give back."""
     import torch
@@ -561,6 +594,7 @@ def main(argv: list[str] | None = None) -> int:
     old = card_figures(args.card)
     measured.update(measure_host_python(measured.pop("op_total_us"), old["host_op_us"] + old["launch_us"]))
     measured["copy_gbps"] = measure_copies()
+    measured.update(measure_copy_latency())
     measured.update(measure_allocator())
     measured.update(measure_pinning())
     measured.update(measure_startup())

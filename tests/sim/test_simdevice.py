@@ -606,3 +606,38 @@ def test_a_copy_into_one_element_of_a_host_tensor_is_a_copy_from_the_gpu():
             out[i].copy_(loss[i])  # a 0-d host destination
             host[i] = loss[i]
         assert out.tolist() == host.tolist() == [0.0, 2.0, 4.0, 6.0]
+
+
+def _gpu_rows(gpu: SimGPU):
+    ev = gpu.trace().events
+    return ev[ev["device"].notna() & (ev["kind"] != "sync")][["kind", "name", "dur_us"]]
+
+
+def test_a_copy_within_one_gpu_of_one_dtype_and_layout_is_a_memcpy_and_any_other_a_kernel():
+    n = 1 << 24  # 64 MiB of float32
+    with SimGPU() as gpu:
+        a = torch.ones(n, device="cuda")
+        b = torch.empty_like(a)
+        b.copy_(a)  # as PyTorch does it (aten/src/ATen/native/cuda/Copy.cu): cudaMemcpyAsync, device to device
+        c = a.clone()
+        a.view(4096, 4096).t().contiguous()  # another layout: a copy kernel
+        a.half()  # another dtype: a kernel
+        assert torch.equal(b, c) and c.sum().item() == n
+        rows = _gpu_rows(gpu)
+    copies = rows[rows["kind"] == "d2d"]
+    assert copies["name"].tolist() == ["Memcpy DtoD (Device -> Device)"] * 2
+    # the card's time per copy within the GPU, and the bytes read and written at the memory's bandwidth
+    expected_us = gpu.D2D_LATENCY_MS * 1e3 + 2 * n * 4 / gpu.MEMORY_BYTES_PER_MS * 1e3
+    assert copies["dur_us"].tolist() == pytest.approx([expected_us] * 2)
+    assert {"clone", "_to_copy"} <= set(rows.loc[rows["kind"] == "compute", "name"])
+
+
+def test_a_tensor_that_is_only_allocated_runs_no_kernel_and_a_filled_one_writes_its_bytes():
+    n = 1 << 26  # 256 MiB of float32
+    with SimGPU() as gpu:
+        x = torch.empty(n, device="cuda")
+        torch.empty_like(x), x.new_empty(8), torch.empty(4, 4, device="cuda").new_empty_strided((2,), (1,))
+        torch.zeros(n, device="cuda")
+        rows = _gpu_rows(gpu)
+    assert rows["name"].tolist() == ["zeros"]
+    assert rows["dur_us"].iloc[0] == pytest.approx(n * 4 / gpu.MEMORY_BYTES_PER_MS * 1e3)

@@ -25,9 +25,6 @@ FIGURES: dict[tuple[str, str, str], str] = {
     "tensor operators (each of 256 images made with its own generator, two randint and a flip or a copy; the batch "
     "stacked) and not the Python around them, and that host time differs between runs of the step (the same step "
     "recorded on an H100 two days before took 106 ms)",
-    ("06", "latency", "local_us_per_copy.0"): "predicted 1.03 µs vs 1.5 µs recorded: a tiny copy "
-    "within a GPU runs as the shortest kernel in the model (an add on one number, measured back to back in a CUDA "
-    "graph), while the GPU's copy kernel takes longer",
     ("07", "asker_detached", "small.loop_ms.2"): "predicted 5.6 ms vs 10.8 ms recorded on two "
     "H200s: the asker's loop at his own size is the host's (each of four chunks: both stages' forward, backward and "
     "Adam step on a 10-wide layer, nothing for the GPUs to do), and the host's time for such small steps differs "

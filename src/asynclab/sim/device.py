@@ -58,6 +58,10 @@ def _grouped(tensorlistlist: list, with_indices: bool = False) -> dict:
     return out
 
 
+#: Factories that only allocate: a GPU runs no kernel for them.
+_ONLY_ALLOCATE = ("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided")
+
+
 class _Placement(TorchFunctionMode):
     """Puts new tensors where a GPU program puts them: ``device="cuda"`` factories, ``.cuda()``, ``.to("cuda")`` of
     host tensors and ``pin_memory`` make simulated memory."""
@@ -613,9 +617,12 @@ class SimGPU(Simulation):
         if name in ("tensor", "as_tensor", "from_numpy"):
             return self.from_host(out, device, non_blocking=False)
         target = self.allocate(out, device)
+        if name in _ONLY_ALLOCATE:  # memory, no kernel: what it holds is whatever was there
+            return target
         computed = self.computes and not out.is_meta
-        self.queue(name, self.current(device), self.KERNEL_MS, lambda: (lambda: target.elem.copy_(out)) if computed
-                   else None, writes=(target.elem,))
+        ms = max(self.KERNEL_MS, out.numel() * out.element_size() / self.MEMORY_BYTES_PER_MS)  # a kernel writes it
+        self.queue(name, self.current(device), ms, lambda: (lambda: target.elem.copy_(out)) if computed else None,
+                   writes=(target.elem,))
         return target
 
     def target_of(self, name: str, args: tuple, kwargs: dict) -> tuple[int, bool, Any] | None:

@@ -26,7 +26,9 @@ FIGURES = {
     "min_matmul_us": "µs the shortest matrix product takes (cuBLAS's kernel for a small product)",
     "launch_queue_depth": "launches that may wait on a GPU before the host blocks",
     "copy_gbps": "GB/s of copies: pinned, pageable (host memory), peer (GPU to GPU), via_host (GPU to GPU without P2P)",
-    "copy_latency_us": "µs every copy takes besides its bytes",
+    "copy_latency_us": "µs of GPU time every copy between the host and a GPU takes besides its bytes",
+    "d2d_latency_us": "µs of GPU time every copy within one GPU (a cudaMemcpyAsync from device to device) takes besides "
+                      "its bytes",
     "blocking_copy_us": "µs of host time a blocking copy between the host and a GPU costs once it has landed, besides "
                         "its operator and launch",
     "sm_count": "streaming multiprocessors",
@@ -143,6 +145,7 @@ def rates(figures: dict[str, Any]) -> dict[str, Any]:
         "PEER_BYTES_PER_MS": copies["peer"] * 1e6,
         "VIA_HOST_BYTES_PER_MS": copies["via_host"] * 1e6,
         "COPY_LATENCY_MS": f["copy_latency_us"] / 1e3,
+        "D2D_LATENCY_MS": f["d2d_latency_us"] / 1e3,
         "BLOCKING_COPY_MS": f["blocking_copy_us"] / 1e3,
         "SM_COUNT": int(f["sm_count"]),
         "SM_DRAW": float(f["sm_draw"]),

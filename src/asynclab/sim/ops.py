@@ -327,6 +327,22 @@ def _copy(gpu: Simulation, args: tuple, kwargs: dict) -> Any:
     return args[0]
 
 
+def _allocation(op: Any) -> Callable:
+    """The rule of an operator that only allocates (``empty_like``, ``new_empty``): memory from the caching
+    allocator, no kernel, as on a GPU; one that asks for another device than a GPU is left to the general path."""
+    def rule(gpu: Simulation, args: tuple, kwargs: dict) -> Any:
+        device = kwargs.get("device")
+        if device is not None and torch.device(device).type != "cuda":
+            return GENERAL
+        meta = op(*map_leaves(_meta, args), **{**kwargs, "device": "meta", "pin_memory": None})
+        return gpu.allocate(meta, args[0].block.device if device is None else gpu.index(device))
+    return rule
+
+
+for _op in (aten.empty_like.default, aten.new_empty.default, aten.new_empty_strided.default):
+    operator_rule(_op)(_allocation(_op))
+
+
 #: PyTorch's C++ names of dtypes, as its error messages print them.
 _CPP_DTYPE = {torch.float32: "float", torch.float16: "c10::Half", torch.bfloat16: "c10::BFloat16",
               torch.float64: "double"}
@@ -475,11 +491,49 @@ def _kernel(gpu: Simulation, func: Any, args: tuple, kwargs: dict, device: int, 
     made_or_written = [o for o in outputs if o is not None] or mutated  # an in-place op of no return writes its inputs
     ms, fill, memory = _kernel_cost(gpu, func, (args, kwargs), made_or_written)
     product = name in CUBLAS_PRODUCTS
-    gpu.queue(name, stream, ms, at_start, fill=fill, memory=memory, reads=reads,
+    nbytes = memcpy_bytes(name, args, made_or_written)
+    if nbytes is not None:  # PyTorch copies these with cudaMemcpyAsync (aten/src/ATen/native/cuda/Copy.cu)
+        name, ms = "Memcpy DtoD (Device -> Device)", gpu.D2D_LATENCY_MS + 2 * nbytes / gpu.MEMORY_BYTES_PER_MS
+    gpu.queue(name, stream, ms, at_start, cat="kernel" if nbytes is None else "gpu_memcpy", fill=fill, memory=memory,
+              reads=reads,
               writes=tuple(f for f in fresh if f is not None) + tuple(written_to), holds=product,
               waves=product_rounds(gpu, made_or_written[0], ms) if product and made_or_written else ())
     made = iter([o if o is not None else m for o, m in zip(outputs, flat)])
     return map_leaves(lambda _: next(made), shapes)
+
+
+def memcpy_bytes(name: str, args: tuple, outputs: list) -> int | None:
+    """The bytes of a copy within one GPU that PyTorch makes a cudaMemcpyAsync from device to device, not a kernel:
+    ``copy_`` or ``clone`` of one dtype into the same shape and strides, laid out densely; None for any other.
+
+    Example:
+        >>> x = torch.empty(4, 8)
+        >>> memcpy_bytes("copy_", (torch.empty(4, 8), x), []), memcpy_bytes("clone", (x.t(),), [x.t().clone()])
+        (128, 128)
+        >>> memcpy_bytes("copy_", (torch.empty(8, 4), x.t()), []), memcpy_bytes("copy_", (x.half(), x), [])
+        (None, None)
+    """
+    if name == "copy_" and len(args) > 1:
+        dst, src = args[0], args[1]
+    elif name == "clone" and outputs:
+        dst, src = outputs[0], args[0]
+    else:
+        return None
+    if not (isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor)) or src.dtype != dst.dtype \
+            or src.shape != dst.shape or src.stride() != dst.stride() or not src.numel() or not _dense(src) \
+            or src.is_conj() or src.is_neg():
+        return None
+    return src.numel() * src.element_size()
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """Whether a tensor's elements fill its memory without gaps or overlap, in some order of its dimensions."""
+    expected = 1
+    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 def _read_by_host(gpu: Simulation, func: Any, args: tuple, kwargs: dict, device: int) -> Any:
