@@ -605,7 +605,7 @@ def test_a_files_top_level_fields_reach_meta_whichever_pass_reads_them(tmp_path,
         load_trace(path)
 
 
-def test_a_file_is_read_through_a_memory_map_that_is_closed_once_it_is_read(tmp_path, monkeypatch):
+def test_a_large_file_is_read_through_a_memory_map_that_is_closed_once_it_is_read(tmp_path, monkeypatch):
     import mmap
 
     from asynclab.trace import io
@@ -622,6 +622,9 @@ def test_a_file_is_read_through_a_memory_map_that_is_closed_once_it_is_read(tmp_
     doc = simple_trace().to_dict()
     good = tmp_path / "t.json"
     good.write_text(json.dumps(doc))
+    load_trace(good)
+    assert maps == []  # a small file is read
+    monkeypatch.setattr(io, "MAP_FROM_BYTES", 0)  # the small files here mapped too
     bad = tmp_path / "cut.json"  # the stdlib path reads what the map held, and recovers
     bad.write_text(json.dumps(doc)[:-40])
     assert load_trace(good).events.equals(load_trace(doc).events)

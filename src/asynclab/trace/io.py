@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import mmap
+import os
 import re
 import typing
 import zlib
@@ -114,12 +115,19 @@ def _unmap(data: mmap.mmap) -> None:
         pass
 
 
+#: A file of this many bytes or more is mapped into memory rather than read into a copy (a 90 MB trace loads about
+#: 0.1 s sooner); a smaller one is read, so that a trace rewritten while it loads cannot pull pages from under it.
+MAP_FROM_BYTES = 16 << 20
+
+
 def _contents(fh: Any) -> bytes | mmap.mmap:
-    """An open file's contents, mapped into memory where the system allows (no copy, fewer pages to fault in)."""
+    """An open file's contents: mapped into memory where it is large and the system allows it, else read."""
     try:
-        return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError):  # an empty file, a pipe, a file system that does not map
-        return fh.read()
+        if os.fstat(fh.fileno()).st_size >= MAP_FROM_BYTES:
+            return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # a pipe, a file system that does not map
+        pass
+    return fh.read()
 
 
 def _read_bytes(path: Path, name: str) -> bytes | mmap.mmap:
