@@ -81,9 +81,6 @@ _ALL_FIXES_MISSED = {
     "underfilled_gpu": "0.37 ms against 0.52 ms measured (0.71x): the replay runs the eight softmaxes side by "
                        "side at their own speed, but together they draw about the memory's whole bandwidth, which "
                        "a trace does not record",
-    "rank_skew": "7.1 ms against 9.9 ms measured (0.72x): rank_skew is not replayed (the late rank's extra host "
-                 "work is not told apart from its other work): the time it explains is taken off the replayed step, "
-                 "10.5 ms, which is already shorter than the 12.3 ms measured with the late rank",
 }
 
 

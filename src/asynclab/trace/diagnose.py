@@ -39,7 +39,7 @@ class Diagnosis:
     replayed (:mod:`asynclab.trace.whatif`). ``step_ms`` is the replayed step without the profiler's own cost (the
     units of every prediction), ``profiled_ms`` the same steps as recorded, ``fixed_ms`` the replayed step with each
     replayed finding's fix and ``all_fixed_ms`` with all of them (less the time the kinds not replayed claim). No
-    finding claims more than the step, nor do they together. The kinds of several ranks (exposed_comm, rank_skew,
+    finding claims more than the step, nor do they together. The kinds of several ranks but rank_skew (exposed_comm,
     pipeline_bubble) are not replayed: they claim the time they explain, in the step's units.
 
     The idle time is still fully accounted for, as attribution rather than prediction: each finding's

@@ -10,7 +10,7 @@ import pandas as pd
 from asynclab.trace.events import name_matches
 from asynclab.trace.replay import GPU_GAP_US, build_graph, host_at, replay, replay_together, replayed_span, span_ends
 from asynclab.trace.whatif import (FIRST_SHARE, NEEDS_FIRST, PINNED_BYTES_PER_US, REPLAYED_KINDS, context, fixed,
-                                   profiler_free)
+                                   profiler_free, rank_skew_cuts)
 
 __all__ = ["Savings", "predict_savings", "predict_savings_of_ranks", "outlier_steps", "profiler_cost_per_op", "startup_end",
            "OUTLIER_FACTOR", "STARTUP_US", "STEADY_RESOLUTION"]
@@ -264,6 +264,9 @@ def predict_savings_of_ranks(events: pd.DataFrame, ranks: list[tuple[Any, pd.Dat
         []
     """
     rs = [_rank(events, rank, steps, sms, profiled, pinned) for rank, steps in ranks]
+    if "rank_skew" in kinds:
+        for r, cuts in zip(rs, rank_skew_cuts([r.graph for r in rs])):
+            r.ctx["skew_cuts"] = cuts
     todo = [k for k in kinds if k in REPLAYED_KINDS]
     base = _joint_steps(rs, None)
     replayed = {(): base}

@@ -11,7 +11,7 @@ from asynclab.trace.events import name_matches
 from asynclab.trace.idle import MANY_SMALL_COPIES, SMALL_COPY_BYTES, thin
 from asynclab.trace.replay import ALLOC, Graph, host_time_in, replay, replayed_span
 
-__all__ = ["TRANSFORMS", "REPLAYED_KINDS", "NEEDS_FIRST", "FIRST_SHARE", "fixed", "pinned_rate", "pinned_default", "PINNED_BYTES_PER_US",
+__all__ = ["TRANSFORMS", "REPLAYED_KINDS", "rank_skew_cuts", "NEEDS_FIRST", "FIRST_SHARE", "fixed", "pinned_rate", "pinned_default", "PINNED_BYTES_PER_US",
            "PCIE5_PINNED_BYTES_PER_US", "GRAPH_LAUNCH_US", "OWN_WORK_MIN_US",
            "profiler_free", "context", "span"]
 
@@ -28,7 +28,9 @@ OWN_WORK_MIN_US = 50.0
 _KERNEL_LAUNCH = re.compile(r"(?:LaunchKernel|MemsetAsync)")
 _LOADER = r"DataLoader.*__next__"
 _SYNC = r"Synchroni[sz]e"
-_TORCH_FILE = r"(?:^|/)torch/|torch\._C|pybind11"  # PyTorch's Python files, and its C functions (bound by pybind11)
+_TORCH_FILE = r"(?:^|/)torch/|torch\._C|pybind11"
+#: A read of a clock from Python: a loop of them waits for a time, which the profiler's cost per call does not lengthen.
+_CLOCK = r"^<built-in function (?:perf_counter|monotonic|time|process_time|thread_time)(?:_ns)?>$"  # PyTorch's Python files, and its C functions (bound by pybind11)
 
 
 def pinned_default(device_properties: Any) -> float:
@@ -203,7 +205,30 @@ def _own_work(h: pd.DataFrame, calls: pd.DataFrame) -> tuple[np.ndarray, np.ndar
     at = np.sort(calls["start_us"].to_numpy(np.float64))
     ours = ~py["name"].astype(str).str.contains(_TORCH_FILE, regex=True).to_numpy(dtype=bool)
     keep = (np.searchsorted(at, e) == np.searchsorted(at, s)) & (e - s >= OWN_WORK_MIN_US) & ours
-    return s[keep], e[keep]
+    cs, ce = _clock_waits(py, at)
+    order = np.argsort(np.concatenate([s[keep], cs]), kind="stable")
+    return np.concatenate([s[keep], cs])[order], np.concatenate([e[keep], ce])[order]
+
+
+def _clock_waits(py: pd.DataFrame, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of the runs of clock reads (:data:`_CLOCK`) of :data:`OWN_WORK_MIN_US` or more, each read less
+    than that after the one before with no runtime call between: a wait for a time, the host's own work.
+
+    Example:
+        >>> py = pd.DataFrame({"name": ["<built-in function perf_counter>"] * 3, "start_us": [0.0, 30.0, 60.0],
+        ...                    "end_us": [1.0, 31.0, 61.0]})
+        >>> _clock_waits(py, np.array([100.0]))
+        (array([0.]), array([61.]))
+    """
+    clock = py[name_matches(py["name"], _CLOCK)].sort_values("start_us", kind="stable")
+    s, e = clock["start_us"].to_numpy(np.float64), clock["end_us"].to_numpy(np.float64)
+    if not len(s):
+        return s, e
+    joined = (s[1:] - e[:-1] < OWN_WORK_MIN_US) & (np.searchsorted(at, s[1:]) == np.searchsorted(at, e[:-1]))
+    first = np.flatnonzero(np.r_[True, ~joined])
+    last = np.r_[first[1:] - 1, len(s) - 1]
+    long = e[last] - s[first] >= OWN_WORK_MIN_US
+    return s[first][long], e[last][long]
 
 
 def _outermost(ops: pd.DataFrame) -> dict:
@@ -297,13 +322,59 @@ def _fix_underfilled(g: Graph, lo: float, hi: float, ctx: dict) -> None:
         after = np.flatnonzero(np.isin(edge, list(last_of)) & ~few)
         edge[after] = [last_of[int(p)] for p in edge[after]]
 
+def rank_skew_cuts(graphs: list[Graph]) -> list[dict[int, tuple[int, float]]]:
+    """What evening out the ranks' own host work would take off each rank before each collective they all hold: the
+    host's time between its runtime calls (its gaps) since its previous such collective, less the least any rank
+    spent there. Returns, per rank, {the collective's launch (host position): (the previous one's, µs to cut)}.
+
+    Example:
+        >>> from asynclab.trace import load_trace
+        >>> from asynclab.trace.replay import build_graph
+        >>> tr = load_trace("tests/fixtures/diagnose/rank_skew-bad")
+        >>> cuts = rank_skew_cuts([build_graph(tr.events, r) for r in (0, 1)])
+        >>> [round(sum(c for _, c in r.values()) / 1e3) for r in cuts]  # rank 1 is late: its ms of extra host work
+        [1, 12]
+    """
+    keys = [g.g_comm_key if g.g_comm_key is not None else np.full(len(g.g_start), None) for g in graphs]
+    shared = set.intersection(*(set(k.tolist()) - {None} for k in keys)) if len(graphs) > 1 else set()
+    spent: list[dict] = []
+    for g, ks in zip(graphs, keys):
+        launches = sorted({int(g.g_launch[i]): k for i, k in enumerate(ks.tolist())
+                           if k in shared and g.g_launch[i] >= 0}.items())
+        cum = np.concatenate([[0.0], np.cumsum(np.clip(g.h_gap, 0.0, None))])
+        prev, mine = -1, {}
+        for launch, key in launches:
+            mine[key] = (launch, prev, float(cum[launch + 1] - cum[prev + 1]))
+            prev = launch
+        spent.append(mine)
+    common = set.intersection(*(set(m) for m in spent)) if spent else set()
+    least = {k: min(m[k][2] for m in spent) for k in common}
+    return [{launch: (prev, t - least[k]) for k, (launch, prev, t) in m.items() if k in least and t > least[k]}
+            for m in spent]
+
+
+def _fix_rank_skew(g: Graph, lo: float, hi: float, ctx: dict) -> None:
+    """The late rank's extra host work goes (see :func:`rank_skew_cuts`): before each collective, its longest gaps
+    between runtime calls since the collective before are cut by what it spent there beyond the rank that spent least."""
+    hm, _ = _in(g, lo, hi)
+    for launch, (prev, cut) in ctx.get("skew_cuts", {}).items():
+        if not hm[launch]:
+            continue
+        calls = np.arange(prev + 1, launch + 1)
+        gaps = np.clip(g.h_gap[calls], 0.0, None)
+        order = np.argsort(-gaps, kind="stable")
+        before = np.concatenate([[0.0], np.cumsum(gaps[order])[:-1]])  # what the longer gaps already gave
+        g.h_gap[calls[order]] = gaps[order] - np.clip(cut - before, 0.0, gaps[order])
+
+
 TRANSFORMS: dict[str, Callable[[Graph, float, float, dict], None]] = {
     "host_sync": _fix_host_sync, "pageable_copy": _fix_pageable_copy, "exposed_copy": _fix_exposed_copy,
     "small_copies": _fix_small_copies, "dataloader_stall": _fix_dataloader, "alloc_churn": _fix_alloc,
     "launch_bound": _fix_launch_bound, "stream_wait": _fix_stream_wait, "underfilled_gpu": _fix_underfilled,
+    "rank_skew": _fix_rank_skew,
 }
-#: The kinds whose saving the replay predicts; the others (the kinds of several ranks) keep the idle time they
-#: explain.
+#: The kinds whose saving the replay predicts; the others (the kinds of several ranks but rank_skew) keep the idle time
+#: they explain.
 REPLAYED_KINDS = tuple(TRANSFORMS)
 #: A fix that another needs first is counted (and listed) before it from this share of the step on.
 FIRST_SHARE = 0.1
@@ -372,7 +443,8 @@ def profiler_free(g: Graph, per_event_us: float, lo: float, hi: float) -> Graph:
     """
     out = g.copy()
     h = g.host
-    t = np.sort(h.loc[h["kind"].isin(("cpu_op", "launch", "python")), "start_us"].to_numpy(np.float64))
+    rows = h["kind"].isin(("cpu_op", "launch", "python")).to_numpy(dtype=bool) & ~name_matches(h["name"], _CLOCK)
+    t = np.sort(h.loc[rows, "start_us"].to_numpy(np.float64))
     prev_end = g.prev_end()
     n = np.searchsorted(t, g.h_start, side="right") - np.searchsorted(t, prev_end, side="left")
     mine = (g.h_start >= lo) & (g.h_start < hi)
