@@ -78,9 +78,6 @@ _ALL_FIXES_MISSED = {
     "exposed_copy": "5.36 ms against 7.28 ms measured (0.74x): its profiled steady steps (6.05 ms, the two before "
                     "an outlier of 19.6 ms) run shorter than the step measured without the profiler (8.29 ms), so "
                     "the trace does not show the step that was measured",
-    "underfilled_gpu": "0.37 ms against 0.52 ms measured (0.71x): the replay runs the eight softmaxes side by "
-                       "side at their own speed, but together they draw about the memory's whole bandwidth, which "
-                       "a trace does not record",
 }
 
 

@@ -21,6 +21,10 @@ PINNED_BYTES_PER_US = 25e3
 #: The same over PCIe 5.0 x16, the link of a GPU of compute capability 9 or later (an H100 moved 53.7 GB/s from pinned
 #: memory in lesson 05's reference, and 53.8 GB/s when scripts/calibrate_gpu.py measured it).
 PCIE5_PINNED_BYTES_PER_US = 53.7e3
+#: How many times its even share of the memory's bandwidth an SM draws while few are busy: 2.21 on an H100, where a
+#: softmax over 8 long rows (a block a row) took 8.0 times as long as one over 132 rows of the same elements
+#: (scripts/calibrate_gpu.py; the simulated GPU's ``sm_draw``).
+SM_DRAW = 2.21
 #: What a kernel's launch costs the host inside a CUDA graph's replay (µs).
 GRAPH_LAUNCH_US = 0.5
 #: A Python call this long (µs) that launches nothing is the host's own work, which a CUDA graph does not replace.
@@ -292,7 +296,9 @@ def _fix_underfilled(g: Graph, lo: float, hi: float, ctx: dict) -> None:
     """Kernels with fewer blocks than the GPU has SMs run beside each other, as on streams of their own (the fix's
     premise: they do not need each other). Within a step, a run of them on one stream is packed, in order, into
     groups whose blocks fit the SMs; a group starts after the group before it (the member that ends last), and the
-    task after the run waits for the last group."""
+    task after the run waits for the last group. The members of a group share the memory's bandwidth: each SM draws
+    :data:`SM_DRAW` times its even share of it, so a group whose SMs would draw more than all of it runs that much
+    slower (a kernel of few blocks is most often memory-bound: a softmax, a norm, a reduction over few rows)."""
     sms = ctx.get("sms")
     if not sms:
         return
@@ -306,6 +312,7 @@ def _fix_underfilled(g: Graph, lo: float, hi: float, ctx: dict) -> None:
     ends = issued + g.g_dur  # which member of a group ends last, before the replay knows
     last_of: dict[int, int] = {}  # a run's kernel -> the member of its group that ends last
     group: list[int] = []
+    groups = [group]
     anchor = -1
     for i in np.flatnonzero(few).tolist():
         p = int(g.g_prev[i])
@@ -313,6 +320,7 @@ def _fix_underfilled(g: Graph, lo: float, hi: float, ctx: dict) -> None:
             group.append(i)
         else:
             anchor, group = last_of.get(p, p), [i]
+            groups.append(group)
         if anchor != p:
             g.g_prev[i], g.g_gap[i] = anchor, 0.0
         late = max(group, key=lambda k: ends[k])
@@ -321,6 +329,8 @@ def _fix_underfilled(g: Graph, lo: float, hi: float, ctx: dict) -> None:
     for edge in (g.g_prev, g.g_dep):  # the tasks after a run wait for its last group
         after = np.flatnonzero(np.isin(edge, list(last_of)) & ~few)
         edge[after] = [last_of[int(p)] for p in edge[after]]
+    for members in groups:  # side by side, they share the bandwidth their SMs draw
+        g.g_dur[members] *= max(1.0, float(blocks[members].sum()) * SM_DRAW / sms)
 
 def rank_skew_cuts(graphs: list[Graph]) -> list[dict[int, tuple[int, float]]]:
     """What evening out the ranks' own host work would take off each rank before each collective they all hold: the
