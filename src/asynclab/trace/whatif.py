@@ -21,10 +21,10 @@ PINNED_BYTES_PER_US = 25e3
 #: The same over PCIe 5.0 x16, the link of a GPU of compute capability 9 or later (an H100 moved 53.7 GB/s from pinned
 #: memory in lesson 05's reference, and 53.8 GB/s when scripts/calibrate_gpu.py measured it).
 PCIE5_PINNED_BYTES_PER_US = 53.7e3
-#: How many times its even share of the memory's bandwidth an SM draws while few are busy: 2.21 on an H100, where a
+#: How many times its even share of the memory's bandwidth an SM draws while few are busy: 2.22 on an H100, where a
 #: softmax over 8 long rows (a block a row) took 8.0 times as long as one over 132 rows of the same elements
-#: (scripts/calibrate_gpu.py; the simulated GPU's ``sm_draw``).
-SM_DRAW = 2.21
+#: (scripts/calibrate_gpu.py, two runs: 2.21 and 2.23; the simulated H100's ``sm_draw``).
+SM_DRAW = 2.22
 #: What a kernel's launch costs the host inside a CUDA graph's replay (µs).
 GRAPH_LAUNCH_US = 0.5
 #: A Python call this long (µs) that launches nothing is the host's own work, which a CUDA graph does not replace.
