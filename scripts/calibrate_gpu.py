@@ -33,8 +33,8 @@ sys.path.insert(0, str(ROOT / "src"))
 #: Figures this script measures, by the name of the card file's figure (dotted: a rate of a group).
 MEASURED = ("memory_gbps", "matmul_tflops.fp32", "matmul_tflops.tf32", "matmul_tflops.bf16", "matmul_tflops.fp16",
             "host_op_us", "host_matmul_us", "launch_us", "stream_call_us", "blocking_copy_us", "min_kernel_us", "min_matmul_us",
-            "copy_gbps.pinned", "copy_gbps.pageable", "copy_gbps.peer",
-            "copy_gbps.via_host", "copy_latency_us", "d2d_latency_us", "sm_count", "malloc_us", "free_us", "sm_draw",
+            "copy_gbps.pinned", "copy_gbps.pageable", "copy_gbps.peer", "copy_gbps.via_host", "copy_latency_us",
+            "d2d_latency_us", "sm_count", "malloc_us", "free_us", "sm_draw",
             "shared_memory_kib", "l2_cache_mb", "peer_copy_us", "autograd_record_us", "autograd_node_us",
             "optimizer_param_us.SGD", "optimizer_param_us.Adam", "optimizer_param_us.AdamW",
             "optimizer_step_us.SGD", "optimizer_step_us.Adam", "optimizer_step_us.AdamW", "backward_call_us", "host_alloc_us",

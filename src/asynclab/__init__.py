@@ -11,7 +11,6 @@ The package has five layers, each importing only those below it (``tests/test_la
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.util
 import sys
 import types
@@ -74,8 +73,10 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
 
 
-class _FlatNames(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """``import asynclab.metrics`` (a flat name of before the layers) gives the module where it lives now."""
+class _FlatNames:
+    """``import asynclab.metrics`` (a flat name of before the layers) gives the module where it lives now: a finder
+    on ``sys.meta_path`` and the loader of what it finds (the import system asks for these methods only; importing
+    ``importlib.abc`` for their base classes would cost every ``import asynclab`` several ms)."""
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         prefix, _, short = fullname.partition(".")

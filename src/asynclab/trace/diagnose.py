@@ -155,7 +155,7 @@ def _steps(tr: Trace, rank: Any, work: pd.DataFrame) -> tuple[pd.DataFrame, str 
     """Columns step, start_us, end_us, host_end_us, dur_us: the ProfilerStep#N ranges of a rank, cut where the next
     begins (the last ends with its host range or its GPU work, whichever is later; host_end_us and dur_us are the
     host range's end and length), or the GPU's own ranges of the steps where it runs them more than a step behind the
-    host (:func:`_gpu_step_starts`; then dur_us is the GPU range's length); one step 0 for the whole
+    host or sets the pace (:func:`_gpu_step_starts`; then dur_us is the GPU range's length); one step 0 for the whole
     trace when it has none, after CUDA start-up (and a note naming the start-up, or None)."""
     steps = profiler_steps(tr)
     mine = steps[steps["rank"].isna()] if pd.isna(rank) else steps[(steps["rank"] == rank).fillna(False)]
@@ -181,9 +181,10 @@ def _steps(tr: Trace, rank: Any, work: pd.DataFrame) -> tuple[pd.DataFrame, str 
 
 def _gpu_step_starts(tr: Trace, rank: Any, work: pd.DataFrame, mine: pd.DataFrame) -> np.ndarray | None:
     """When the GPU runs the first step after the host has begun the second (its queue holds steps from before: a
-    host far ahead, a rank that waits for a late one), where the GPU began each step (the start of its
-    ``ProfilerStep#N`` range on the GPU, which PyTorch records beside the host's); None otherwise, or where the
-    trace has no such range for every step."""
+    host far ahead, a rank that waits for a late one), or takes longer from each step to the next than the host (it
+    sets the pace; the host's last step then holds its wait for the GPU, no outlier), where the GPU began each step
+    (the start of its ``ProfilerStep#N`` range on the GPU, which PyTorch records beside the host's); None otherwise,
+    or where the trace has no such range for every step."""
     if len(mine) < 2 or work.empty:
         return None
     ev = tr.events
@@ -196,7 +197,9 @@ def _gpu_step_starts(tr: Trace, rank: Any, work: pd.DataFrame, mine: pd.DataFram
     if not names.isin(first.index).all():
         return None
     at = first.loc[names].to_numpy(np.float64)
-    if not (at[0] > mine["start_us"].iloc[1] and np.all(np.diff(at) > 0)):
+    behind = at[0] > mine["start_us"].iloc[1]
+    slower = bool(np.all(np.diff(at) > np.diff(mine["start_us"].to_numpy(np.float64))))  # it sets the pace
+    if not ((behind or slower) and np.all(np.diff(at) > 0)):
         return None
     return at
 
