@@ -179,12 +179,17 @@ def _steps(tr: Trace, rank: Any, work: pd.DataFrame) -> tuple[pd.DataFrame, str 
                          "dur_us": mine["dur_us"].to_numpy(np.float64) if on_gpu is None else ends - starts}), None
 
 
+#: The GPU sets the pace where it takes this many times the host's time from each step to the next, or more (the
+#: GPU's step ranges start a launch's latency after the host's, give or take a few µs).
+PACE = 1.1
+
+
 def _gpu_step_starts(tr: Trace, rank: Any, work: pd.DataFrame, mine: pd.DataFrame) -> np.ndarray | None:
     """When the GPU runs the first step after the host has begun the second (its queue holds steps from before: a
-    host far ahead, a rank that waits for a late one), or takes longer from each step to the next than the host (it
-    sets the pace; the host's last step then holds its wait for the GPU, no outlier), where the GPU began each step
-    (the start of its ``ProfilerStep#N`` range on the GPU, which PyTorch records beside the host's); None otherwise,
-    or where the trace has no such range for every step."""
+    host far ahead, a rank that waits for a late one), or takes :data:`PACE` times longer from each step to the next
+    than the host (it sets the pace, and the host's last step holds its wait for the GPU, no outlier), where the GPU
+    began each step (the start of its ``ProfilerStep#N`` range on the GPU, which PyTorch records beside the host's);
+    None otherwise, or where the trace has no such range for every step."""
     if len(mine) < 2 or work.empty:
         return None
     ev = tr.events
@@ -198,7 +203,7 @@ def _gpu_step_starts(tr: Trace, rank: Any, work: pd.DataFrame, mine: pd.DataFram
         return None
     at = first.loc[names].to_numpy(np.float64)
     behind = at[0] > mine["start_us"].iloc[1]
-    slower = bool(np.all(np.diff(at) > np.diff(mine["start_us"].to_numpy(np.float64))))  # it sets the pace
+    slower = bool(np.all(np.diff(at) > PACE * np.diff(mine["start_us"].to_numpy(np.float64))))  # it sets the pace
     if not ((behind or slower) and np.all(np.diff(at) > 0)):
         return None
     return at

@@ -312,7 +312,7 @@ def _fix_underfilled(g: Graph, lo: float, hi: float, ctx: dict) -> None:
     ends = issued + g.g_dur  # which member of a group ends last, before the replay knows
     last_of: dict[int, int] = {}  # a run's kernel -> the member of its group that ends last
     group: list[int] = []
-    groups = [group]
+    groups: list[list[int]] = []
     anchor = -1
     for i in np.flatnonzero(few).tolist():
         p = int(g.g_prev[i])
