@@ -167,19 +167,8 @@ def measure_matmul_sides() -> dict[str, dict[str, float]]:
         out[name] = {}
         for n in MATMUL_SIDES:
             x = torch.randn(n, n, device="cuda", dtype=dtype)
-            x @ x
-            runs = []
-            for _ in range(3):
-                torch.cuda.synchronize()
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                torch.cuda._sleep(4_000_000)  # about 2 ms: the host queues the products meanwhile
-                start.record()
-                for _ in range(20):
-                    x @ x
-                end.record()
-                end.synchronize()
-                runs.append(start.elapsed_time(end) / 20)
-            out[name][str(n)] = tflops(n, n, n, statistics.median(runs))
+            # behind a spin of about 2 ms, in which the host queues the products
+            out[name][str(n)] = tflops(n, n, n, _queued_us(lambda: x @ x, n=20, runs=3, cycles=4_000_000) / 1e3)
     torch.backends.cuda.matmul.allow_tf32 = False
     return out
 
@@ -447,24 +436,25 @@ def measure_copies() -> dict[str, float]:
     return rates
 
 
-def _queued_us(copy: Callable[[], Any], n: int = 200) -> float:
-    """The GPU's time per call of ``copy``, ``n`` of them queued behind a spin kernel of about 10 ms (so that the GPU
-    runs them back to back, whatever the host's pace), timed with CUDA events: the median of five runs."""
+def _queued_us(work: Callable[[], Any], n: int = 200, runs: int = 5, cycles: int = 20_000_000) -> float:
+    """The GPU's time (µs) per call of ``work``, ``n`` of them queued behind a spin kernel of ``cycles`` (about 10 ms
+    by default, so that the GPU runs them back to back, whatever the host's pace), timed with CUDA events after one
+    warm call: the median of ``runs``."""
     import torch
 
-    copy()
-    runs = []
-    for _ in range(5):
+    work()
+    times = []
+    for _ in range(runs):
         torch.cuda.synchronize()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(20_000_000)
+        torch.cuda._sleep(cycles)
         start.record()
         for _ in range(n):
-            copy()
+            work()
         end.record()
         end.synchronize()
-        runs.append(start.elapsed_time(end) * 1e3 / n)
-    return statistics.median(runs)
+        times.append(start.elapsed_time(end) * 1e3 / n)
+    return statistics.median(times)
 
 
 def measure_copy_latency() -> dict[str, float]:

@@ -12,7 +12,7 @@ from asynclab.trace.collectives import latest_peer_start
 from asynclab.trace.events import WORK_KINDS, name_matches
 from asynclab.trace.intervals import union
 
-__all__ = ["Graph", "build_graph", "replay", "replay_together", "replayed_span", "span_ends", "host_at", "host_time_in", "BLOCKING", "ALLOC", "GPU_GAP_US",
+__all__ = ["Graph", "build_graph", "comm_keys", "replay", "replay_together", "replayed_span", "span_ends", "host_at", "host_time_in", "BLOCKING", "ALLOC", "GPU_GAP_US",
            "launch_latency", "LAUNCH_LATENCY_US"]
 
 #: Runtime calls that make the host wait for the GPU (a sync, a synchronous copy, the allocator's free).
@@ -243,6 +243,19 @@ def replay(g: Graph, peer_start: np.ndarray | None = None,
     raise AssertionError("a replay that asks for nothing asked")  # pragma: no cover
 
 
+def comm_keys(graphs: list[Graph]) -> list[np.ndarray]:
+    """Each graph's collective key per GPU task (``g_comm_key``; None for a task that is no collective).
+
+    Example:
+        >>> from asynclab.trace import load_trace
+        >>> tr = load_trace("tests/fixtures/diagnose/exposed_comm-bad")
+        >>> keys = comm_keys([build_graph(tr.events, r) for r in (0, 1)])
+        >>> [k for k in keys[0] if k][0] == [k for k in keys[1] if k][0], [k for k in keys[0] if k][0][-2:]
+        (True, '#0')
+    """
+    return [g.g_comm_key if g.g_comm_key is not None else np.full(len(g.g_start), None) for g in graphs]
+
+
 def replay_together(graphs: list[Graph], floors: list) -> list[tuple]:
     """Simulate the graphs of the ranks of one run together (see :func:`replay`, with ``floors``): each rank runs
     until a collective the other ranks of this run also hold, waits there for them, and the collective ends its own
@@ -256,7 +269,7 @@ def replay_together(graphs: list[Graph], floors: list) -> list[tuple]:
         >>> [bool(np.allclose(r[3], g.g_end, atol=5.0)) for r, g in zip(replay_together(gs, [None, None]), gs)]
         [True, True]
     """
-    keys = [g.g_comm_key if g.g_comm_key is not None else np.full(len(g.g_start), None) for g in graphs]
+    keys = comm_keys(graphs)
     members: dict = {}
     for ks in keys:
         for k in set(ks.tolist()) - {None}:

@@ -145,8 +145,7 @@ def _classify(raw: RawEvents) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray,
     do; the category as its codes and distinct values (:func:`_factorize`)."""
     cat_codes, cat_uniq = _factorize(raw.cat)
     kind = np.array([kind_of_cat(c) for c in cat_uniq], dtype=object)[cat_codes]
-    name_codes, name_uniq = _factorize(raw.name)
-    texts = np.array([_to_str(u) for u in name_uniq], dtype=object)
+    name_codes, texts = _texts(raw.name)
     names = texts[name_codes]
     if "mtia_ccp_events" in cat_uniq:
         mtia = np.flatnonzero(cat_codes == cat_uniq.index("mtia_ccp_events"))
@@ -509,16 +508,14 @@ def _int_array(f: np.ndarray) -> pd.arrays.IntegerArray:
 
 def _str_take(values: list) -> np.ndarray:
     """List of JSON scalars -> object array of str (None -> "")."""
-    ints = np.asarray(values) if values and type(values[0]) is int else None
-    if ints is not None and ints.dtype.kind in "iu":  # the common case, integer ids: factorize as int64
-        codes, uniq = pd.factorize(ints)
-        return np.array([str(u) for u in uniq] + [""], dtype=object)[codes]
-    try:
-        codes, uniq = pd.factorize(np.array(values, dtype=object), use_na_sentinel=True)
-    except TypeError:  # unhashable values (lists/dicts)
-        codes, uniq = pd.factorize(np.array([_to_str(v) for v in values], dtype=object))
-    table = np.array([_to_str(u) for u in uniq] + [""], dtype=object)
-    return table[codes]
+    codes, texts = _texts(values)
+    return texts[codes]
+
+
+def _texts(values: list) -> tuple[np.ndarray, np.ndarray]:
+    """Each value's code (:func:`_factorize`) and the distinct values as text (None -> "")."""
+    codes, uniq = _factorize(values)
+    return codes, np.array([_to_str(u) for u in uniq], dtype=object)
 
 
 def _to_str(v: Any) -> str:

@@ -9,7 +9,7 @@ import pandas as pd
 
 from asynclab.trace.events import name_matches
 from asynclab.trace.idle import MANY_SMALL_COPIES, SMALL_COPY_BYTES, thin
-from asynclab.trace.replay import ALLOC, Graph, host_time_in, replay, replayed_span
+from asynclab.trace.replay import ALLOC, Graph, comm_keys, host_time_in, replay, replayed_span
 
 __all__ = ["TRANSFORMS", "REPLAYED_KINDS", "rank_skew_cuts", "NEEDS_FIRST", "FIRST_SHARE", "fixed", "pinned_rate", "pinned_default", "PINNED_BYTES_PER_US",
            "PCIE5_PINNED_BYTES_PER_US", "GRAPH_LAUNCH_US", "OWN_WORK_MIN_US",
@@ -345,7 +345,7 @@ def rank_skew_cuts(graphs: list[Graph]) -> list[dict[int, tuple[int, float]]]:
         >>> [round(sum(c for _, c in r.values()) / 1e3) for r in cuts]  # rank 1 is late: its ms of extra host work
         [1, 12]
     """
-    keys = [g.g_comm_key if g.g_comm_key is not None else np.full(len(g.g_start), None) for g in graphs]
+    keys = comm_keys(graphs)
     shared = set.intersection(*(set(k.tolist()) - {None} for k in keys)) if len(graphs) > 1 else set()
     spent: list[dict] = []
     for g, ks in zip(graphs, keys):
