@@ -8,7 +8,8 @@ import re
 import typing
 import zlib
 from dataclasses import dataclass, field
-from operator import attrgetter, itemgetter
+from itertools import repeat
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -21,38 +22,83 @@ try:  # the fast path; without msgspec every file takes the stdlib path
 except ImportError:  # pragma: no cover - msgspec is a dependency
     _msgspec = None
 
-__all__ = ["RawEvents", "read_file", "from_document"]
+__all__ = ["RawEvents", "read_file", "from_document", "factorize"]
 
 
 @dataclass
 class RawEvents:
-    """A trace's complete events (Chrome ``ph == "X"``) as parallel columns, plus everything else the model needs.
+    """A trace's complete events (Chrome ``ph == "X"``) as the parser gave them, plus everything else the model needs.
 
-    ``args`` holds each event's ``args`` as the parser gave it (a dict, a typed struct or None); read it with
-    :meth:`arg`. ``meta_events`` are the metadata (``ph == "M"``) events as dicts, ``header`` the document's
-    top-level fields other than ``traceEvents``, and ``damage`` says what a truncated file lost (or None).
+    ``events`` holds typed structs (``typed``: the fast path) or dicts (the stdlib path); read their fields with
+    :meth:`values`, :meth:`coded` and :meth:`floats`, their ``args`` with :meth:`arg`. ``meta_events`` are the metadata
+    (``ph == "M"``) events as dicts, ``header`` the document's top-level fields other than ``traceEvents``, and
+    ``damage`` says what a truncated file lost (or None).
 
     Example:
         >>> raw = from_document({"traceEvents": [{"ph": "X", "name": "k", "ts": 1, "dur": 2,
         ...                                       "args": {"device": 0}}]}, "<dict>")
-        >>> raw.name, raw.arg("device", [0])
+        >>> raw.values("name"), raw.arg("device", [0])
         (['k'], [0])
     """
 
-    ts: list
-    dur: list
-    cat: list
-    name: list
-    pid: list
-    tid: list
-    args: list
+    events: list
     meta_events: list = field(default_factory=list)
     header: dict = field(default_factory=dict)
     damage: str | None = None
     typed: bool = False
 
     def __len__(self) -> int:
-        return len(self.ts)
+        return len(self.events)
+
+    def _field(self, key: str) -> Any:
+        """The events' ``key`` field, one after another (None where an event has none)."""
+        if self.typed:
+            return map(attrgetter(key), self.events)
+        return map(dict.get, self.events, repeat(key))
+
+    def values(self, key: str) -> list:
+        """Every event's ``key`` field (None where absent)."""
+        return list(self._field(key))
+
+    def coded(self, *keys: str) -> list[tuple[np.ndarray, list]]:
+        """Each of the events' ``keys`` fields as codes and the distinct values, in order of first appearance
+        (unhashable ones as their text); codes index the values. The fields are read together, in one pass.
+
+        Example:
+            >>> raw = from_document([{"name": "a", "pid": 1}, {"name": "b", "pid": 1}, {"name": "a"}], "<list>")
+            >>> [(codes.tolist(), values) for codes, values in raw.coded("name", "pid")]
+            [([0, 1, 0], ['a', 'b']), ([0, 0, 1], [1, None])]
+        """
+        n = len(self.events)
+        rows = map(attrgetter(*keys), self.events) if self.typed else zip(*map(self._field, keys))
+        if len(keys) == 1 and self.typed:
+            rows = zip(rows)
+        first: dict = {}
+        try:  # each combination's first position, in C: its code is its rank among the first positions
+            at = np.fromiter(map(first.setdefault, rows, range(n)), np.intp, n)
+        except TypeError:  # a list or a dict where a name belongs: each field on its own, as text
+            return [factorize([v if isinstance(v, (str, int, float)) or v is None else str(v)
+                               for v in self._field(key)]) for key in keys]
+        combo = np.searchsorted(np.fromiter(first.values(), np.intp, len(first)), at)
+        out = []
+        for j in range(len(keys)):  # a field's values, in order of the combinations' first appearance
+            codes, values = factorize([c[j] for c in first])
+            out.append((codes[combo], values))
+        return out
+
+    def floats(self, key: str) -> np.ndarray | None:
+        """Every event's ``key`` field as float64 where every one is a float (the typed reader's times), else None.
+
+        Example:
+            >>> from_document([{"ts": 1.5}, {"ts": 2}], "<list>").floats("ts") is None
+            True
+        """
+        if not self.typed:
+            return None
+        try:
+            return np.fromiter(self._field(key), np.float64, len(self.events))
+        except (TypeError, ValueError):
+            return None
 
     def arg(self, key: str, rows: Any, alt: str | None = None) -> list:
         """The value of ``args[key]`` (else ``args[alt]``) for the events at positions ``rows``; None where absent."""
@@ -61,20 +107,29 @@ class RawEvents:
 
     def args_of(self, rows: Any, *keys: str) -> list[list]:
         """``[arg(key, rows) for key in keys]``, reading each event's args once."""
-        rows = np.asarray(rows, dtype=np.int64).tolist()
-        args = self.args
-        if self.typed:  # ``args`` holds the events; each has an args struct (an empty one when the file had none)
-            sub = [args[i].args for i in rows]
+        picked = map(self.events.__getitem__, np.asarray(rows, dtype=np.int64).tolist())
+        if self.typed:  # each event has an args struct (an empty one when the file had none)
+            sub = list(map(attrgetter("args"), picked))
             return [list(map(attrgetter(key), sub)) for key in keys]
-        sub = [a if type(a) is dict else _EMPTY for a in (args[i] for i in rows)]
+        sub = [a if type(a) is dict else _EMPTY for a in map(dict.get, picked, repeat("args"))]
         return [[a.get(key) for a in sub] for key in keys]
 
     def keep(self, rows: Any) -> None:
         """Keep only the events at positions ``rows`` (in that order)."""
-        rows = np.asarray(rows, dtype=np.int64).tolist()
-        for col in ("ts", "dur", "cat", "name", "pid", "tid", "args"):
-            values = getattr(self, col)
-            setattr(self, col, [values[i] for i in rows])
+        self.events = list(map(self.events.__getitem__, np.asarray(rows, dtype=np.int64).tolist()))
+
+
+def factorize(values: list) -> tuple[np.ndarray, list]:
+    """Each value's code and the distinct values, in order of first appearance.
+
+    Example:
+        >>> codes, uniq = factorize(["a", "b", "a", None])
+        >>> codes.tolist(), uniq
+        ([0, 1, 0, 2], ['a', 'b', None])
+    """
+    seen: dict = {}
+    codes = [seen.setdefault(v, len(seen)) for v in values]
+    return np.array(codes, dtype=np.intp), list(seen)
 
 
 _EMPTY: dict = {}
@@ -247,7 +302,6 @@ if _msgspec is not None:
         forbid_unknown_fields=True, gc=False, module=__name__)
     _DOCUMENT = _msgspec.json.Decoder(_Document)
 
-_COLUMNS = [attrgetter(f) for f in ("ts", "dur", "cat", "name", "pid", "tid")]
 _NOT_TYPED = None if _msgspec is None else (_msgspec.DecodeError, _msgspec.ValidationError)
 
 
@@ -291,11 +345,10 @@ def _document(data: bytes) -> tuple[list, dict]:
 
 
 def _from_typed(events: list, header: dict) -> RawEvents:
-    X = [e for e in events if type(e) is _Complete]
+    X = list(filter(_Complete.__instancecheck__, events))
     M = [{"name": e.name, "pid": e.pid, "tid": e.tid, "args": {"name": e.args.name, "labels": e.args.labels}}
-         for e in events if type(e) is _Metadata]
-    cols = [list(map(get, X)) for get in _COLUMNS]
-    return RawEvents(*cols, X, meta_events=M, header=header, typed=True)
+         for e in filter(_Metadata.__instancecheck__, events)]
+    return RawEvents(X, meta_events=M, header=header, typed=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -404,9 +457,6 @@ def _read_events(text: str, pos: int) -> tuple[list, bool]:
             return events, False
 
 
-_FIELDS = itemgetter("ts", "dur", "cat", "name", "pid", "tid")
-
-
 def from_document(doc: Any, name: str, damage: str | None = None) -> RawEvents:
     """Raw columns from a parsed trace document (a dict with ``traceEvents``, or a bare list of events).
 
@@ -435,11 +485,7 @@ def from_document(doc: Any, name: str, damage: str | None = None) -> RawEvents:
     if not X and not M and not any(type(e) is dict for e in raw):
         raise TraceError(f"{name}: not a trace: the event list holds no event objects "
                          f"(found {type(raw[0]).__name__} values)")
-    try:
-        cols = [list(c) for c in zip(*[_FIELDS(e) for e in X])] or [[] for _ in range(6)]
-    except KeyError:
-        cols = [[e.get(k) for e in X] for k in ("ts", "dur", "cat", "name", "pid", "tid")]
-    return RawEvents(*cols, [e.get("args") for e in X], meta_events=M, header=header, damage=damage)
+    return RawEvents(X, meta_events=M, header=header, damage=damage)
 
 
 def _split(raw: list) -> tuple[list, list]:

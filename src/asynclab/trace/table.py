@@ -40,16 +40,19 @@ def build_table(raw: RawEvents, name: str, meta: dict[str, Any]) -> pd.DataFrame
     _read_metadata(raw.meta_events, meta)
     ts, dur = _valid_times(raw, name, meta)
     start, end = _normalise_times(ts, dur, meta)
-    kind, names, cats = _classify(raw)
-    pid, tid = _str_take(raw.pid), _str_take(raw.tid)
+    cat_c, name_c, pid_c, tid_c = raw.coded("cat", "name", "pid", "tid")
+    kind, names, cats = _classify(cat_c, name_c)
+    (pid_code, pid_texts), (tid_code, tid_texts) = _texts(pid_c), _texts(tid_c)
+    pid, tid = pid_texts[pid_code], tid_texts[tid_code]
     gpu = _gpu_columns(raw, kind, names, pid, tid)
     meta["platform"] = _platform(cats, kind, names, gpu["idx"], meta)
     cols = _full_columns(len(start), kind, gpu, _launch_correlations(raw, kind))
-    cols.update(kind=kind, name=names, pid=pid, tid=tid, start=start, end=end, dur=dur)
+    cols.update(kind=kind, name=names, pid=pid, tid=tid, start=start, end=end, dur=dur, pid_code=pid_code,
+                tid_code=tid_code)
     cols = _in_time_order(cols)
     is_gpu = np.isfinite(cols["device"])
-    lane, main_key = _lane_labels(cols["kind"], is_gpu, cols["device"], cols["stream"], cols["pid"], cols["tid"],
-                                  cols["start"], meta)
+    lane, main_key = _lane_labels(cols["kind"], is_gpu, cols["device"], cols["stream"],
+                                  (cols["pid_code"], pid_texts), (cols["tid_code"], tid_texts), cols["start"], meta)
     meta["main_thread"] = main_key
     launch = _link_launches(cols["kind"], cols["correlation"], is_gpu)
     df = _frame(cols, lane, launch, _rank_of(meta))
@@ -63,19 +66,21 @@ def build_table(raw: RawEvents, name: str, meta: dict[str, Any]) -> pd.DataFrame
 # --------------------------------------------------------------------------------------------
 def _valid_times(raw: RawEvents, name: str, meta: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     """``ts`` and ``dur`` as arrays, after dropping (with a warning) events whose times are not numbers."""
-    ts, _ = _times(raw.ts)
-    dur = _num(raw.dur)
+    ts = raw.floats("ts")
+    ts = _times(raw.values("ts"))[0] if ts is None else ts
+    dur = raw.floats("dur")
+    dur = _num(raw.values("dur")) if dur is None else dur
     tsf = ts.astype(np.float64) if ts.dtype.kind in "iu" else ts
     bad = ~np.isfinite(tsf) | ~np.isfinite(dur) | (dur < 0)
     n_bad = int(bad.sum())
     if not n_bad:
         return ts, dur
     i = int(np.flatnonzero(bad)[0])
-    why = _why_bad(raw.ts[i], raw.dur[i])
+    why = _why_bad(raw.values("ts")[i], raw.values("dur")[i])
     if n_bad == len(ts):
         raise TraceError(f"{name}: no valid events: every complete event has a bad 'ts' or 'dur' (e.g. {why})")
     warnings.warn(f"{name}: skipped {n_bad:,} malformed event(s) of {len(ts):,} "
-                  f"(e.g. {_short(raw.name[i])}: {why})", TraceWarning, stacklevel=6)
+                  f"(e.g. {_short(raw.values('name')[i])}: {why})", TraceWarning, stacklevel=6)
     keep = np.flatnonzero(~bad)
     raw.keep(keep)
     meta["skipped_events"] = n_bad
@@ -140,12 +145,13 @@ def _normalise_times(ts: np.ndarray, dur: np.ndarray, meta: dict[str, Any]) -> t
 _MTIA_ROWS = {"dma_request": "copy", "event_wait": "sync"}
 
 
-def _classify(raw: RawEvents) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, list]]:
+def _classify(cat: tuple[np.ndarray, list], name: tuple[np.ndarray, list]) -> tuple[np.ndarray, np.ndarray,
+                                                                                  tuple[np.ndarray, list]]:
     """(kind, name, category) columns: the kind from the category, then copies by direction and kernels by what they
-    do; the category as its codes and distinct values (:func:`_factorize`)."""
-    cat_codes, cat_uniq = _factorize(raw.cat)
+    do; the category as its codes and distinct values (:meth:`RawEvents.coded`)."""
+    cat_codes, cat_uniq = cat
     kind = np.array([kind_of_cat(c) for c in cat_uniq], dtype=object)[cat_codes]
-    name_codes, texts = _texts(raw.name)
+    name_codes, texts = _texts(name)
     names = texts[name_codes]
     if "mtia_ccp_events" in cat_uniq:
         mtia = np.flatnonzero(cat_codes == cat_uniq.index("mtia_ccp_events"))
@@ -158,22 +164,6 @@ def _classify(raw: RawEvents) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray,
         is_comm[used] = [comm_kernel(texts[c]) for c in used]
         kind[kernels[is_comm[codes]]] = "comm"
     return kind, names, (cat_codes, cat_uniq)
-
-
-def _factorize(values: list) -> tuple[np.ndarray, list]:
-    """Each value's code and the distinct values, in order of first appearance (unhashable ones as their text).
-
-    Example:
-        >>> codes, uniq = _factorize(["a", "b", "a", None])
-        >>> codes.tolist(), uniq
-        ([0, 1, 0, 2], ['a', 'b', None])
-    """
-    seen: dict = {}
-    try:
-        codes = [seen.setdefault(v, len(seen)) for v in values]
-    except TypeError:  # a list or a dict where a name belongs
-        return _factorize([v if isinstance(v, (str, int, float)) or v is None else _to_str(v) for v in values])
-    return np.array(codes, dtype=np.intp), list(seen)
 
 
 # --------------------------------------------------------------------------------------------
@@ -404,8 +394,8 @@ def _main_thread(kh, start_h, k_codes, pairs) -> int | None:
 
 
 def _host_lanes(kh, pid_h, tid_h, start_h, meta) -> tuple[np.ndarray, str | None]:
-    p_codes, p_uniq = pd.factorize(pid_h)
-    t_codes, t_uniq = pd.factorize(tid_h)
+    """The host rows' lanes, from their kinds, pids and tids (each as codes and their texts) and starts."""
+    (p_codes, p_uniq), (t_codes, t_uniq) = pid_h, tid_h
     key = p_codes.astype(np.int64) * (len(t_uniq) + 1) + t_codes
     k_codes, k_uniq = pd.factorize(key)
     pairs = [(str(p_uniq[k // (len(t_uniq) + 1)]), str(t_uniq[k % (len(t_uniq) + 1)])) for k in k_uniq]
@@ -446,7 +436,7 @@ def _lane_labels(kind, is_gpu, device, stream, pid, tid, start, meta) -> tuple[n
     hi = np.flatnonzero(~is_gpu)
     main = None
     if len(hi):
-        lane[hi], main = _host_lanes(kind[hi], pid[hi], tid[hi], start[hi], meta)
+        lane[hi], main = _host_lanes(kind[hi], (pid[0][hi], pid[1]), (tid[0][hi], tid[1]), start[hi], meta)
     return lane, main
 
 
@@ -506,16 +496,18 @@ def _int_array(f: np.ndarray) -> pd.arrays.IntegerArray:
     return pd.arrays.IntegerArray(vals, mask)
 
 
-def _str_take(values: list) -> np.ndarray:
-    """List of JSON scalars -> object array of str (None -> "")."""
-    codes, texts = _texts(values)
-    return texts[codes]
+def _texts(coded: tuple[np.ndarray, list]) -> tuple[np.ndarray, np.ndarray]:
+    """A field's codes and values (:meth:`RawEvents.coded`) as codes of its distinct texts and those texts (None -> "";
+    1 and "1" are one text).
 
-
-def _texts(values: list) -> tuple[np.ndarray, np.ndarray]:
-    """Each value's code (:func:`_factorize`) and the distinct values as text (None -> "")."""
-    codes, uniq = _factorize(values)
-    return codes, np.array([_to_str(u) for u in uniq], dtype=object)
+    Example:
+        >>> codes, texts = _texts((np.array([0, 1, 2, 0]), [1, "1", None]))
+        >>> codes.tolist(), texts.tolist()
+        ([0, 0, 1, 0], ['1', ''])
+    """
+    codes, uniq = coded
+    t_codes, texts = pd.factorize(np.array([_to_str(u) for u in uniq], dtype=object))
+    return t_codes[codes], np.asarray(texts, dtype=object)
 
 
 def _to_str(v: Any) -> str:
