@@ -68,6 +68,7 @@ class Graph:
     g_peer_start: np.ndarray = field(default=None, repr=False)   # when the last rank started it (NaN: no peers)
     g_intrinsic: np.ndarray = field(default=None, repr=False)    # its time once every rank has joined
     h_origin: float = float("nan")   # the start of the rank's first host row: where the first call's gap begins
+    memo: dict = field(default_factory=dict, repr=False, compare=False)  # what replays made, shared with its copies
 
     def prev_end(self) -> np.ndarray:
         """Where each host call's gap begins: the end of the call before it, or the rank's first host row."""
@@ -75,10 +76,29 @@ class Graph:
         return np.where(self.h_after >= 0, self.h_end[np.maximum(self.h_after, 0)], first)
 
     def copy(self) -> "Graph":
-        """A copy whose arrays can be changed without touching this one."""
+        """A copy whose arrays can be changed without touching this one (it shares :meth:`remembered`'s memo)."""
         arrays = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in self.__dict__.items()}
         arrays["h_waits"] = list(self.h_waits)
         return replace(self, **arrays)
+
+    def remembered(self, key: str, inputs: tuple[np.ndarray, ...], make: Any) -> Any:
+        """``make()``, made once for this graph and its copies while ``inputs`` hold what they held then (a fix
+        changes a few of a graph's arrays; its replay converts the others as the unchanged graph's replay did).
+
+        Example:
+            >>> g = Graph(*[np.zeros(1)] * 7, [None], *[np.zeros(1)] * 11, 0.0, pd.DataFrame(), pd.DataFrame())
+            >>> a = g.remembered("h_gap", (g.h_gap,), g.h_gap.tolist)
+            >>> g.copy().remembered("h_gap", (g.h_gap,), list) is a, g.remembered("h_gap", (g.h_gap + 1,), list)
+            (True, [])
+        """
+        hit = self.memo.get(key)
+        if hit is not None and all(a.shape == b.shape and np.array_equal(a, b, equal_nan=True)
+                                   for a, b in zip(hit[0], inputs)):
+            return hit[1]
+        value = make()
+        if hit is None:
+            self.memo[key] = (tuple(a.copy() for a in inputs), value)
+        return value
 
 
 def _top_level(calls: pd.DataFrame) -> pd.DataFrame:
@@ -306,29 +326,39 @@ def replay_together(graphs: list[Graph], floors: list) -> list[tuple]:
     return results
 
 
-def _replaying(g: Graph, floor: np.ndarray | None, peer: np.ndarray, asks: set):
-    """:func:`replay` as a generator: at each collective of ``asks`` it yields (task, its start) and takes the time
-    its last rank joined it; the others join at ``peer`` (NaN: no peers). Returns the four arrays."""
+#: The graph's arrays a replay reads as lists, in the order :func:`_replaying` unpacks them.
+_LISTED = ("h_start", "h_end", "g_start", "g_end", "h_after", "h_gap", "h_dur", "h_own", "h_block", "g_launch", "g_lat",
+           "g_prev", "g_gap", "g_dep", "g_dgap", "g_dur")
+
+
+def _order(g: Graph) -> tuple[list, list]:
+    """What a replay visits, in turn: (what: 1 a host call, 0 a blocking call's end, 2 a GPU task; its position), by
+    the trace's time; at one time a wait's end, then host calls, then GPU tasks."""
     nh, ng = len(g.h_start), len(g.g_start)
     block = np.flatnonzero(g.h_block)
     launch_s = np.where(g.g_launch >= 0, g.h_start[np.maximum(g.g_launch, 0)], -np.inf)
     keys = np.concatenate([g.h_start, g.h_end[block], np.maximum(g.g_start, launch_s)])
     what = np.concatenate([np.ones(nh, np.int8), np.zeros(len(block), np.int8), np.full(ng, 2, np.int8)])
     idx = np.concatenate([np.arange(nh), block, np.arange(ng)])
-    order = np.lexsort((what, keys))  # by time; at one time a wait's end, then host calls, then GPU tasks
+    order = np.lexsort((what, keys))
+    return what[order].tolist(), idx[order].tolist()
+
+
+def _replaying(g: Graph, floor: np.ndarray | None, peer: np.ndarray, asks: set):
+    """:func:`replay` as a generator: at each collective of ``asks`` it yields (task, its start) and takes the time
+    its last rank joined it; the others join at ``peer`` (NaN: no peers). Returns the four arrays."""
+    order = g.remembered("order", (g.h_start, g.h_end, g.h_block, g.g_start, g.g_launch), lambda: _order(g))
     joins = {i: float(peer[i]) for i in np.flatnonzero(np.isfinite(peer)).tolist()}
     joins.update({i: None for i in asks})
     own_time = g.g_intrinsic.tolist() if joins else []
     floors = None if floor is None else floor.tolist()  # NaN: none (no comparison with NaN holds)
     inf = float("inf")
-    hs0, he0, gs0, ge0 = (a.tolist() for a in (g.h_start, g.h_end, g.g_start, g.g_end))
+    hs0, he0, gs0, ge0, after, gap, dur, own, blk, launch, lat, prev, pgap, dep, dgap, gdur = (
+        g.remembered(k, (getattr(g, k),), getattr(g, k).tolist) for k in _LISTED)
     HS, HE, GS, GE = list(hs0), list(he0), list(gs0), list(ge0)  # the original until replayed
-    after, gap, dur, own, blk = (a.tolist() for a in (g.h_after, g.h_gap, g.h_dur, g.h_own, g.h_block))
-    launch, lat, prev, pgap, dep, dgap, gdur = (a.tolist() for a in (g.g_launch, g.g_lat, g.g_prev, g.g_gap, g.g_dep,
-                                                                    g.g_dgap, g.g_dur))
     waits_of = g.h_waits
     origin = g.h_origin
-    for w, i in zip(what[order].tolist(), idx[order].tolist()):
+    for w, i in zip(*order):
         if w == 2:  # a GPU task: after its launch, its stream's previous task and the task it waited for
             k = launch[i]
             p = prev[i]
