@@ -260,10 +260,15 @@ if _msgspec is not None:
         size: Any = None
         direction: Any = None
         grid: Any = None
+
+    _NO_ARGS = _Args()
+
+    class _MetaArgs(_msgspec.Struct, gc=False, frozen=True):
+        """A metadata event's args: a process's or thread's name, a process's labels (fewer fields decode faster)."""
         name: Any = None
         labels: Any = None
 
-    _NO_ARGS = _Args()
+    _NO_META_ARGS = _MetaArgs()
 
     class _Complete(_msgspec.Struct, gc=False, tag_field="ph", tag="X"):
         """A complete event ("X"): the fields the event model reads; the rest of the JSON is skipped."""
@@ -279,7 +284,7 @@ if _msgspec is not None:
         name: "str | None" = None
         pid: "int | str | None" = None
         tid: "int | str | None" = None
-        args: _Args = _NO_ARGS
+        args: _MetaArgs = _NO_META_ARGS
 
     # every other phase (flows, instants, counters, async and object events) is decoded as an empty struct
     _OTHER_PHASES = ("s", "f", "t", "i", "I", "B", "E", "C", "b", "e", "n", "P", "O", "N", "D", "R", "c", "(", ")")

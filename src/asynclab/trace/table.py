@@ -44,7 +44,7 @@ def build_table(raw: RawEvents, name: str, meta: dict[str, Any]) -> pd.DataFrame
     kind, names, cats = _classify(cat_c, name_c)
     (pid_code, pid_texts), (tid_code, tid_texts) = _texts(pid_c), _texts(tid_c)
     pid, tid = pid_texts[pid_code], tid_texts[tid_code]
-    gpu = _gpu_columns(raw, kind, names, pid, tid)
+    gpu = _gpu_columns(raw, kind, names, (pid_code, pid_texts), (tid_code, tid_texts))
     meta["platform"] = _platform(cats, kind, names, gpu["idx"], meta)
     cols = _full_columns(len(start), kind, gpu, _launch_correlations(raw, kind))
     cols.update(kind=kind, name=names, pid=pid, tid=tid, start=start, end=end, dur=dur, pid_code=pid_code,
@@ -169,9 +169,10 @@ def _classify(cat: tuple[np.ndarray, list], name: tuple[np.ndarray, list]) -> tu
 # --------------------------------------------------------------------------------------------
 # Step 4: the GPU rows' device, stream, copy endpoints and sizes
 # --------------------------------------------------------------------------------------------
-def _gpu_columns(raw: RawEvents, kind: np.ndarray, names: np.ndarray, pid: np.ndarray,
-                 tid: np.ndarray) -> dict[str, np.ndarray]:
-    """Columns for the GPU rows only (position ``idx`` in the trace); copies get their direction in ``kind``."""
+def _gpu_columns(raw: RawEvents, kind: np.ndarray, names: np.ndarray, pid: tuple[np.ndarray, np.ndarray],
+                 tid: tuple[np.ndarray, np.ndarray]) -> dict[str, np.ndarray]:
+    """Columns for the GPU rows only (position ``idx`` in the trace); copies get their direction in ``kind``. ``pid``
+    and ``tid``: each row's code and the distinct texts (:func:`_texts`)."""
     idx = np.flatnonzero(_among(kind, list(GPU_KINDS) + ["copy"]))
     mem = idx[_among(kind[idx], ("copy", "memset"))]
     mem_pos = np.searchsorted(idx, mem)
@@ -185,10 +186,11 @@ def _gpu_columns(raw: RawEvents, kind: np.ndarray, names: np.ndarray, pid: np.nd
     from_dev, to_dev, in_dev, nbytes, nbytes_alt, size = mem_cols
     nbytes = np.where(np.isfinite(nbytes), nbytes, np.where(np.isfinite(nbytes_alt), nbytes_alt, size))
     dev_arg, corr, grid, stream_arg = raw.args_of(idx, "device", "correlation", "grid", "stream")
-    device = _device_of(_num(dev_arg), _num_by_unique(pid[idx]), in_dev, from_dev, pid[idx])
+    pid_code, pids, tid_code, tids = pid[0][idx], pid[1], tid[0][idx], tid[1]
+    device = _device_of(_num(dev_arg), _num_by_unique(pids)[pid_code], in_dev, from_dev, pids[pid_code])
     _copy_directions(kind, names, idx, mem_pos, from_dev, to_dev, direction)
     kind_g = kind[idx]
-    stream = _streams(kind_g, _strip_stream_prefix(tid[idx]), _num(stream_arg))
+    stream = _streams(kind_g, _strip_stream_prefix(tids)[tid_code], _num(stream_arg))
     src, dst = _copy_endpoints(kind_g, device, from_dev, to_dev)
     nbytes = np.where(_among(kind_g, COPY_KINDS + ("memset", "other")), nbytes, np.nan)
     return {"idx": idx, "device": device, "stream": stream, "src": src, "dst": dst, "bytes": nbytes,
