@@ -92,9 +92,9 @@ LESSONS = (
     Lesson("01", "async_dispatch", "Asynchronous dispatch: the host runs ahead", 1, "NVIDIA H100", True),
     Lesson("02", "timing", "Timing GPU code: wrong and right timers", 1, "NVIDIA H100", True),
     Lesson("03", "streams", "Streams: when kernels run side by side", 1, "NVIDIA H100", True),
-    Lesson("04", "events", "Events: ordering work across streams and devices", 1, "NVIDIA H200", True),
+    Lesson("04", "events", "Events: ordering work across streams and devices", 1, "NVIDIA H100", True),
     Lesson("05", "copy_overlap", "Copy overlap: pinned memory and copy engines", 1, "NVIDIA H100", True),
-    Lesson("06", "multi_gpu_p2p", "Multi-GPU: peer-to-peer copies over NVLink", 2, "2x NVIDIA H200", True),
+    Lesson("06", "multi_gpu_p2p", "Multi-GPU: peer-to-peer copies over NVLink", 2, "2x NVIDIA H100", True),
     Lesson("07", "pipeline_bubbles", "Pipeline bubbles: micro-batches on two GPUs", 2, "2x NVIDIA H200", True),
     Lesson("08", "your_step", "Your own training step: diagnose it, fix it, measure it", 1, "NVIDIA H100", True),
 )
@@ -131,7 +131,7 @@ def how_it_runs(item: Lesson, hw: hardware.Hardware) -> str:
 
     Example:
         >>> how_it_runs(lesson(6), hardware.Hardware(gpus=()))
-        'replays the 2x NVIDIA H200 reference'
+        'replays the 2x NVIDIA H100 reference'
     """
     if item.gpus == 0:
         return "runs here"
