@@ -15,7 +15,8 @@ from asynclab.trace.events import WORK_KINDS, TraceError, name_matches
 from asynclab.trace.findings import Finding
 from asynclab.trace.idle import SMALL_COPY_BYTES, GpuView, Pieces, idle_pieces, underfilled_pieces
 from asynclab.trace.metrics import gpus_with_work, rows_on_gpu, profiler_steps, as_trace
-from asynclab.trace.savings import OUTLIER_FACTOR, Savings, outlier_steps, predict_savings_of_ranks, startup_end
+from asynclab.trace.savings import (MIN_SHARE, OUTLIER_FACTOR, Savings, outlier_steps, predict_savings_of_ranks,
+                                    startup_end)
 from asynclab.trace.whatif import FIRST_SHARE, NEEDS_FIRST, REPLAYED_KINDS, pinned_default
 from asynclab.trace import Trace
 
@@ -23,8 +24,6 @@ __all__ = ["diagnose", "Diagnosis", "FOLD_SHARE"]
 
 #: The text view folds findings under this share of the step into one line.
 FOLD_SHARE = 0.02
-#: A finding whose fix would save less than this share of the step is not reported.
-MIN_SHARE = 1e-4
 _FRAME = re.compile(r"^(?P<file>.+?\.py)\((?P<line>\d+)\): (?P<func>.+)$")
 _LIBRARY = re.compile(r"(^|/)(torch/|asynclab/(?!lessons/)|site-packages/|dist-packages/|threading\.py|multiprocessing/|"
                       r"<frozen)|/lib/python3")

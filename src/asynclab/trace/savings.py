@@ -12,7 +12,7 @@ from asynclab.trace.replay import GPU_GAP_US, build_graph, host_at, replay, repl
 from asynclab.trace.whatif import (FIRST_SHARE, NEEDS_FIRST, PINNED_BYTES_PER_US, REPLAYED_KINDS, context, fixed,
                                    profiler_free, rank_skew_cuts)
 
-__all__ = ["Savings", "predict_savings", "predict_savings_of_ranks", "outlier_steps", "profiler_cost_per_op", "startup_end",
+__all__ = ["Savings", "MIN_SHARE", "predict_savings", "predict_savings_of_ranks", "outlier_steps", "profiler_cost_per_op", "startup_end",
            "OUTLIER_FACTOR", "STARTUP_US", "STEADY_RESOLUTION"]
 
 #: A step whose host time is more than this many times the median of the others' is an outlier.
@@ -244,6 +244,21 @@ def _steady(g: Any, result: tuple, segs: list) -> tuple[np.ndarray | None, list[
     return (floor if np.isfinite(floor).any() else None), lags
 
 
+#: A fix that saves less than this share of the step saves nothing: the diagnosis does not report it, and the step
+#: with every fix leaves it out.
+MIN_SHARE = 1e-4
+
+
+def _saves(base: list[float], fixed_ms: list[float]) -> bool:
+    """Whether a fix saves :data:`MIN_SHARE` of the step or more, over the ranks (what they save over their steps).
+
+    Example:
+        >>> _saves([10.0, 10.0], [9.0, 10.0]), _saves([10.0], [10.2])
+        (True, False)
+    """
+    return sum(b - f for b, f in zip(base, fixed_ms)) >= MIN_SHARE * sum(base)
+
+
 def _share(base: list[float], fixed_ms: list[float]) -> float:
     """The share of the step a fix saves, over the ranks."""
     return float(np.mean([(b - f) / b if b > 0 else 0.0 for b, f in zip(base, fixed_ms)]))
@@ -284,6 +299,7 @@ def predict_savings_of_ranks(events: pd.DataFrame, ranks: list[tuple[Any, pd.Dat
         if first:
             before, after = step_with(first), step_with(first + (k,))
             fixed_ms[k] = [b - (x - y) for b, x, y in zip(base, before, after)]
-    all_fixed = step_with(tuple(todo)) if todo else base
+    saving = [k for k in todo if _saves(base, fixed_ms[k])]  # a fix that saves nothing is no fix: it stays out
+    all_fixed = step_with(tuple(saving)) if saving else base
     return [Savings(base[i], r.profiled_ms, {k: v[i] for k, v in fixed_ms.items()}, min(all_fixed[i], base[i]),
                     r.outliers, r.per_op, {k: v for k, v in needs.items() if v}) for i, r in enumerate(rs)]
