@@ -86,6 +86,14 @@ def test_the_step_with_every_fix_is_within_a_quarter_of_the_fixed_twin(case):
     assert 0.75 * measured <= d.all_fixed_ms <= 1.25 * measured, (d.all_fixed_ms, measured)
 
 
+def test_the_step_with_every_fix_leaves_out_a_fix_that_saves_nothing():
+    """host_sync's case reports one finding; the replay of underfilled_gpu's fix there lengthens the step, so it is
+    no fix, and the step with every fix is the step with host_sync's."""
+    d = diagnose(_trace("host_sync", "bad"))
+    assert [f.kind for f in d.findings] == ["host_sync"], d.text()
+    assert d.all_fixed_ms == pytest.approx(d.fixed_ms["host_sync"], abs=1e-6)
+
+
 def _run_spread(case: str, variant: str) -> float:
     """How far apart a variant's step measured: its recorded time and its ``runs`` (the same measurement again, each
     in a fresh process), the longest over the shortest."""
