@@ -43,8 +43,8 @@ def recorded_elsewhere() -> str:
         return "Every lesson was recorded on an H100."
     names = others[0] if len(others) == 1 else ", ".join(others[:-1]) + " and " + others[-1]
     return (f"Lesson{'s' if len(others) > 1 else ''} {names} {'were' if len(others) > 1 else 'was'} recorded on "
-            "another card (each section names it): their ratios compare an H100's prediction with that card's "
-            "measurement.")
+            f"another card (each section names it): {'their' if len(others) > 1 else 'its'} ratios compare an H100's "
+            "prediction with that card's measurement.")
 
 
 def fmt(value: float | None) -> str:
