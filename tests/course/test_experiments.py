@@ -509,9 +509,10 @@ def test_copy_barriers_find_where_gpu0_stalls_and_name_a_trace_without_them():
         assert [b["issued_us"] for b in barriers] == sorted(b["issued_us"] for b in barriers)
         positions = [b["kernels_before"] for b in barriers]
         assert positions == sorted(positions) and positions[0] == 0 and positions[-1] < barriers[0]["kernels"]
-        # GPU 0's long idle gaps are where the barriers put their waits
+        # GPU 0's long idle gaps are mostly where the barriers put their waits (at m=32 on the H100s, 1.1 ms of
+        # 17.5 are at the start, where GPU 0 waited for the host to launch the first forwards: lesson 07's 85%)
         idle = idle_gaps(trace).query("device == 0 and dur_us >= 20")["dur_us"].sum()
-        assert sum(b["held_us"] for b in barriers) == pytest.approx(idle, rel=0.05)
+        assert 0.85 * idle <= sum(b["held_us"] for b in barriers) <= 1.05 * idle
     with pytest.raises(ValueError, match="no host thread other than the main one launched work on GPU 1"):
         P.copy_barriers(reference.trace(7, "pipelining_1f1b_rank0"))
 

@@ -95,7 +95,7 @@ LESSONS = (
     Lesson("04", "events", "Events: ordering work across streams and devices", 1, "NVIDIA H100", True),
     Lesson("05", "copy_overlap", "Copy overlap: pinned memory and copy engines", 1, "NVIDIA H100", True),
     Lesson("06", "multi_gpu_p2p", "Multi-GPU: peer-to-peer copies over NVLink", 2, "2x NVIDIA H100", True),
-    Lesson("07", "pipeline_bubbles", "Pipeline bubbles: micro-batches on two GPUs", 2, "2x NVIDIA H200", True),
+    Lesson("07", "pipeline_bubbles", "Pipeline bubbles: micro-batches on two GPUs", 2, "2x NVIDIA H100", True),
     Lesson("08", "your_step", "Your own training step: diagnose it, fix it, measure it", 1, "NVIDIA H100", True),
 )
 

@@ -570,7 +570,7 @@ def copy_barriers(trace: Any) -> list[dict[str, float]]:
         >>> from asynclab import reference
         >>> t = reference.trace(7, "gpipe_m4").window(annotation="gpipe m=4")
         >>> [(b["kernels_before"], b["held_us"] > 1000) for b in copy_barriers(t)]
-        [(0, True), (39, True), (94, True), (149, True)]
+        [(0, True), (20, True), (82, False), (137, True)]
     """
     from asynclab.trace.metrics import launch_latency
     from asynclab.trace import WORK_KINDS
