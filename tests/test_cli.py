@@ -260,9 +260,12 @@ def test_hardware_no_torch(capsys):
 def test_course_executes_a_notebook_and_writes_its_figures(tmp_path):
     """What ``make course`` runs (``asynclab course --out ... --figures ...``), on lesson 00, which runs anywhere."""
     nb = Path(__file__).resolve().parent.parent / "notebooks" / "00_welcome.ipynb"
+    (tmp_path / "tmp").mkdir()
     proc = subprocess.run([sys.executable, "-m", "asynclab.cli", "course", "--out", str(tmp_path / "nb"),
-                           "--figures", str(tmp_path / "fig"), str(nb)], capture_output=True, text=True, timeout=300)
+                           "--figures", str(tmp_path / "fig"), str(nb)], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, TMPDIR=str(tmp_path / "tmp")))
     assert proc.returncode == 0, proc.stderr[-2000:]
+    assert not [p.name for p in (tmp_path / "tmp").iterdir() if p.name.startswith(("asynclab-kernel", "tmp"))]
     ran = json.loads((tmp_path / "nb" / nb.name).read_text())
     outputs = [o for c in ran["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
     assert outputs and not any(o["output_type"] == "error" for o in outputs)

@@ -1,5 +1,8 @@
 """Classroom labs: the nbgrader course built from the notebooks, graded on a machine without a GPU."""
 import copy
+import os
+import subprocess
+import sys
 import json
 import re
 from pathlib import Path
@@ -337,3 +340,21 @@ def test_a_regrade_gets_what_the_notebooks_earlier_cells_defined_for_the_answer(
     namespace: dict = {}
     exec(compile(setup + "\n" + answer, "<regrade>", "exec"), namespace)  # noqa: S102 - the course's own cells
     assert namespace["predicted_ms"] > 0
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the grading kernels use local sockets only on POSIX")
+def test_the_config_s_socket_folder_goes_when_nbgrader_exits(tmp_path):
+    """nbgrader reads nbgrader_config.py at every command: the folder it makes for its kernels' sockets is removed
+    when that command exits, so a term of grading leaves nothing behind in the temporary folder."""
+    (tmp_path / "tmp").mkdir()
+    run = ("from traitlets.config import Config\n"
+           "c = Config()\n"
+           f"exec(compile(open({str(tmp_path / 'nbgrader_config.py')!r}).read(), 'nbgrader_config.py', 'exec'),"
+           " {'get_config': lambda: c, '__name__': 'config'})\n"
+           "import os; print(os.path.isdir(os.path.dirname(c.KernelManager.ip)))\n")
+    (tmp_path / "nbgrader_config.py").write_text(classroom.NBGRADER_CONFIG)
+    proc = subprocess.run([sys.executable, "-c", run], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, TMPDIR=str(tmp_path / "tmp")))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "True"  # it was there while nbgrader ran
+    assert not list((tmp_path / "tmp").iterdir())

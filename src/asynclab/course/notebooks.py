@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from typing import Any
 from dataclasses import dataclass
@@ -100,16 +101,17 @@ def run_notebooks(notebooks: list[Path], out_dir: Path | None, figures: Path | N
             path = Path(path)
             nb = nbformat.read(path, as_version=4)
             t0 = time.perf_counter()
-            km = _kernel_manager()
-            client = nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3", km=km,
-                                             resources={"metadata": {"path": str(path.parent.resolve())}})
-            try:
-                client.execute()
-            except nbclient.exceptions.CellExecutionError as err:
-                raise CourseError(f"{path}: a cell failed: {err.ename}: {err.evalue}") from None
-            finally:
-                if km.has_kernel:
-                    km.shutdown_kernel(now=True)
+            with tempfile.TemporaryDirectory(prefix="asynclab-kernel-") as sockets:  # gone with the kernel
+                km = _kernel_manager(sockets)
+                client = nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3", km=km,
+                                                 resources={"metadata": {"path": str(path.parent.resolve())}})
+                try:
+                    client.execute()
+                except nbclient.exceptions.CellExecutionError as err:
+                    raise CourseError(f"{path}: a cell failed: {err.ename}: {err.evalue}") from None
+                finally:
+                    if km.has_kernel:
+                        km.shutdown_kernel(now=True)
             target = path if out_dir is None else Path(out_dir) / path.name
             target.parent.mkdir(parents=True, exist_ok=True)
             nbformat.write(nb, target)
@@ -123,16 +125,15 @@ def run_notebooks(notebooks: list[Path], out_dir: Path | None, figures: Path | N
 
 
 
-def _kernel_manager() -> Any:
-    """A notebook kernel that talks to this process over local sockets where it can (not unencrypted TCP)."""
-    import tempfile
-
+def _kernel_manager(sockets: str) -> Any:
+    """A notebook kernel that talks to this process over local sockets in the folder ``sockets`` where it can (not
+    unencrypted TCP)."""
     from jupyter_client.manager import KernelManager
 
     if os.name != "posix":
         return KernelManager(kernel_name="python3")
     # an absolute socket path: the kernel runs in the notebook's folder, where a relative one would not be found
-    return KernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(tempfile.mkdtemp(), "kernel"))
+    return KernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(sockets, "kernel"))
 
 
 def add_arguments(parser) -> None:

@@ -28,10 +28,14 @@ c.Exchange.root = os.environ.get("ASYNCLAB_EXCHANGE", "/srv/nbgrader/exchange")
 c.Execute.timeout = {CELL_TIMEOUT_S}  # a cell that runs longer is stopped, and its exercise scores zero
 c.Execute.interrupt_on_timeout = True
 if os.name == "posix":  # the grading kernels talk to nbgrader over local sockets, not unencrypted TCP
+    import atexit
+    import shutil
     import tempfile
 
+    sockets = tempfile.mkdtemp(prefix="asynclab-kernels-")
+    atexit.register(shutil.rmtree, sockets, ignore_errors=True)  # the folder goes when nbgrader exits
     c.KernelManager.transport = "ipc"
-    c.KernelManager.ip = os.path.join(tempfile.mkdtemp(prefix="asynclab-kernels-"), "kernel")
+    c.KernelManager.ip = os.path.join(sockets, "kernel")
 c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE\\nraise NotImplementedError()"}}
 # nbgrader's autograde (the command and formgrader's button) grades each exercise again in a fresh process, after the
 # submission has run: nothing a notebook rebinds, prints or patches changes a grade
