@@ -4,8 +4,10 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -260,12 +262,17 @@ def test_hardware_no_torch(capsys):
 def test_course_executes_a_notebook_and_writes_its_figures(tmp_path):
     """What ``make course`` runs (``asynclab course --out ... --figures ...``), on lesson 00, which runs anywhere."""
     nb = Path(__file__).resolve().parent.parent / "notebooks" / "00_welcome.ipynb"
-    (tmp_path / "tmp").mkdir()
-    proc = subprocess.run([sys.executable, "-m", "asynclab.cli", "course", "--out", str(tmp_path / "nb"),
-                           "--figures", str(tmp_path / "fig"), str(nb)], capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, TMPDIR=str(tmp_path / "tmp")))
+    # a temporary folder of its own, with a short name: a kernel's socket path must fit in about 100 characters
+    tmp = Path(tempfile.mkdtemp(prefix="al-", dir="/tmp" if os.path.isdir("/tmp") else None))
+    try:
+        proc = subprocess.run([sys.executable, "-m", "asynclab.cli", "course", "--out", str(tmp_path / "nb"),
+                               "--figures", str(tmp_path / "fig"), str(nb)], capture_output=True, text=True,
+                              timeout=300, env=dict(os.environ, TMPDIR=str(tmp)))
+        left = [p.name for p in tmp.iterdir() if p.name.startswith(("asynclab-kernel", "tmp"))]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert not [p.name for p in (tmp_path / "tmp").iterdir() if p.name.startswith(("asynclab-kernel", "tmp"))]
+    assert not left, left
     ran = json.loads((tmp_path / "nb" / nb.name).read_text())
     outputs = [o for c in ran["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
     assert outputs and not any(o["output_type"] == "error" for o in outputs)
