@@ -22,7 +22,7 @@ try:  # the fast path; without msgspec every file takes the stdlib path
 except ImportError:  # pragma: no cover - msgspec is a dependency
     _msgspec = None
 
-__all__ = ["RawEvents", "read_file", "from_document", "factorize"]
+__all__ = ["RawEvents", "read_file", "from_document"]
 
 
 @dataclass
@@ -77,12 +77,12 @@ class RawEvents:
         try:  # each combination's first position, in C: its code is its rank among the first positions
             at = np.fromiter(map(first.setdefault, rows, range(n)), np.intp, n)
         except TypeError:  # a list or a dict where a name belongs: each field on its own, as text
-            return [factorize([v if isinstance(v, (str, int, float)) or v is None else str(v)
+            return [_factorize([v if isinstance(v, (str, int, float)) or v is None else str(v)
                                for v in self._field(key)]) for key in keys]
         combo = np.searchsorted(np.fromiter(first.values(), np.intp, len(first)), at)
         out = []
         for j in range(len(keys)):  # a field's values, in order of the combinations' first appearance
-            codes, values = factorize([c[j] for c in first])
+            codes, values = _factorize([c[j] for c in first])
             out.append((codes[combo], values))
         return out
 
@@ -119,11 +119,11 @@ class RawEvents:
         self.events = list(map(self.events.__getitem__, np.asarray(rows, dtype=np.int64).tolist()))
 
 
-def factorize(values: list) -> tuple[np.ndarray, list]:
+def _factorize(values: list) -> tuple[np.ndarray, list]:
     """Each value's code and the distinct values, in order of first appearance.
 
     Example:
-        >>> codes, uniq = factorize(["a", "b", "a", None])
+        >>> codes, uniq = _factorize(["a", "b", "a", None])
         >>> codes.tolist(), uniq
         ([0, 1, 0, 2], ['a', 'b', None])
     """

@@ -43,13 +43,12 @@ def build_table(raw: RawEvents, name: str, meta: dict[str, Any]) -> pd.DataFrame
     cat_c, name_c, pid_c, tid_c = raw.coded("cat", "name", "pid", "tid")
     kind, names, cats = _classify(cat_c, name_c)
     (pid_code, pid_texts), (tid_code, tid_texts) = _texts(pid_c), _texts(tid_c)
-    pid, tid = pid_texts[pid_code], tid_texts[tid_code]
     gpu = _gpu_columns(raw, kind, names, (pid_code, pid_texts), (tid_code, tid_texts))
     meta["platform"] = _platform(cats, kind, names, gpu["idx"], meta)
     cols = _full_columns(len(start), kind, gpu, _launch_correlations(raw, kind))
-    cols.update(kind=kind, name=names, pid=pid, tid=tid, start=start, end=end, dur=dur, pid_code=pid_code,
-                tid_code=tid_code)
+    cols.update(kind=kind, name=names, start=start, end=end, dur=dur, pid_code=pid_code, tid_code=tid_code)
     cols = _in_time_order(cols)
+    cols.update(pid=pid_texts[cols["pid_code"]], tid=tid_texts[cols["tid_code"]])
     is_gpu = np.isfinite(cols["device"])
     lane, main_key = _lane_labels(cols["kind"], is_gpu, cols["device"], cols["stream"],
                                   (cols["pid_code"], pid_texts), (cols["tid_code"], tid_texts), cols["start"], meta)
