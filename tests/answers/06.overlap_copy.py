@@ -5,6 +5,8 @@
 s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
 
 def step(send, multiply):
+    s0.wait_stream(torch.cuda.current_stream(0))  # x0's producer is done
+    s1.wait_stream(torch.cuda.current_stream(1))  # GPU 1's earlier readers of y1 are done
     with torch.cuda.stream(s0), torch.cuda.stream(s1):
         y = send()
     with torch.cuda.device(1):
@@ -20,6 +22,8 @@ s0 = torch.cuda.Stream(device=0)
 s1 = torch.cuda.Stream(device=1)
 
 def step(send, multiply):
+    s0.wait_stream(torch.cuda.default_stream(0))
+    s1.wait_stream(torch.cuda.default_stream(1))
     with torch.cuda.stream(s0):
         with torch.cuda.stream(s1):
             y = send()
@@ -36,6 +40,8 @@ gpu0, gpu1 = torch.device("cuda", 0), torch.device("cuda", 1)
 s0, s1 = torch.cuda.Stream(gpu0), torch.cuda.Stream(gpu1)
 
 def step(send, multiply):
+    s0.wait_stream(torch.cuda.current_stream(gpu0))
+    s1.wait_stream(torch.cuda.current_stream(gpu1))
     with torch.cuda.stream(s0), torch.cuda.stream(s1):
         y = send()
     with torch.cuda.device(gpu1):
@@ -51,6 +57,8 @@ s0 = torch.cuda.Stream("cuda:0")
 s1 = torch.cuda.Stream("cuda:1")
 
 def step(send, multiply):
+    s0.wait_stream(torch.cuda.current_stream("cuda:0"))
+    s1.wait_stream(torch.cuda.current_stream("cuda:1"))
     with torch.cuda.stream(s0), torch.cuda.stream(s1):
         y = send()
     with torch.cuda.device("cuda:1"):
@@ -66,6 +74,8 @@ s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
 
 def step(send, multiply):
     before0, before1 = torch.cuda.current_stream(0), torch.cuda.current_stream(1)
+    s0.wait_stream(before0)
+    s1.wait_stream(before1)
     torch.cuda.set_stream(s0)
     torch.cuda.set_stream(s1)
     y = send()
@@ -82,6 +92,8 @@ al.check("06.overlap_copy", step)
 s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
 
 def step(send, multiply):
+    s0.wait_stream(torch.cuda.current_stream(0))
+    s1.wait_stream(torch.cuda.current_stream(1))
     with torch.cuda.StreamContext(s0), torch.cuda.StreamContext(s1):
         y = send()
     z = multiply()
@@ -107,6 +119,8 @@ al.check("06.overlap_copy", step)
 s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
 
 def step(send, multiply):
+    s0.wait_stream(torch.cuda.current_stream(0))
+    s1.wait_stream(torch.cuda.current_stream(1))
     with torch.cuda.stream(s0), torch.cuda.stream(s1):
         y = send()
     e = torch.cuda.Event()
@@ -125,6 +139,8 @@ def step(send, multiply):
         s0 = torch.cuda.Stream()
     with torch.cuda.device(1):
         s1 = torch.cuda.Stream()
+    s0.wait_stream(torch.cuda.current_stream(0))
+    s1.wait_stream(torch.cuda.current_stream(1))
     with torch.cuda.stream(s0), torch.cuda.stream(s1):
         y = send()
     with torch.cuda.device(1):
@@ -141,6 +157,7 @@ def step(send, multiply):
     global s0, s1
     if s0 is None:
         s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+    s0.wait_stream(torch.cuda.current_stream(0))  # x0 was written there
     reader = torch.cuda.current_stream(1)
     s1.wait_stream(reader)              # nothing on GPU 1 may still use the destination
     with torch.cuda.stream(s0), torch.cuda.stream(s1):
@@ -157,6 +174,8 @@ al.check("06.overlap_copy", step)
 s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
 
 def step(send, multiply):
+    s0.wait_stream(torch.cuda.current_stream(0))
+    s1.wait_stream(torch.cuda.current_stream(1))
     with torch.cuda.stream(s0), torch.cuda.stream(s1):
         y = send()
     z = multiply()
@@ -169,6 +188,7 @@ al.check("06.overlap_copy", step)
 s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
 
 def step(send, multiply):
+    s0.wait_stream(torch.cuda.current_stream(0))  # x0's producer is done (GPU 1's default stream is current: the copy waits for it)
     with torch.cuda.stream(s0):
         y = send()                      # fences GPU 1's default stream, not s1
     with torch.cuda.stream(s1):
@@ -183,6 +203,8 @@ al.check("06.overlap_copy", step)
 s0, s1, s2 = torch.cuda.Stream(0), torch.cuda.Stream(1), torch.cuda.Stream(1)
 
 def step(send, multiply):
+    s0.wait_stream(torch.cuda.current_stream(0))
+    s1.wait_stream(torch.cuda.current_stream(1))
     with torch.cuda.stream(s0), torch.cuda.stream(s1):
         y = send()
     with torch.cuda.stream(s2):
@@ -198,6 +220,8 @@ al.check("06.overlap_copy", step)
 s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
 
 def step(send, multiply):
+    torch.cuda.current_stream(0).record_event().wait(s0)
+    torch.cuda.current_stream(1).record_event().wait(s1)
     with torch.cuda.stream(s0), torch.cuda.stream(s1):
         y = send()
     copied = s1.record_event()
@@ -213,6 +237,8 @@ al.check("06.overlap_copy", step)
 s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
 
 def step(send, multiply):
+    s0.wait_stream(torch.cuda.current_stream(0))
+    s1.wait_stream(torch.cuda.current_stream(1))
     with torch.cuda.stream(s0), torch.cuda.stream(s1):
         y = send()
     with torch.cuda.device(1):
@@ -226,6 +252,8 @@ al.check("06.overlap_copy", step)
 s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
 
 def step(send, multiply):
+    s0.wait_stream(torch.cuda.current_stream(0))
+    s1.wait_stream(torch.cuda.current_stream(1))
     with s0, s1:
         y = send()
     with torch.cuda.device(1):
@@ -239,6 +267,8 @@ al.check("06.overlap_copy", step)
 s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
 
 def step(send, multiply):
+    s0.wait_stream(torch.cuda.current_stream(0))
+    s1.wait_stream(torch.cuda.current_stream(1))
     with torch.cuda.stream(s0), torch.cuda.stream(s1):
         y = send()
     with torch.cuda.device(1):
@@ -500,6 +530,8 @@ class Step:
         self.s0, self.s1 = torch.cuda.Stream(device=0), torch.cuda.Stream(device=1)
 
     def __call__(self, send, multiply):
+        self.s0.wait_stream(torch.cuda.current_stream(0))
+        self.s1.wait_stream(torch.cuda.current_stream(1))
         with contextlib.ExitStack() as stack:
             for s in (self.s0, self.s1):
                 stack.enter_context(torch.cuda.stream(s))
@@ -516,6 +548,8 @@ al.check("06.overlap_copy", step)
 s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
 
 def step(send, multiply):
+    s0.wait_stream(torch.cuda.current_stream(0))
+    s1.wait_stream(torch.cuda.current_stream(1))
     with torch.cuda.stream(s0), torch.cuda.stream(s1):
         y = send()
         copied = s1.record_event()
@@ -532,6 +566,8 @@ al.check("06.overlap_copy", step)
 s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
 
 def step(send, multiply):
+    s0.wait_stream(torch.cuda.current_stream(0))
+    s1.wait_stream(torch.cuda.current_stream(1))  # before the product: GPU 1's earlier work only
     with torch.cuda.device(1):
         z = multiply()  # queued first, on GPU 1's default stream
     with torch.cuda.stream(s0), torch.cuda.stream(s1):
@@ -548,6 +584,8 @@ s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
 gpu1_waits_for = functools.partial(torch.cuda.Stream.wait_stream, torch.cuda.default_stream(1))
 
 def step(send, multiply):
+    s0.wait_stream(torch.cuda.current_stream(0))
+    s1.wait_stream(torch.cuda.current_stream(1))
     with torch.cuda.stream(s0), torch.cuda.stream(s1):
         y = send()
     with torch.cuda.device(1):
@@ -621,6 +659,8 @@ s_send = torch.cuda.Stream(device=0)
 s_recv = torch.cuda.Stream(device=1)
 
 def step(send, multiply):
+    s_send.wait_stream(torch.cuda.current_stream(0))
+    s_recv.wait_stream(torch.cuda.current_stream(1))
     with torch.cuda.stream(s_send):
         with torch.cuda.stream(s_recv):
             y = send()
@@ -636,6 +676,8 @@ s0 = torch.cuda.Stream(device=0)
 s1 = torch.cuda.Stream(device=1)
 
 def step(send, multiply):
+    s0.wait_stream(torch.cuda.current_stream(0))
+    s1.wait_stream(torch.cuda.current_stream(1))
     with torch.cuda.stream(s0), torch.cuda.stream(s1):
         y = send()
     with torch.cuda.device(1):
@@ -651,6 +693,8 @@ s1 = torch.cuda.Stream(device=1)
 m1 = torch.cuda.Stream(device=1)
 
 def step(send, multiply):
+    s0.wait_stream(torch.cuda.current_stream(0))
+    s1.wait_stream(torch.cuda.current_stream(1))
     with torch.cuda.stream(s0), torch.cuda.stream(s1):
         y = send()
     with torch.cuda.device(1), torch.cuda.stream(m1):
@@ -673,6 +717,8 @@ def step(send, multiply):
     box = {}
 
     def sender():
+        s0.wait_stream(torch.cuda.current_stream(0))  # a new thread starts on the default streams
+        s1.wait_stream(torch.cuda.current_stream(1))
         with torch.cuda.stream(s0), torch.cuda.stream(s1):
             box["y"] = send()
 
@@ -746,6 +792,62 @@ def step(send, multiply):
         y = send()
         with torch.cuda.device(1):
             z = multiply()
+    torch.cuda.default_stream(1).wait_stream(s1)
+    return y, z
+
+al.check("06.overlap_copy", step)
+# %% wrong "read x0 before": the published solution of the last version: no wait for x0's producer
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+
+def step(send, multiply):
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()                                  # runs on s0, fenced by s1: no default stream involved
+    with torch.cuda.device(1):
+        z = multiply()                              # GPU 1's default stream owes the copy nothing
+    torch.cuda.current_stream(1).wait_stream(s1)    # GPU 1's default stream waits for the copy before reading y
+    return y, z
+
+al.check("06.overlap_copy", step)
+
+# %% wrong "read x0 before": GPU 1's side stream waits for GPU 1's default stream, GPU 0's side stream waits for nothing
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+
+def step(send, multiply):
+    s1.wait_stream(torch.cuda.default_stream(1))
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+    torch.cuda.default_stream(1).wait_stream(s1)
+    return y, z
+
+al.check("06.overlap_copy", step)
+
+# %% wrong "overwrote y1": the producer waited for, but GPU 1's side stream owes GPU 1's earlier readers nothing
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+
+def step(send, multiply):
+    s0.wait_stream(torch.cuda.current_stream(0))
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+    torch.cuda.current_stream(1).wait_stream(s1)
+    return y, z
+
+al.check("06.overlap_copy", step)
+
+# %% wrong "read x0 before": the waits made with the current device as GPU 1, so both go to GPU 1's streams
+s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+
+def step(send, multiply):
+    with torch.cuda.device(1):
+        s0.wait_stream(torch.cuda.current_stream())  # GPU 1's current stream, not GPU 0's
+        s1.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    with torch.cuda.device(1):
+        z = multiply()
     torch.cuda.default_stream(1).wait_stream(s1)
     return y, z
 

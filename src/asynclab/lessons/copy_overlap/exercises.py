@@ -27,10 +27,15 @@ _TRUTH = random.Random()
 
 
 # -- exercise 1: a loop that overlaps copies with compute -------------------------------------------------------
-def _overlap(b: Backend, overlapped: Callable) -> tuple[int, int, float, int, int, bool, float]:
+def _overlap(b: Backend, overlapped: Callable, late_compute: bool = False) -> Any:
     """Run ``overlapped(chunks, compute)`` on a GPU or a simulated one, profiled; returns ``(results, wrong results,
     hidden fraction, compute calls, streams the copies ran on, whether each copy waited for the compute before it,
-    the compute's time over the copies')``."""
+    the compute's time over the copies')``.
+
+    With ``late_compute``, each compute starts late (a spin of :data:`LATE_MS` on the stream it is queued on) and
+    the caller's current stream reads the results as soon as the function returns, before any synchronize, as the
+    rest of a program would: a result read before the compute that makes it is done is certainly wrong. Returns
+    the wrong results of two such runs, unprofiled."""
     import torch
 
     from asynclab.lessons.copy_overlap.experiments import COLS, MiB, Pipeline
@@ -48,6 +53,8 @@ def _overlap(b: Backend, overlapped: Callable) -> tuple[int, int, float, int, in
         counts["calls"] += 1
         if not isinstance(x, torch.Tensor) or not x.is_cuda:
             raise TypeError("compute() takes a chunk on the GPU: copy it there first, with .to('cuda', non_blocking=True)")
+        if late_compute:
+            b.late(LATE_MS)
         y = x
         for _ in range(pipe.reps):
             y = torch.mm(y, pipe.eye)
@@ -61,11 +68,18 @@ def _overlap(b: Backend, overlapped: Callable) -> tuple[int, int, float, int, in
         for chunk, v in zip(pipe.host, values):
             chunk.fill_(v)
         results = _as_list(overlapped(list(pipe.host), compute))
+        if late_compute:  # the caller's stream reads the results at once, as the rest of a program would
+            read = [(r != v).any() if isinstance(r, torch.Tensor) else True for r, v in zip(results, values)]
         torch.cuda.synchronize()
+        if not late_compute:
+            read = [(r != v).any() if isinstance(r, torch.Tensor) else True for r, v in zip(results, values)]
         counts["results"] = len(results)
-        wrong = sum(not isinstance(r, torch.Tensor) or bool((r != v).any()) for r, v in zip(results, values))
+        wrong = sum(not isinstance(r, torch.Tensor) or bool(bad) for r, bad in zip(results, read))
         counts["wrong"] = max(counts["wrong"], wrong + max(0, CHUNKS - len(results)))  # the worst run counts
 
+    if late_compute:
+        once(), once()
+        return counts["wrong"]
     trace = b.profile(once, runs=RUNS)
     # each run on its own (a stream made inside the function is a new one every call), and the median of their
     # shares: one run that the machine slowed down does not decide
@@ -177,6 +191,15 @@ def overlap_loop(overlapped: Callable) -> Verdict:
         return Verdict(False, f"right results, but only {hidden:.0%} of the copy time was hidden behind compute{where} "
                               f"(needed: {MIN_HIDDEN:.0%}): issue the copies on a stream of their own, non_blocking, "
                               "and let the host run ahead (no synchronize in the loop).")
+    late_wrong, where, verdict = run_answer(overlapped, "overlapped", _overlap, True, known=(_NotAList,))
+    if verdict is not None:
+        return verdict
+    if late_wrong:
+        return Verdict(False, f"the copies overlap, but the caller's stream read {late_wrong} of {CHUNKS} results before "
+                              f"the compute that makes them was done{where} (a run where each compute starts late): "
+                              "whoever reads your results waits for the stream that made them. After the loop, make "
+                              "the caller's stream wait for your compute stream (wait_stream, or an event): the "
+                              "consumer waits before it reads.")
     return Verdict(True, f"{hidden:.0%} of the copy time was hidden behind compute, every result right{where} "
                          f"(the first copy has nothing to hide behind: {(CHUNKS - 1) / CHUNKS:.0%} is the best).")
 

@@ -69,13 +69,23 @@ def _launched_in(trace: Any, annotation: str) -> Any:
     return kernels[(at >= lo) & (at < hi)]  # a launch that starts as the range ends is after it
 
 
-def _step(b: Backend, step: Callable, slow_product: bool = False) -> tuple[int, float | None]:
-    """Run ``step(send, multiply)`` on GPUs 0 and 1, profiled; returns ``(wrong results, overlap share)``.
+#: Each scenario run: ``"profiled"`` (the overlap share), ``"slow_product"`` (a spin ahead of the product: reading it
+#: without a wait is certainly early), ``"late_source"`` (``x0``'s producer still in flight on GPU 0's current stream
+#: when ``step`` runs) and ``"late_reader"`` (GPU 1's last reader of ``y1`` still in flight on GPU 1's current stream).
+RUNS = ("profiled", "slow_product", "late_source", "late_reader")
+#: How long the late producer or reader spins ahead of its work: several times the copy, so the wrong order is certain.
+LATE_MS = 12.0
+
+
+def _step(b: Backend, step: Callable, mode: str = "profiled") -> tuple[dict[str, int], float | None]:
+    """Run ``step(send, multiply)`` on GPUs 0 and 1 in one of :data:`RUNS`; returns ``(wrong counts, overlap share)``.
 
     The copy is 1 GiB on a GPU (about three times the multiplication); both results are read on GPU 1's default
-    stream right after ``step`` returns, as the rest of a program would. With ``slow_product`` a spin kernel
-    runs ahead of the product, so that it certainly ends after the copy: a read of the product that does not
-    wait for it is then certainly too early (no profile, no overlap share).
+    stream right after ``step`` returns, as the rest of a program would. The wrong counts are keyed ``"result"``
+    (elements of ``y`` or the product that GPU 1's default stream read wrong), ``"source"`` (elements of ``y`` that
+    hold the source's old numbers: the copy read ``x0`` before its producer finished) and ``"reader"`` (elements that
+    GPU 1's earlier reader saw overwritten: the copy wrote ``y1`` before that reader was done). Only the profiled run
+    gives an overlap share.
     """
     import torch
 
@@ -89,7 +99,7 @@ def _step(b: Backend, step: Callable, slow_product: bool = False) -> tuple[int, 
     c = torch.empty_like(a)
     want = a @ a
     runs = itertools.count(1)
-    wrong = {"n": 0}
+    wrong = {"result": 0, "source": 0, "reader": 0}
 
     def send() -> Any:
         dst.copy_(src)
@@ -97,29 +107,39 @@ def _step(b: Backend, step: Callable, slow_product: bool = False) -> tuple[int, 
 
     def multiply() -> Any:
         with torch.cuda.device(d1):
-            if slow_product:
+            if mode == "slow_product":
                 b.late(20.0)
             return torch.mm(a, a, out=c)
 
     def once() -> None:
         value = float(next(runs))  # new numbers every run: a read before the copy ends sees old ones
-        src.fill_(value), dst.fill_(-1.0), c.zero_()
+        src.fill_(-2.0 if mode == "late_source" else value), dst.fill_(-1.0), c.zero_()
         torch.cuda.synchronize(d0), torch.cuda.synchronize(d1)
+        seen = None
+        if mode == "late_source":  # x0's producer still running on GPU 0's current stream
+            b.late(LATE_MS, device=d0)
+            with torch.cuda.device(d0):
+                src.fill_(value)
+        elif mode == "late_reader":  # GPU 1's last reader of y1 still running on GPU 1's current stream
+            b.late(LATE_MS, device=d1)
+            with torch.cuda.device(d1):
+                seen = (dst != -1.0).sum()
         with torch.profiler.record_function("step"):
             y, z = _run_step(step, send, multiply)
         with torch.cuda.device(d1):  # GPU 1's default stream reads both results at once
             bad = int((y != value).sum()) if isinstance(y, torch.Tensor) else y.numel() if hasattr(y, "numel") else 1
+            old = int((y == -2.0).sum()) if isinstance(y, torch.Tensor) and mode == "late_source" else 0
             off = ~((z.float() - want.float()).abs() <= 0.05 * float(want.float().abs().max())) \
                 if isinstance(z, torch.Tensor) and z.shape == want.shape else None  # NaN and inf are off
             bad += 1 if off is None else int(off.sum())
         torch.cuda.synchronize(d0), torch.cuda.synchronize(d1)
-        wrong["n"] = bad
+        wrong.update(result=bad, source=old, reader=0 if seen is None else int(seen))
 
-    if slow_product:
+    if mode != "profiled":
         once(), once()
-        return wrong["n"], None
+        return wrong, None
     trace = b.profile(once)
-    return wrong["n"], _overlap_share(trace, _launched_in(trace, "step"))
+    return wrong, _overlap_share(trace, _launched_in(trace, "step"))
 
 
 @exercise("06.overlap_copy")
@@ -131,8 +151,10 @@ def overlap_copy(step: Callable) -> Verdict:
     runs a matrix product on GPU 1's current stream (whichever device is current). After ``step`` returns, GPU 1's default stream reads
     both results. The checker needs at least :data:`MIN_OVERLAP` of the multiplication to run during the copy
     (read from a profiler trace of two GPUs, or of two simulated ones without them)
-    and both results right (the tensor holds new numbers every run), also in a second run where the product
-    is late (a spin ahead of it), so that reading it without a wait is certainly wrong.
+    and both results right (the tensor holds new numbers every run), also in three more runs: one where the product
+    is late (a spin ahead of it), so that reading it without a wait is certainly wrong; one where ``x0``'s producer is
+    still running on GPU 0's current stream when ``step`` is called; and one where GPU 1's current stream is still
+    reading ``y1`` then (the two halves of the correctness checklist that PyTorch's copy leaves to its caller).
 
     Example:
         >>> def plain(send, multiply):
@@ -144,27 +166,42 @@ def overlap_copy(step: Callable) -> Verdict:
         >>> overlap_copy(plain).right
         False
     """
-    runs = []
-    for slow_product in (False, True):  # the product late: reading it without a wait is certainly early
-        ran, where, verdict = run_answer(step, "step", _step, slow_product, gpus=2, known=(_Shape,))
+    runs = {}
+    for mode in RUNS:
+        ran, where, verdict = run_answer(step, "step", _step, mode, gpus=2, known=(_Shape,))
         if verdict is not None:
             return verdict
-        runs.append(ran)
-    (wrong, share), (slow_wrong, _) = runs
-    wrong += slow_wrong
-    if wrong:
-        return Verdict(False, f"GPU 1's default stream read a result before it was there{where}: after the copy (or "
-                              "the product) on a side stream, make GPU 1's default stream wait for that stream "
-                              "(torch.cuda.default_stream(1).wait_stream(side), lesson 04).")
+        runs[mode] = ran
+    share = runs["profiled"][1]
+    early = Verdict(False, f"GPU 1's default stream read a result before it was there{where}: after the copy (or the "
+                           "product) on a side stream, make GPU 1's default stream wait for that stream "
+                           "(torch.cuda.default_stream(1).wait_stream(side), lesson 04: the consumer waits before it "
+                           "reads).")
+    if runs["profiled"][0]["result"] or runs["slow_product"][0]["result"]:
+        return early
     if share < MIN_OVERLAP:
         return Verdict(False, f"right results, but only {share:.0%} of the multiplication ran during the copy{where} "
                               f"(needed: {MIN_OVERLAP:.0%}). The copy makes the receiver's *current* stream wait for "
                               "it, and a copy from GPU 0's default stream holds GPU 1's default stream: which "
                               "stream is current on each GPU while you call send(), and which one does multiply() "
                               "run on?")
+    if runs["late_source"][0]["source"]:
+        return Verdict(False, f"the product overlaps the copy, but the copy read x0 before GPU 0's current stream had "
+                              f"finished writing it{where}: PyTorch's copy waits for the destination's current stream "
+                              "only, so a copy issued on a side stream of GPU 0 must first wait for the stream that "
+                              "produced x0: s0.wait_stream(torch.cuda.current_stream(0)) before send() (the producer "
+                              "is done before you read).")
+    if runs["late_reader"][0]["reader"]:
+        return Verdict(False, f"the product overlaps the copy, but the copy overwrote y1 while GPU 1's current stream "
+                              f"was still reading it{where}: the copy waits only for the stream current on GPU 1 when "
+                              "you call send(), so a side stream there must first wait for GPU 1's earlier work: "
+                              "s1.wait_stream(torch.cuda.current_stream(1)) before send().")
+    if runs["late_source"][0]["result"] or runs["late_reader"][0]["result"]:
+        return early
     return Verdict(True, f"{share:.0%} of the multiplication ran during the copy, and GPU 1's default stream read "
-                         f"both results right{where}: the copy fenced only the streams current while it was issued, "
-                         "and the product's stream was not among them.")
+                         f"both results right{where}, also with x0 still being written and y1 still being read when "
+                         "step ran: the copy fenced only the streams current while it was issued, and the product's "
+                         "stream was not among them.")
 
 
 # -- exercise 2: a both-ways copy ----------------------------------------------------------------------------------
