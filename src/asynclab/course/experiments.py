@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import statistics
 import textwrap
 import time
 from dataclasses import dataclass, field
@@ -245,6 +246,26 @@ def sync_all() -> None:
     """Wait for every GPU (``torch.cuda.synchronize`` waits for the current one only)."""
     for i in range(gpu_count()):
         torch.cuda.synchronize(i)
+
+
+def median_wall_ms(fn: Any, reps: int, warm: int = 2) -> float:
+    """The median wall time of ``fn()`` over ``reps`` runs after ``warm`` warm-up runs, every GPU idle before each run
+    and waited for after it (ms).
+
+    Example:
+        >>> median_wall_ms(lambda: None, reps=3) >= 0
+        True
+    """
+    for _ in range(warm):
+        fn()
+    times = []
+    for _ in range(reps):
+        sync_all()
+        t0 = time.perf_counter()
+        fn()
+        sync_all()
+        times.append(wall_ms(t0))
+    return statistics.median(times)
 
 
 def run_annotated(label: str, fn: Any) -> None:

@@ -15,7 +15,7 @@ from asynclab.course.experiments import annotate as _annotate
 from asynclab.course.experiments import record_gpu_trace as _record_trace
 from asynclab.course.experiments import Experiment, lesson_run_all
 from asynclab.course.experiments import gbps, native_half, run_annotated, spin_cycles, sync_all, wall_ms
-from asynclab.course.experiments import gpu_or_note
+from asynclab.course.experiments import gpu_or_note, median_wall_ms
 
 LESSON = "06"
 
@@ -414,16 +414,7 @@ def cpu_route_parts(device: Any = None, mib: int = 1024, reps: int = 3) -> dict[
     reused.fill_(0.0)  # its pages exist
 
     def timed(fn: Callable[[], Any]) -> float:
-        fn()
-        sync_all()
-        times = []
-        for _ in range(reps):
-            sync_all()
-            t0 = time.perf_counter()
-            fn()
-            sync_all()
-            times.append(wall_ms(t0))
-        return statistics.median(times)
+        return median_wall_ms(fn, reps, warm=1)
 
     return {"device": "cuda:0,cuda:1", "mib": mib,
             "whole_ms": timed(lambda: dst.copy_(src.cpu())),

@@ -18,7 +18,7 @@ from torch import nn
 from asynclab.course.experiments import annotate as _annotate
 from asynclab.course.experiments import record_gpu_trace as _record_trace
 from asynclab.course.experiments import Experiment, ExperimentRun, lesson_run_all
-from asynclab.course.experiments import gpu_count, resolve_device, run_annotated, sync_all, wall_ms
+from asynclab.course.experiments import gpu_count, median_wall_ms, resolve_device, run_annotated, sync_all
 from asynclab.course.experiments import gpu_or_note, no_gpu, whole_number
 
 LESSON = "07"
@@ -109,19 +109,6 @@ class TwoGPUModel(nn.Module):
         return self.stage1(self.stage0(x.to(self.d0)).to(self.d1))
 
 
-def _median_ms(fn: Callable[[], Any], reps: int, warm: int = 2) -> float:
-    for _ in range(warm):
-        fn()
-    times = []
-    for _ in range(reps):
-        sync_all()
-        t0 = time.perf_counter()
-        fn()
-        sync_all()
-        times.append(wall_ms(t0))
-    return statistics.median(times)
-
-
 def _busy_share(trace: Any, annotation: str) -> list[float]:
     """Each GPU's busy share (1 - idle) over the window of one annotation, from the trace."""
     from asynclab.trace.metrics import bubble_fraction
@@ -202,7 +189,7 @@ def one_stage(device: Any = None, reps: int = 5) -> dict[str, Any]:
     def fwd_bwd() -> None:
         _loss(stage(x)).backward()
 
-    out = {"forward_ms": _median_ms(lambda: fwd(), reps), "ms": _median_ms(fwd_bwd, reps)}
+    out = {"forward_ms": median_wall_ms(lambda: fwd(), reps), "ms": median_wall_ms(fwd_bwd, reps)}
     return {**out, "batch": BATCH, "layers": LAYERS, "width": WIDTH, "device": str(dev)}
 
 
@@ -219,7 +206,7 @@ def naive(device: Any = None, reps: int = 5, path: str | Path | None = None) -> 
     if cpu is not None:
         return cpu
     t = _Trainer()
-    step_ms = _median_ms(t.plain, reps)
+    step_ms = median_wall_ms(t.plain, reps)
     trace = _record_trace(path or _tmp("naive"), lambda: run_annotated("naive step", t.plain))
     return {"step_ms": step_ms, "busy_share": _busy_share(trace, "naive step"), "device": str(dev)}
 
@@ -239,7 +226,7 @@ def asker(device: Any = None, m: int = 4, reps: int = 5, path: str | Path | None
         return cpu
     t = _Trainer()
     runs = {"chunk_by_chunk": lambda: t.chunk_by_chunk(m), "forwards_first": lambda: t.gpipe(m)}
-    step_ms = {name: _median_ms(fn, reps) for name, fn in runs.items()}
+    step_ms = {name: median_wall_ms(fn, reps) for name, fn in runs.items()}
     trace = _record_trace(path or _tmp("asker"), lambda: [run_annotated(name, fn) for name, fn in runs.items()])
     return {"m": m, **{name: {"step_ms": step_ms[name], "busy_share": _busy_share(trace, name)} for name in runs},
             "device": str(dev)}
@@ -347,8 +334,8 @@ def asker_detached(device: Any = None, sizes: tuple[str, ...] = ("small", "big")
         size = ASKER_SIZES[name]
         model = ToyModel(size["layers"], size["width"])
         x = torch.randn(size["batch"], size["width"], device="cuda:0")
-        out[name] = {"plain_ms": _median_ms(lambda: model.plain(x), reps), "m": list(micro_batches),
-                     "loop_ms": [_median_ms(lambda: model.train_pipeline(x, m), reps) for m in micro_batches],
+        out[name] = {"plain_ms": median_wall_ms(lambda: model.plain(x), reps), "m": list(micro_batches),
+                     "loop_ms": [median_wall_ms(lambda: model.train_pipeline(x, m), reps) for m in micro_batches],
                      "size": dict(size)}
         runs[f"{name} plain"] = lambda model=model, x=x: model.plain(x)
         runs[f"{name} m=4"] = lambda model=model, x=x: model.train_pipeline(x, 4)
@@ -396,7 +383,7 @@ def gpipe(device: Any = None, micro_batches: tuple[int, ...] = MICRO_BATCHES, re
     out: dict[str, Any] = {"p": p, "m": list(micro_batches), "step_ms": [], "bubble_measured": [],
                            "bubble_formula": [], "traces": {}}
     for m in micro_batches:
-        out["step_ms"].append(_median_ms(lambda: t.gpipe(m), reps))
+        out["step_ms"].append(median_wall_ms(lambda: t.gpipe(m), reps))
         name = f"gpipe m={m}"
         trace = record(lambda: run_annotated(name, lambda: t.gpipe(m)), path=_tmp(f"gpipe_m{m}"), warmup=1,
                        steps=PROFILED_STEPS, cuda_sync_events=True)
@@ -433,7 +420,7 @@ def memory(device: Any = None, m: int = 8, reps: int = 3) -> dict[str, Any]:
     t = _Trainer(keep_grads=True)
     out: dict[str, Any] = {"m": m}
     for name, fn in (("gpipe", lambda: t.gpipe(m)), ("1f1b", lambda: t.one_f_one_b(m))):
-        step_ms = _median_ms(fn, reps)
+        step_ms = median_wall_ms(fn, reps)
         sync_all()
         before = [torch.cuda.memory_allocated(d) for d in (0, 1)]
         for d in (0, 1):
