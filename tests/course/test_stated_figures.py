@@ -22,6 +22,9 @@ def _markdown(notebook: str) -> str:
 
 def _stated() -> list[tuple[str, str, str]]:
     """(notebook, probe, the text its figure must appear as)."""
+    a = reference.results("01")
+    rb, qm = a["run_ahead_bound"], a["queued_memory"]
+    t = reference.results("02")["event_pair_gaps"]
     s = reference.results("03")
     p, g = s["priority_beside"]["beside"], s["gemm_grid"]
     e = reference.results("04")
@@ -32,6 +35,12 @@ def _stated() -> list[tuple[str, str, str]]:
     m = reference.results("06")
     c, race = m["cpu_route_parts"], m["producer_race"]
     return [
+        ("01_async_dispatch", "run_ahead_bound", f"({rb['queued']:,} on an NVIDIA H200"),
+        ("01_async_dispatch", "queued_memory", f"{qm['temporaries']} temporaries of {qm['mib_each']} MiB each"),
+        ("01_async_dispatch", "queued_memory", f"grew by only {qm['peak_growth_mib']:.0f} MiB"),
+        ("02_timing", "event_pair_gaps", f"a pair read {t['idle_add_us']:.1f} µs on an idle GPU"),
+        ("02_timing", "event_pair_gaps", f"it read {t['queued_add_us']:.1f} µs"),
+        ("02_timing", "event_pair_gaps", f"read {t['idle_mm_us'] - t['queued_mm_us']:.0f} µs more than the queued one"),
         ("03_streams", "priority_beside", f"ended {_ms(p['product']['normal'])} after its launch at normal priority"),
         ("03_streams", "priority_beside", f"and {_ms(p['product']['high'])} at high priority"),
         ("03_streams", "priority_beside", f"it ended {_ms(p['elementwise']['normal'])} (normal) against "
@@ -57,7 +66,8 @@ def test_the_lesson_states_the_recorded_figure(notebook, probe, says):
 
 
 def test_each_probe_names_its_card():
-    for lesson, probe in [("04", "empty_cache_wait"), ("04", "blocking_sync_cpu"), ("05", "pageable_async_return"),
+    for lesson, probe in [("01", "run_ahead_bound"), ("01", "queued_memory"), ("02", "event_pair_gaps"),
+                          ("04", "empty_cache_wait"), ("04", "blocking_sync_cpu"), ("05", "pageable_async_return"),
                           ("03", "priority_beside"), ("03", "gemm_grid"), ("06", "cpu_route_parts"),
                           ("06", "producer_race")]:
         assert "NVIDIA H200" in reference.results(lesson)[probe]["recorded_on"]

@@ -409,9 +409,26 @@ def _overlapped_racy(chunks, compute):
     return results
 
 
+def _overlapped_compute_unwaited(chunks, compute):
+    """The compute on a stream of its own, which the caller's stream never waits for."""
+    copy, work = torch.cuda.Stream(), torch.cuda.Stream()
+    results = []
+    for chunk in chunks:
+        with torch.cuda.stream(copy):
+            x = chunk.to("cuda", non_blocking=True)
+            arrived = torch.cuda.Event()
+            arrived.record()
+        work.wait_event(arrived)
+        x.record_stream(work)
+        with torch.cuda.stream(work):
+            results.append(compute(x))
+    return results
+
+
 @pytest.mark.parametrize("fn, right, says", [
     (_overlapped, True, "hidden behind compute, every result right"),
     (_overlapped_racy, False, "results are wrong"),
+    (_overlapped_compute_unwaited, False, "before the compute that makes them was done"),
     (lambda chunks, compute: _overlapped(chunks, compute, record_stream=False), False, "record_stream"),
     (lambda chunks, compute: [compute(c.to("cuda", non_blocking=True)) for c in chunks], False, "only 0%"),
     (lambda chunks, compute: [compute(c) for c in chunks], False, "takes a chunk on the GPU"),
@@ -481,6 +498,29 @@ def _06_plain(send, multiply):
 
 def _06_both_sides(send, multiply):
     s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+    s0.wait_stream(torch.cuda.current_stream(0))
+    s1.wait_stream(torch.cuda.current_stream(1))
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+    torch.cuda.current_stream(1).wait_stream(s1)
+    return y, z
+
+
+def _06_no_producer_wait(send, multiply):  # the last version's published solution: x0's producer not waited for
+    s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+    with torch.cuda.stream(s0), torch.cuda.stream(s1):
+        y = send()
+    with torch.cuda.device(1):
+        z = multiply()
+    torch.cuda.current_stream(1).wait_stream(s1)
+    return y, z
+
+
+def _06_no_reader_wait(send, multiply):  # GPU 1's earlier reader of y1 not waited for
+    s0, s1 = torch.cuda.Stream(0), torch.cuda.Stream(1)
+    s0.wait_stream(torch.cuda.current_stream(0))
     with torch.cuda.stream(s0), torch.cuda.stream(s1):
         y = send()
     with torch.cuda.device(1):
@@ -544,6 +584,8 @@ def _06_product_on_gpu0(send, multiply):
     (_06_both_sides, True, "100% of the multiplication ran during the copy"),
     (_06_product_on_side, True, "100% of the multiplication ran during the copy"),
     (_06_no_wait, False, "read a result before it was there"),
+    (_06_no_producer_wait, False, "the copy read x0 before GPU 0's current stream had finished writing it"),
+    (_06_no_reader_wait, False, "the copy overwrote y1 while GPU 1's current stream was still reading it"),
     (_06_product_on_gpu0, False, "only 0% of the multiplication"),  # multiply() always runs on GPU 1
     (lambda send, multiply: 3, False, "not an int"),
     ("step", False, "pass your function"),
@@ -577,6 +619,8 @@ def test_both_ways_prediction_against_the_reference():
     (_06_both_sides, True, "GPU 1's default stream read both results right"),
     (_06_product_on_side, True, "GPU 1's default stream read both results right"),
     (_06_no_wait, False, "read a result before it was there"),
+    (_06_no_producer_wait, False, "the copy read x0 before GPU 0's current stream had finished writing it"),
+    (_06_no_reader_wait, False, "the copy overwrote y1 while GPU 1's current stream was still reading it"),
     (_06_receiver_side_only, False, "of the multiplication ran during the copy"),
 ])
 def test_overlap_copy_on_two_gpus(fn, right, says):
