@@ -286,3 +286,37 @@ def test_classroom_grade_needs_an_assignment(tmp_path, capsys):
     assert "name the assignment" in capsys.readouterr().err
     assert cli.main(["classroom", "grade", str(tmp_path), "03_streams"]) == 2
     assert "no submissions of 03_streams" in capsys.readouterr().err
+
+
+def test_version_and_one_error_prefix(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.strip() == f"asynclab {version('asynclab')}"
+    assert main([]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("asynclab: error: the following arguments") and err.count("asynclab:") == 1, err
+    assert main(["timeline"]) == 2
+    assert capsys.readouterr().err.startswith("asynclab: error: timeline: the following arguments")
+
+
+def test_every_subcommand_has_a_description_without_markup():
+    from asynclab.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    for name, p in sub.choices.items():
+        text = p.format_help()
+        assert p.description, name
+        assert "``" not in text and ":class:" not in text and ":func:" not in text, (name, text)
+
+
+def test_one_lane_is_singular(capsys, tmp_path):
+    from tracegen import TraceBuilder
+
+    path = tmp_path / "one.json"
+    b = TraceBuilder()
+    b.kernel(0, 10)
+    b.write(path)
+    assert main(["timeline", str(path), "-o", str(tmp_path / "one.png"), "--no-host"]) == 0
+    assert "1 lane, 1 event drawn" in capsys.readouterr().out

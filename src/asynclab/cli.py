@@ -16,7 +16,31 @@ class _Parser(argparse.ArgumentParser):
     """An argument parser whose mistakes are UsageErrors (one line, status 2) rather than usage dumps."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message} (see '{self.prog} --help')")
+        command = self.prog.removeprefix("asynclab").strip()  # main() names asynclab once, in "asynclab: error:"
+        raise UsageError(f"{command + ': ' if command else ''}{message} (see '{self.prog} --help')")
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("asynclab")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "(not installed)"
+
+
+def plain_text(doc: str) -> str:
+    """A docstring as a terminal shows it: reStructuredText's markup (````code````, ``:role:`name```) taken out.
+
+    Example:
+        >>> plain_text("Run ``asynclab course``; raises :class:`CourseError`.")
+        'Run asynclab course; raises CourseError.'
+    """
+    import inspect
+    import re
+
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", inspect.cleandoc(doc))
+    return re.sub(r"``([^`]+)``", r"\1", text).strip()
 
 
 def _cmd_hardware(args: argparse.Namespace) -> int:
@@ -93,7 +117,9 @@ def _cmd_timeline(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.output}: cannot write the image ({err})") from None
     finally:
         plt.close(tl.fig)
-    print(f"wrote {args.output}: {len(tl.lanes)} lanes, {tl.n_events:,} events drawn")
+    lanes = len(tl.lanes)
+    print(f"wrote {args.output}: {lanes} lane{'' if lanes == 1 else 's'}, {tl.n_events:,} "
+          f"event{'' if tl.n_events == 1 else 's'} drawn")
     return 0
 
 
@@ -159,8 +185,11 @@ def build_parser() -> argparse.ArgumentParser:
         'hardware'
     """
     parser = _Parser(prog="asynclab", description="asynclab: see what the GPU really did.")
+    parser.add_argument("--version", action="version", version=f"asynclab {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("hardware", help="print the hardware report and the course mode")
+    p = sub.add_parser("hardware", help="print the hardware report and the course mode",
+                       description="Print this machine's GPUs, their memory, peer access and links, the versions of "
+                                   "torch, CUDA and the driver, and which lessons run live here.")
     p.add_argument("--no-torch", dest="torch", action="store_false",
                    help="ask nvidia-smi only, without importing torch (fast; no P2P matrix)")
     p.set_defaults(func=_cmd_hardware)
@@ -170,7 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
     from asynclab.course import notebooks as course
 
     p = sub.add_parser("course", help="execute the course notebooks headless and write their figures",
-                       description=course.command.__doc__)
+                       description=plain_text(course.command.__doc__ or ""),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     course.add_arguments(p)
     p.set_defaults(func=_cmd_course)
 
