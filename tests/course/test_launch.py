@@ -138,9 +138,11 @@ def test_a_lesson_still_being_written_is_in_the_lesson_map_only(monkeypatch, tmp
     assert not any("newthing" in str(p) for p in classroom.write_source(tmp_path, ROOT / "notebooks"))
 
 
-def test_the_readme_clones_the_repository_before_its_two_commands():
+def test_the_readmes_first_code_block_is_the_learners_path():
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## Get it and run it", 1)[1].split("\n## ", 1)[0]
     clone = section.index(f"git clone {launch.repository()}.git")
-    assert clone < section.index("make course   #") < section.index("make test     #") < section.index("make lab      #")
+    # the learner's path first: clone, then the lab; then the two commands that run and test the course
+    assert clone < section.index("make lab      #") < section.index("make course   #") < section.index("make test     #")
     assert "two commands run the course and test it" in section
+    assert section.index("```bash") < clone < section.index("make lab      #") < section.index("```", clone)
