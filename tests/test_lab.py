@@ -73,3 +73,24 @@ def test_the_instructors_lab_is_documented_with_its_make_target():
     assert re.search(r"^instructor-lab: setup$", makefile, re.M)
     guide = (ROOT / "docs" / "instructors.md").read_text()
     assert "make instructor-lab" in guide and "jupyter-learner" in guide
+
+
+_PAGE_CONFIG = """
+import json, logging
+from jupyter_core.paths import jupyter_path
+from jupyterlab_server.config import get_page_config
+off = get_page_config(jupyter_path("labextensions"), logger=logging.getLogger()).get("disabledExtensions", {})
+print(json.dumps(off if isinstance(off, dict) else {name: True for name in off}))
+"""
+#: The plugin that asks "Would you like to get notified about official Jupyter news?" over every notebook.
+NEWS = "@jupyterlab/apputils-extension:announcements"
+
+
+def test_the_learners_lab_asks_no_news_question(tmp_path):
+    pytest.importorskip("jupyterlab", reason="JupyterLab is the course extra's")
+    core = list(Path(sys.prefix, "share", "jupyter", "lab", "static").glob("jlab_core.*.js"))
+    if core:  # the plugin's id is the one this JupyterLab has (a renamed plugin would make the setting a no-op)
+        assert any(f'id:"{NEWS}"' in p.read_text(errors="ignore") for p in core)
+    disabled = {name: json.loads(_jupyter(tmp_path, path, sys.executable, "-c", _PAGE_CONFIG).strip().splitlines()[-1])
+                for name, path in {"instructor": None, "learner": _learner_config_path()}.items()}
+    assert disabled["learner"].get(NEWS) is True and NEWS not in disabled["instructor"], disabled
