@@ -320,3 +320,26 @@ def test_one_lane_is_singular(capsys, tmp_path):
     b.write(path)
     assert main(["timeline", str(path), "-o", str(tmp_path / "one.png"), "--no-host"]) == 0
     assert "1 lane, 1 event drawn" in capsys.readouterr().out
+
+
+def test_a_truncated_trace_without_gpu_events_says_truncated(capsys, tmp_path):
+    """The profiler writes the GPU's events after the host's: a file cut short loses them first, and the commands
+    say so rather than calling the recording CPU-only."""
+    from tracegen import TraceBuilder
+
+    b = TraceBuilder()
+    for i in range(20):
+        b.launch(i * 10, 2, corr=i + 1)
+    whole = json.dumps(b.to_dict())
+    b.kernel(500, 10, corr=1)
+    with_gpu = json.dumps(b.to_dict())
+    cut = tmp_path / "cut.json"
+    cut.write_text(with_gpu[: len(whole) - 300])  # inside the host's events: every GPU event lost
+    code, out, err = run(capsys, "summary", cut)
+    assert code == 0 and "truncated:" in out and "the GPU's may be missing" in out and "CPU-only" not in out, out
+    code, out, err = run(capsys, "diagnose", cut)
+    assert code == 2 and "truncated:" in err and "no GPU activity" not in err, err
+    whole_file = tmp_path / "cpu.json"
+    whole_file.write_text(whole)
+    code, out, err = run(capsys, "summary", whole_file)
+    assert "CPU-only trace" in out and "truncated:" not in out

@@ -353,6 +353,10 @@ def diagnose(trace: Any, step: int | None = None) -> Diagnosis:
     tr = as_trace(trace)
     gpus = gpus_with_work(tr)
     if not gpus:
+        if tr.meta.get("damage"):
+            raise TraceError(f"{tr.source}: truncated: {tr.meta.get('recovered_events', 0):,} events read, the GPU's may "
+                             f"be missing (the profiler writes them after the host's; record the run again and let "
+                             f"the export finish)")
         raise TraceError(f"{tr.source}: the trace has no GPU activity to diagnose (record it with "
                          f"ProfilerActivity.CUDA on a machine with a GPU)")
     frames, spans, counts, hosts = [], [], [], []

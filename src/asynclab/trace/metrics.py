@@ -671,8 +671,9 @@ def _summary_head(tr: Trace) -> list[str]:
         a, b = tr.meta["window"]
         lines.append(f"Window: {_fmt(a)} – {_fmt(b)} from the trace start")
     devs = tr.devices
-    lines.append("Devices: " + (", ".join(f"{_device_word(tr)} {d}" for d in devs) if devs else
-                                "none (CPU-only trace)"))
+    none = (f"none read (truncated: {tr.meta.get('recovered_events', 0):,} events read, the GPU's may be missing)"
+            if tr.meta.get("damage") else "none (CPU-only trace)")
+    lines.append("Devices: " + (", ".join(f"{_device_word(tr)} {d}" for d in devs) if devs else none))
     return lines
 
 
