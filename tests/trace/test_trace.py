@@ -654,3 +654,14 @@ def test_names_and_categories_of_any_json_type_load_as_text():
     t = load_quiet({**doc, "traceEvents": doc["traceEvents"] + extra})
     assert {"['a', 1]", ""} <= set(t.events["name"])
     assert t.events.loc[t.events["name"] == "['a', 1]", "kind"].tolist() == ["other"]
+
+
+def test_an_unknown_stream_is_named_so():
+    """Some traces write -1 as an unsigned 32-bit stream id for work whose stream the profiler did not record."""
+    from asynclab.trace import load_trace
+
+    t = load_trace({"traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 5, "args": {"device": 0, "stream": 7}},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 4294967295, "ts": 20, "dur": 5,
+         "args": {"device": 0, "stream": 4294967295}}]})
+    assert t.lanes() == ["GPU 0 · stream 7 (default)", "GPU 0 · unknown stream"]

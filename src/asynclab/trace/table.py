@@ -364,10 +364,16 @@ def _frame(cols: dict[str, np.ndarray], lane, launch, rank: float) -> pd.DataFra
 # --------------------------------------------------------------------------------------------
 # Step 6: lanes
 # --------------------------------------------------------------------------------------------
+#: The stream id some profilers write for work whose stream they did not record (-1 as an unsigned 32-bit number).
+UNKNOWN_STREAM = "4294967295"
+
+
 def _gpu_label(dev: int, stream: str, platform: str) -> str:
     device = f"MTIA {dev}" if platform == "mtia" else f"GPU {dev}"
     if stream == "-1":
         return f"{device} · host syncs"
+    if stream == UNKNOWN_STREAM:  # -1 written as an unsigned 32-bit number: the profiler did not know the stream
+        return f"{device} · unknown stream"
     if platform == "cuda" and stream == DEFAULT_CUDA_STREAM:
         return f"{device} · stream {stream} (default)"
     return f"{device} · stream {stream}"
