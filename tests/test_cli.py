@@ -343,3 +343,25 @@ def test_a_truncated_trace_without_gpu_events_says_truncated(capsys, tmp_path):
     whole_file.write_text(whole)
     code, out, err = run(capsys, "summary", whole_file)
     assert "CPU-only trace" in out and "truncated:" not in out
+
+
+def test_a_whole_trace_with_a_long_start_up_draws_its_steps(capsys, tmp_path):
+    """A trace of 30 ms of start-up, then three profiler steps of 1 ms: the picture shows the steps, says what it left
+    out, and --whole draws everything."""
+    from tracegen import TraceBuilder
+
+    b = TraceBuilder()
+    b.launch(0, 2, corr=1)
+    b.kernel(5, 10, corr=1)  # start-up work
+    for i in range(3):
+        at = 30_000 + i * 1_000
+        b.annotation(at, 900, f"ProfilerStep#{i + 1}")
+        b.launch(at + 10, 2, corr=10 + i)
+        b.kernel(at + 20, 500, corr=10 + i)
+    path = tmp_path / "startup.json"
+    b.write(path)
+    code, out, err = run(capsys, "timeline", path, "-o", tmp_path / "steps.png")
+    assert code == 0 and "drew the steps: ProfilerStep#1 to #3; left out 30.0 ms before them" in out, out
+    assert "3 events drawn" not in out and "events drawn" in out
+    code, out, err = run(capsys, "timeline", path, "-o", tmp_path / "all.png", "--whole")
+    assert code == 0 and "drew the steps" not in out

@@ -43,6 +43,18 @@ def plain_text(doc: str) -> str:
     return re.sub(r"``([^`]+)``", r"\1", text).strip()
 
 
+def _steady(trace):
+    """The trace's steps, where a picture of the whole trace would spend its width on start-up (said on stdout)."""
+    from asynclab.trace.metrics import steady_window
+
+    found = steady_window(trace)
+    if found is None:
+        return trace
+    start, end, note = found
+    print(f"drew the steps: {note} (--whole draws everything)")
+    return trace.window(start, end)
+
+
 def _cmd_hardware(args: argparse.Namespace) -> int:
     from asynclab.gpu import hardware
 
@@ -97,6 +109,8 @@ def _cmd_timeline(args: argparse.Namespace) -> int:
             s = None if args.start_ms is None else args.start_ms * 1e3
             e = None if args.end_ms is None else args.end_ms * 1e3
             trace = trace.window(s, e)
+        elif not args.whole:
+            trace = _steady(trace)
     except TraceError as err:
         raise UsageError(str(err)) from None
     if len(trace) == 0:
@@ -226,6 +240,9 @@ def _add_trace_commands(sub) -> None:
     p.add_argument("--arrows", action=argparse.BooleanOptionalAction, default=False,
                    help="draw launch -> kernel arrows (default: off)")
     p.add_argument("--no-host", dest="host", action="store_false", help="draw only the GPU lanes")
+    p.add_argument("--whole", action="store_true",
+                   help="draw the whole trace (default: the profiler's steps, where the trace has them and they "
+                        "leave out a tenth of it or more)")
     p.add_argument("--title", default=None, help="figure title")
     p.add_argument("--dpi", type=int, default=200, help="PNG resolution (default 200: sharp zoomed in on a phone)")
     p.set_defaults(func=_cmd_timeline)

@@ -15,8 +15,11 @@ __all__ = [
     "busy_time", "concurrency", "concurrent_time", "overlap", "hidden_fraction", "idle_gaps", "launch_latency",
     "launchers",
     "bubble_fraction", "BubbleReport", "top_kernels", "summary", "union_length", "host_lead", "HostLead",
-    "stream_waits", "comm_overlap", "time_breakdown", "step_breakdown", "BREAKDOWN",
+    "stream_waits", "comm_overlap", "time_breakdown", "step_breakdown", "BREAKDOWN", "steady_window",
 ]
+
+#: A whole-trace picture zooms on the profiler's steps when they leave out at least this share of the trace's span.
+STEADY_MIN_LEFT_OUT = 0.1
 
 #: Host kinds counted as "busy" for host lanes in :func:`busy_time`.
 HOST_BUSY_KINDS = ("cpu_op", "launch", "python")
@@ -549,6 +552,33 @@ def profiler_steps(tr: Trace) -> pd.DataFrame:
     steps = steps[name_matches(steps["name"], "^ProfilerStep#")]
     steps = steps.assign(step=pd.to_numeric(steps["name"].str.slice(13), errors="coerce")).dropna(subset=["step"])
     return steps.sort_values(["rank", "start_us"], na_position="first")
+
+
+def steady_window(trace: Any) -> tuple[float, float, str] | None:
+    """Where a picture of the whole trace should look: the profiler's steps (``ProfilerStep#N``, from the first one's
+    start to the end of the GPU work begun by the last one's end), with a sentence that says what it leaves out;
+    None where the trace has no steps, or they cover all but :data:`STEADY_MIN_LEFT_OUT` of its span (start-up, a
+    warm-up, the profiler's own set-up are what a whole trace often shows instead of its steps).
+
+    Example:
+        >>> from asynclab.trace import EXAMPLE_TRACE
+        >>> steady_window(load_trace(EXAMPLE_TRACE)) is None
+        True
+    """
+    tr = as_trace(trace)
+    steps = profiler_steps(tr)
+    if steps.empty:
+        return None
+    start, last = float(steps["start_us"].min()), float(steps["end_us"].max())
+    ev = tr.events
+    gpu = ev[ev["device"].notna().to_numpy(dtype=bool) & (ev["start_us"] < last).to_numpy(dtype=bool)]
+    end = max(last, float(gpu["end_us"].max())) if len(gpu) else last
+    lo, hi = float(ev["start_us"].min()), float(ev["end_us"].max())
+    if (start - lo) + (hi - end) < STEADY_MIN_LEFT_OUT * (hi - lo):
+        return None
+    first, final = int(steps["step"].min()), int(steps["step"].max())
+    return start, end, (f"ProfilerStep#{first} to #{final}; left out {(start - lo) / 1e3:.1f} ms before them and "
+                        f"{(hi - end) / 1e3:.1f} ms after")
 
 
 def step_breakdown(trace: Any) -> pd.DataFrame:
