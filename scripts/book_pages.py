@@ -38,7 +38,8 @@ def alt_text(source: str, heading: str, gpu: str) -> str:
     return f"{kind}: {'; '.join(titles)}{where}" if titles else f"{kind} for section {heading}"
 
 
-def _has_image(cell: dict) -> bool:
+def has_image(cell: dict) -> bool:
+    """Whether a cell shows a PNG figure in its stored outputs."""
     return any("image/png" in out.get("data", {}) for out in cell.get("outputs", []))
 
 
@@ -50,10 +51,66 @@ def with_alt_text(nb: dict, gpu: str) -> int:
         if cell["cell_type"] == "markdown":
             found = _HEADING.findall(source)
             heading = found[-1] if found else heading
-        elif _has_image(cell):
+        elif has_image(cell):
             options = cell.setdefault("metadata", {}).setdefault("mystnb", {}).setdefault("image", {})
             options["alt"] = alt_text(source, heading, gpu)
             count += 1
+    return count
+
+
+_TRACE_CALL = re.compile(r"""reference_trace\(\s*(f?)(["'])(.+?)\2""")
+
+
+def traces_drawn(source: str, names: list[str]) -> list[str]:
+    """The reference traces a figure's cell draws (``run.reference_trace("name")``, an f-string name matched against
+    the lesson's trace names), in the order the cell names them.
+
+    Example:
+        >>> traces_drawn('t = run.reference_trace(f"gpipe_m{m}")', ["gpipe_m1", "gpipe_m4", "naive"])
+        ['gpipe_m1', 'gpipe_m4']
+        >>> traces_drawn("plt.plot(x)", ["naive"])
+        []
+    """
+    found: list[str] = []
+    for f, _, name in _TRACE_CALL.findall(source):
+        pattern = re.escape(name) if not f else "".join(
+            ".+" if part.startswith("{") else re.escape(part) for part in re.split(r"(\{[^{}]*\})", name))
+        found += [n for n in names if re.fullmatch(pattern, n) and n not in found]
+    return found
+
+
+def _buttons(number: str, names: list[str]) -> str:
+    return " ".join(f'<button class="asynclab-perfetto" data-trace="../{STATIC}/traces/{number}/{name}.json.gz" '
+                    f'data-title="lesson {number}: {name}">Open <code>{name}</code> in Perfetto</button>'
+                    for name in names)
+
+
+_ASSIGNED = re.compile(r"""^(\w+)\s*=\s*[\w.]*reference_trace\(""", re.M)
+
+
+def with_perfetto_beside(nb: dict, number: str, names: list[str]) -> int:
+    """After every figure drawn from a reference trace, a line of buttons that open those traces in Perfetto, so that
+    a reader zooms into the figure they are looking at; returns how many figures got one. A trace read into a
+    variable in an earlier cell (``trace = run.reference_trace("x")``) counts for the figures that use the variable."""
+    cells, count, known = [], 0, {}
+    for cell in nb["cells"]:
+        cells.append(cell)
+        source = "".join(cell["source"]) if cell["cell_type"] == "code" else ""
+        for line in source.splitlines():
+            found = _ASSIGNED.match(line)
+            if found:
+                known[found.group(1)] = traces_drawn(line, names)
+        if not has_image(cell):
+            continue
+        drawn = traces_drawn(source, names)
+        for var, traced in known.items():
+            if re.search(rf"\b{var}\b", source):
+                drawn += [n for n in traced if n not in drawn]
+        if drawn:
+            count += 1
+            text = f'<p class="asynclab-beside">{_buttons(number, drawn)}</p>\n'
+            cells.append({"cell_type": "markdown", "id": f"perfetto-{count}", "metadata": {}, "source": [text]})
+    nb["cells"] = cells
     return count
 
 
@@ -85,6 +142,7 @@ def lesson_page(item: Any, notebook: Path, out: Path, static: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         for name in names:
             shutil.copy(reference.trace_path(item.number, name), folder / f"{name}.json.gz")
+        with_perfetto_beside(nb, item.number, names)
         nb["cells"].append(traces_cell(item.number, names, gpu))
     out.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
 

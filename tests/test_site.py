@@ -179,10 +179,20 @@ def test_a_lesson_page_opens_its_traces_in_perfetto(served, browser):
         window.open = (url) => { window.__opened = url;
             return {postMessage: (message, origin) => window.__posted.push({message, origin})}; };""")
     page.goto(f"{base}/notebooks/03_streams.html")
-    buttons = page.locator("button.asynclab-perfetto")
+    buttons = page.locator("ul.asynclab-traces button.asynclab-perfetto")
     assert buttons.count() >= 3
     downloads = page.eval_on_selector_all("ul.asynclab-traces a[download]", "els => els.map(a => a.href)")
     assert len(downloads) == buttons.count()
+    # every figure drawn from a reference trace has its buttons right under it (the cell after the figure's)
+    beside = page.evaluate("""(() => {
+        const imgs = [...document.querySelectorAll('div.cell_output img')].map(i => i.getBoundingClientRect().bottom);
+        return [...document.querySelectorAll('p.asynclab-beside')].map(p => {
+            const top = p.getBoundingClientRect().top;
+            const above = imgs.filter(b => b <= top + 1);
+            return {buttons: p.querySelectorAll('button.asynclab-perfetto').length,
+                    gap: above.length ? top - Math.max(...above) : null};
+        }); })()""")
+    assert len(beside) >= 8 and all(b["buttons"] >= 1 and b["gap"] is not None and b["gap"] < 120 for b in beside), beside
     buttons.first.click()
     page.wait_for_function("window.__posted.some(p => p.message === 'PING')")
     assert page.evaluate("window.__opened") == "https://ui.perfetto.dev"
@@ -192,6 +202,24 @@ def test_a_lesson_page_opens_its_traces_in_perfetto(served, browser):
         return {bytes: p.message.perfetto.buffer.byteLength, origin: p.origin, name: p.message.perfetto.fileName}; })()""")
     assert sent["bytes"] > 1000 and sent["origin"] == "https://ui.perfetto.dev" and sent["name"].endswith(".json.gz")
     page.close()
+
+
+@pytest.mark.parametrize("item", [x for x in LESSONS if x.ready and x.gpus], ids=lambda x: x.notebook)
+def test_every_figure_drawn_from_a_reference_trace_gets_perfetto_buttons_beside_it(item):
+    """The book puts a line of Perfetto buttons right after each figure whose cell draws a reference trace."""
+    import json
+
+    import book_pages
+    from asynclab.course import reference
+
+    nb = json.loads((ROOT / "notebooks" / item.notebook).read_text())
+    names = reference.trace_names(item.number)
+    drawn = [c for c in nb["cells"] if book_pages.has_image(c) and "reference_trace(" in "".join(c["source"])]
+    count = book_pages.with_perfetto_beside(nb, item.number, names)
+    assert count >= len(drawn), (count, len(drawn))
+    for i, cell in enumerate(nb["cells"][:-1]):
+        if book_pages.has_image(cell) and "reference_trace(" in "".join(cell["source"]):
+            assert "asynclab-perfetto" in "".join(nb["cells"][i + 1]["source"]), (item.notebook, i)
 
 
 def test_search_finds_a_lesson(served, browser):
