@@ -11,17 +11,21 @@
 #                  (refresh, then strict nbval), for a runner that limits how long one job may take
 #   --refresh NB   first re-execute these notebooks in place (keeps execution counts), so their
 #                  stored outputs come from this GPU; then nbval checks them like every other notebook
+#   --record       while refreshing, record each experiment cell (run.measure with the cell's own code) into its
+#                  lesson's reference: cells.json and cell_<name>.json.gz (asynclab.course.cells)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 wheels=.whl
 refresh=()
 only=all
+export_record=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --wheels) wheels=$2; shift 2 ;;
     --memory-cap-gib) export ASYNCLAB_GPU_MEMORY_GIB=$2; cap=1; shift 2 ;;
     --only) only=$2; shift 2
       case "$only" in unit|notebooks) ;; *) echo "gpu_check: --only takes unit or notebooks, not $only" >&2; exit 2 ;; esac ;;
+    --record) export_record=1; shift ;;
     --refresh) shift; while [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; do refresh+=("$1"); shift; done ;;
     *) echo "gpu_check: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -46,7 +50,8 @@ fi
 [ "$only" = unit ] && { echo "gpu_check (unit): $([ $status = 0 ] && echo PASSED || echo FAILED)"; exit $status; }
 if [ ${#refresh[@]} -gt 0 ]; then
   echo "== refreshing stored outputs: ${refresh[*]} =="
-  python3 -m asynclab.cli course --in-place --figures figures "${refresh[@]}" || status=1
+  if [ $export_record = 1 ]; then echo "   recording the experiment cells (ASYNCLAB_RECORD=1)"; fi
+  ASYNCLAB_RECORD=$export_record python3 -m asynclab.cli course --in-place --figures figures "${refresh[@]}" || status=1
 fi
 echo "== strict nbval, GPU live =="
 python3 -m pytest -p no:cacheprovider -q --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg \

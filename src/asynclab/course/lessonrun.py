@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import torch  # noqa: F401 - the doctests' tensors
+
 from asynclab.gpu import hardware
 from asynclab.course.registry import NO_PEER_ACCESS, Lesson, how_it_runs, lesson
 
@@ -72,17 +74,63 @@ class LessonRun:
             raise ValueError(f"lesson {self.lesson.number} has no experiment {name!r}")
         return getattr(module, name), dict(getattr(module, "CPU_KWARGS", {}).get(name, {}))
 
-    def measure(self, name: str, **kwargs: Any) -> Any:
-        """Run experiment ``name`` live on the GPU with the recorded sizes, or return None without one.
+    def measure(self, what: Any, setup: Callable[[], Any] | None = None, *, name: str | None = None,
+                repeats: int = 5, warmup: int = 1, values: bool = False, **kwargs: Any) -> Any:
+        """Time and trace the code of an experiment cell: ``what`` is a function, or ``{name: function}``, of the
+        PyTorch lines to measure, each taking ``setup()``'s result when a ``setup`` is given. It runs live on this
+        machine's GPU when the lesson runs live, else on the simulated card of the cell's recording (its times
+        predicted), and returns a :class:`asynclab.course.cells.Measured` that shows the recording made from the same
+        cell (``name``) beside it. ``values=True`` computes values in the simulation (slower), for code whose result
+        the cell reads.
+
+        With ``what`` a string, the packaged experiment of that name runs live with the recorded sizes (None
+        without a GPU): the older form, for cells whose code is not yet on the page.
 
         Example:
+            >>> run = LessonRun(lesson(5), hardware.Hardware())
+            >>> def setup():
+            ...     return torch.ones(4096, 4096, device="cuda")
+            >>> def square(x):
+            ...     x @ x
+            >>> m = run.measure({"square": square}, setup, name="doc_square", repeats=2)
+            >>> m.where, m.ms["square"] > 0
+            ('simulated H100 (predicted)', True)
             >>> LessonRun(lesson(1), hardware.Hardware()).measure("launch_overhead") is None
             True
         """
-        if not self.live:
-            return None
-        fn, _ = self._experiment(name)
-        return fn("cuda", **kwargs)
+        if isinstance(what, str):
+            if not self.live:
+                return None
+            fn, _ = self._experiment(what)
+            return fn("cuda", **kwargs)
+        if kwargs:
+            raise TypeError(f"measure takes no parameter {sorted(kwargs)[0]!r} with code of your own: "
+                            "put sizes in your setup function")
+        return self._measure_cell(what, setup, name, repeats, warmup, values)
+
+    def _measure_cell(self, what: Any, setup: Callable[[], Any] | None, name: str | None, repeats: int,
+                      warmup: int, values: bool) -> Any:
+        import os
+
+        from asynclab.course import cells
+
+        key = name or getattr(what, "__name__", None) or "cell"
+        recording = cells.recorded(self.lesson.reference_dir, key)
+        gpu = (recording or {}).get("gpu") or self.reference_gpu
+        card = "H200" if "H200" in gpu else "H100"
+        record = self.live and os.environ.get(cells.RECORD_ENV) == "1"
+        path = self.trace_path(f"cell_{key}") if self.live else None
+        measured = cells.run_cell(what, setup, live=self.live, card=card, gpus=max(1, self.lesson.gpus),
+                                  repeats=repeats, warmup=warmup, values=values, path=path)
+        if record:
+            cells.write_recording(self.lesson.reference_dir, key, measured, self.hw.gpus[0].name)
+            recording = cells.recorded(self.lesson.reference_dir, key)
+        measured.reference = recording
+        measured.recording_trace = self.lesson.reference_dir / f"cell_{key}.json.gz"
+        measured.same_code = bool(recording) and recording.get("fingerprint") == measured.code
+        if recording is not None and not measured.same_code:
+            measured.notes.append(f"(your code differs from the cell's original: the recording on {gpu} ran the original)")
+        return measured
 
     def measure_cpu(self, name: str, **kwargs: Any) -> Any:
         """Run experiment ``name`` live on the CPU, at the small sizes that keep it to seconds.
@@ -126,6 +174,26 @@ class LessonRun:
             print(f"not predicted here: {name} {limit}")
             return None
         return {**(results if values else timed_only(results)), "where": LABEL}
+
+    def answer(self, guess: Any, what: str, recorded: Any, unit: str = "ms", fmt: str = "{:.3g}",
+               mine: Any = None) -> str:
+        """The answer to a prediction read from the reference: the learner's ``guess`` beside the ``recorded`` figure
+        (and ``mine``, a figure measured here, when given), each labelled with where it comes from.
+
+        Example:
+            >>> run = LessonRun(lesson(2), hardware.Hardware())
+            >>> print(run.answer(1.5, "one product", 1.41))
+            one product
+              your guess                                     1.5 ms
+              recorded on NVIDIA H100 80GB HBM3 (reference)  1.41 ms
+        """
+        from asynclab.course.cells import answer_line
+
+        def show(value: Any) -> str:
+            return f"{fmt.format(value)} {unit}".strip() if isinstance(value, (int, float)) else str(value)
+
+        here = (f"live on {self.hw.gpus[0].name}" if self.live else "measured here", show(mine)) if mine is not None else None
+        return answer_line(what, guess, here, (f"recorded on {self.reference_gpu} (reference)", show(recorded)), unit)
 
     def reference(self, name: str) -> dict[str, Any]:
         """The figures of experiment ``name`` recorded in this lesson's reference.

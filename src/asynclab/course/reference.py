@@ -320,7 +320,8 @@ def write(lesson: str | int, results: Mapping[str, Any], traces: Mapping[str, st
     (copied to ``<name>.json.gz``). Every trace is checked before anything is written: one over
     :data:`MAX_TRACE_BYTES` or not gzip raises ``ValueError`` and leaves the folder as it was. With
     ``replace`` (the default), traces of an earlier recording that are not in ``traces`` are removed,
-    so the folder describes one recording. Returns the folder.
+    so the folder describes one recording; the recordings of experiment cells (``cells.json``, ``cell_*.json.gz``,
+    :mod:`asynclab.course.cells`) stay. Returns the folder.
 
     Example:
         >>> import tempfile
@@ -368,7 +369,8 @@ def write(lesson: str | int, results: Mapping[str, Any], traces: Mapping[str, st
             os.replace(tmp, dst)
     if replace:
         for old in out.iterdir():
-            if old.name.endswith(TRACE_SUFFIX) and old.name[: -len(TRACE_SUFFIX)] not in sources:
+            if old.name.endswith(TRACE_SUFFIX) and old.name[: -len(TRACE_SUFFIX)] not in sources \
+                    and not old.name.startswith("cell_"):  # an experiment cell's recording is the notebook's
                 old.unlink()
     for fname, text in (("results.json", results_text), ("meta.json", meta_text)):
         tmp = out / (fname + ".tmp")

@@ -17,20 +17,23 @@ class Claim:
     ok: bool
     live: bool
     evidence: str
+    source: str = ""
 
     def __str__(self) -> str:
-        source = "live" if self.live else "reference"
+        source = self.source or ("live" if self.live else "reference")
         if self.ok:
             return f"PASS ({source}): {self.statement} [{self.evidence}]"
         return f"DIFFERS ({source}): {self.statement} [{self.evidence}]"
 
 
-def claim(statement: str, ok: bool, *, evidence: str, live: bool, why_it_may_differ: str = "") -> None:
+def claim(statement: str, ok: bool, *, evidence: str, live: bool, why_it_may_differ: str = "",
+          source: str = "") -> None:
     """State a lesson's claim and check it on the data on screen.
 
     On reference data (``live=False``) a failed claim raises :class:`ClaimFailed`: a lesson must never
     print a claim its own data does not support. On live data it prints what differed and why a
-    classroom GPU may legitimately differ. It returns nothing, so a notebook cell that ends with a
+    classroom GPU may legitimately differ. ``source`` names the data in the line where "live" or "reference" would
+    not say it (``"predicted"``: the simulated card's). It returns nothing, so a notebook cell that ends with a
     claim shows only the printed line (nbval compares it; a trailing ``;`` would not hide a value).
 
     Example:
@@ -39,7 +42,7 @@ def claim(statement: str, ok: bool, *, evidence: str, live: bool, why_it_may_dif
         >>> claim("the synced time is larger", 0.3 > 0.41, evidence="0.3 ms vs 0.41 ms", live=True)
         DIFFERS (live): the synced time is larger [0.3 ms vs 0.41 ms]
     """
-    result = Claim(statement, bool(ok), live, evidence)
+    result = Claim(statement, bool(ok), live, evidence, source)
     if not result.ok and not live:
         raise ClaimFailed(f"claim fails on the reference data: {statement} [{evidence}]")
     print(result)

@@ -1,0 +1,424 @@
+"""The harness of an experiment cell: the learner's own PyTorch code timed and traced, live on a GPU or on the
+simulated card without one, beside the learner's guess and the recording made from the same cell.
+
+The workload stays in the notebook: ``setup()`` builds what the code needs (tensors, streams, events), and each
+workload function is the code that queues GPU work. The harness times every workload from launch to
+``torch.cuda.synchronize()`` (median of ``repeats``, after ``warmup`` runs), then profiles one more run of each, inside
+``record_function(<its name>)`` up to its synchronize. The same loop runs on a GPU and inside :func:`asynclab.sim.simulate.simulate`, whose
+clocks, synchronize and profiler are the simulated card's: one code path, two machines.
+
+A cell's recording (``reference/cells.json`` and ``reference/cell_<name>.json.gz`` in the lesson's package folder)
+is made by executing the notebook on a GPU with ``ASYNCLAB_RECORD=1`` (``scripts/record_cells.py``); it keeps a
+fingerprint of the code it ran, and ``tests/course/test_cells.py`` fails when a cell no longer matches its recording.
+"""
+from __future__ import annotations
+
+import ast
+import datetime as _dt
+import hashlib
+import inspect
+import json
+import os
+import statistics
+import tempfile
+import textwrap
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import torch
+
+__all__ = ["CELLS_FILE", "RECORD_ENV", "Measured", "global_names", "fingerprint", "source_fingerprint", "run_cell", "recorded",
+           "write_recording", "guess_text", "answer_line"]
+
+#: The file, in a lesson's reference folder, that holds the recordings of its experiment cells.
+CELLS_FILE = "cells.json"
+#: Set to 1 while a notebook runs on a GPU to record its experiment cells into the lesson's reference folder.
+RECORD_ENV = "ASYNCLAB_RECORD"
+
+
+def _normalized(source: str) -> str:
+    """A function's definition without formatting, comments, docstring position or decorators: ``ast.dump``."""
+    tree = ast.parse(textwrap.dedent(source))
+    node = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if node is None:
+        return ast.dump(tree)
+    node.decorator_list = []
+    return ast.dump(node)
+
+
+def source_fingerprint(sources: Mapping[str, str]) -> str:
+    """The fingerprint of a cell's experiment from its functions' definitions (``role -> source``): 16 hex digits.
+
+    Formatting and comments do not change it; any change to the code does.
+
+    Example:
+        >>> a = source_fingerprint({"setup": "def setup():\\n    return 1  # one"})
+        >>> a == source_fingerprint({"setup": "def setup():\\n    return (1)"}), len(a)
+        (True, 16)
+        >>> a == source_fingerprint({"setup": "def setup():\\n    return 2"})
+        False
+    """
+    parts = {role: _normalized(src) for role, src in sorted(sources.items())}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def global_names(code: Any) -> set[str]:
+    """The global (and attribute) names a code object and the code nested in it (lambdas, comprehensions) use.
+
+    Example:
+        >>> sorted(global_names(compile("def f(s): return helper(s.x)", "<cell>", "exec").co_consts[0]))
+        ['helper', 'x']
+    """
+    names: set[str] = set()
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        names.update(c.co_names)
+        stack.extend(k for k in c.co_consts if hasattr(k, "co_names"))
+    return names
+
+
+def _with_helpers(roles: dict[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
+    """``roles`` plus every function of the same module (the notebook) that they call, by ``"uses <name>"``."""
+    out = dict(roles)
+    todo = list(roles.values())
+    while todo:
+        fn = todo.pop()
+        for name in sorted(global_names(getattr(fn, "__code__", None) or compile("", "", "exec"))):
+            found = getattr(fn, "__globals__", {}).get(name)
+            if inspect.isfunction(found) and found.__module__ == fn.__module__ and f"uses {name}" not in out \
+                    and found not in roles.values():
+                out[f"uses {name}"] = found
+                todo.append(found)
+    return out
+
+
+def fingerprint(workloads: Mapping[str, Callable[..., Any]], setup: Callable[..., Any] | None) -> str | None:
+    """:func:`source_fingerprint` of live functions (their source from ``inspect``), with the functions of the same
+    module they call; None where a function's source cannot be read (a lambda on a shared line, a builtin).
+
+    Example:
+        >>> def setup():
+        ...     return 3
+        >>> fingerprint({}, setup) == source_fingerprint({"setup": inspect.getsource(setup)})
+        True
+    """
+    roles = _with_helpers(dict(workloads) | ({"setup": setup} if setup is not None else {}))
+    try:
+        sources = {role: inspect.getsource(fn) for role, fn in roles.items()}
+        return source_fingerprint(sources)
+    except (OSError, TypeError, SyntaxError):
+        return None
+
+
+@dataclass
+class Measured:
+    """What :func:`run_cell` measured: each workload's median time (ms) and its repeats, what it returned, the trace
+    of one profiled run of each, and where it ran (``"live on <GPU>"`` or ``"simulated <card> (predicted)"``).
+
+    Example:
+        >>> m = Measured({"a": 2.0}, {"a": [2.0, 2.1]}, {"a": None}, None, "simulated H200 (predicted)", None)
+        >>> m.ms["a"], m.predicted
+        (2.0, True)
+    """
+
+    ms: dict[str, float]
+    times: dict[str, list[float]]
+    returned: dict[str, Any]
+    trace: Any
+    where: str
+    code: str | None
+    reference: dict[str, Any] | None = None
+    same_code: bool = False
+    notes: list[str] = field(default_factory=list)
+    recording_trace: Path | None = None
+
+    @property
+    def predicted(self) -> bool:
+        return self.where.startswith("simulated")
+
+    @property
+    def recorded_on(self) -> str | None:
+        """``"recorded on <GPU>"`` when the cell has a recording, else None."""
+        return f"recorded on {self.reference['gpu']}" if self.reference else None
+
+    def table(self, fmt: Callable[[float], str] | None = None) -> str:
+        """Each workload's median time: this run's, and the recording's beside it.
+
+        Example:
+            >>> m = Measured({"a": 2.0}, {"a": [2.0]}, {"a": None}, None, "live on X", None, {"gpu": "H", "ms": {"a": 1.5}})
+            >>> print(m.table())
+            workload  live on X  recorded on H
+            a         2.000 ms   1.500 ms
+        """
+        fmt = fmt or (lambda v: f"{v:.3f} ms")
+        head = ["workload", self.where] + ([self.recorded_on] if self.reference else [])
+        rows = [head]
+        for name, ms in self.ms.items():
+            ref = (self.reference or {}).get("ms", {}).get(name)
+            rows.append([name, fmt(ms)] + ([fmt(ref) if ref is not None else "-"] if self.reference else []))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+        return "\n".join(lines + self.notes)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # IPython shows the table, not the dataclass
+        printer.text(self.table())
+
+    def recording(self) -> "Measured | None":
+        """The cell's recording as a Measured (its times, and its trace, loaded from the package), or None.
+
+        Example:
+            >>> Measured({}, {}, {}, None, "live on X", None).recording() is None
+            True
+        """
+        if not self.reference:
+            return None
+        trace = None
+        if self.recording_trace is not None and Path(self.recording_trace).is_file():
+            from asynclab.trace import load_trace
+
+            trace = load_trace(self.recording_trace)
+        ref = self.reference
+        return Measured(dict(ref["ms"]), dict(ref.get("times", {})), dict(ref.get("returned", {})), trace,
+                        self.recorded_on or "", ref.get("fingerprint"))
+
+    def answer(self, guess: Any, of: Callable[["Measured"], Any] | str, what: str, unit: str = "ms",
+               fmt: str = "{:.3g}") -> str:
+        """The answer to a prediction: ``guess`` beside this run's figure and the recording's. ``of`` reads the figure
+        from a Measured (``lambda m: m.ms["a"] / m.ms["b"]``; a workload's name reads its median time); a number
+        is shown with ``fmt`` and ``unit``, a text as it is.
+
+        Example:
+            >>> m = Measured({"a": 2.0}, {}, {}, None, "live on X", None, {"gpu": "H", "ms": {"a": 3.0}})
+            >>> print(m.answer(None, "a", "a's time"))
+            a's time
+              your guess     none yet: write it in the cell above
+              live on X      2 ms
+              recorded on H  3 ms
+        """
+        mine, ref = self._pair(of, unit, fmt)
+        return answer_line(what, guess, mine, ref, unit)
+
+    def figure(self, of: Callable[["Measured"], Any] | str, what: str, unit: str = "ms", fmt: str = "{:.3g}") -> str:
+        """A figure of this run beside the recording's, as :meth:`answer` shows it, without a guess.
+
+        Example:
+            >>> print(Measured({"a": 2.0}, {}, {}, None, "live on X", None).figure("a", "a's time"))
+            a's time
+              live on X  2 ms
+        """
+        mine, ref = self._pair(of, unit, fmt)
+        return answer_line(what, None, mine, ref, unit, ask=False)
+
+    def _pair(self, of: Callable[["Measured"], Any] | str, unit: str, fmt: str) -> tuple[tuple[str, str], Any]:
+        pick = (lambda m: m.ms[of]) if isinstance(of, str) else of
+
+        def show(value: Any) -> str:
+            return f"{fmt.format(value)} {unit}".strip() if isinstance(value, (int, float)) else str(value)
+
+        theirs = self.recording()
+        try:
+            ref = (theirs.where, show(pick(theirs))) if theirs is not None else None
+        except (KeyError, AttributeError):  # the learner's code has workloads the recording lacks
+            ref = None
+        return (self.where, show(pick(self))), ref
+
+    def claim(self, statement: str, test: Callable[["Measured"], bool], evidence: Callable[["Measured"], str]) -> None:
+        """Check a claim of the lesson on this run (``test(measured)``; it reports, never raises: a GPU may differ, a
+        prediction may miss) and, where the cell still runs its original code, strictly on its recording.
+
+        Example:
+            >>> m = Measured({"a": 2.0}, {}, {}, None, "simulated H200 (predicted)", "c", {"gpu": "H", "ms": {"a": 3.0}, "fingerprint": "c"}, True)
+            >>> m.claim("a takes over 1 ms", lambda m: m.ms["a"] > 1, lambda m: f"{m.ms['a']:g} ms")
+            PASS (predicted): a takes over 1 ms [2 ms]
+            PASS (recorded on H): a takes over 1 ms [3 ms]
+        """
+        from asynclab.grading.checks import claim
+
+        claim(statement, test(self), evidence=evidence(self), live=True, source="predicted" if self.predicted else "live")
+        theirs = self.recording() if self.same_code else None
+        if theirs is not None:
+            claim(statement, test(theirs), evidence=evidence(theirs), live=False, source=theirs.where)
+
+    def timeline(self, workload: str | None = None, title: str | None = None, **kwargs: Any) -> Any:
+        """This run's profiled trace drawn (zoomed on one workload's range when named); returns the Timeline.
+
+        Example:
+            >>> m = Measured({}, {}, {}, None, "live on X", None)
+            >>> m.timeline()  # doctest: +SKIP
+        """
+        from asynclab.trace.timeline import draw_timeline
+
+        what = f"{workload}, " if workload else ""
+        return draw_timeline(self.trace, annotation=workload, title=title or f"{what}{self.where}", **kwargs)
+
+
+def _timing_loop(workloads: Mapping[str, Callable[..., Any]], setup: Callable[[], Any] | None, repeats: int,
+                 warmup: int, path: str | None) -> dict[str, Any]:
+    """Build the state, time each workload from launch to synchronize, then profile one run of each."""
+    from torch.profiler import record_function
+
+    from asynclab.gpu.record import record
+
+    state = setup() if setup is not None else None
+
+    def call(fn: Callable[..., Any]) -> Any:
+        return fn(state) if setup is not None else fn()
+
+    times: dict[str, list[float]] = {}
+    returned: dict[str, Any] = {}
+    for name, fn in workloads.items():
+        for _ in range(warmup):
+            call(fn)
+            torch.cuda.synchronize()
+        times[name] = []
+        for _ in range(repeats):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            returned[name] = call(fn)
+            torch.cuda.synchronize()
+            times[name].append((time.perf_counter() - t0) * 1e3)
+
+    def traced() -> None:
+        for name, fn in workloads.items():
+            with record_function(name):  # the range ends when the GPU is done: it holds all of the run's work
+                call(fn)
+                torch.cuda.synchronize()
+
+    trace = record(traced, warmup=0, steps=1, path=path)
+    return {"times": times, "returned": {k: _plain(v) for k, v in returned.items()}, "trace": trace}
+
+
+def _plain(value: Any) -> Any:
+    """A workload's result as the recording keeps it: numbers, lists of numbers, or None."""
+    if isinstance(value, torch.Tensor):
+        return None
+    if isinstance(value, (int, float, bool, str)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (int, float, bool)) for v in value):
+        return list(value)
+    if isinstance(value, dict) and all(isinstance(v, (int, float, bool, str)) for v in value.values()):
+        return {str(k): v for k, v in value.items()}
+    return None
+
+
+def _checked(workloads: Any, setup: Any, repeats: Any, warmup: Any) -> dict[str, Callable[..., Any]]:
+    if callable(workloads):
+        workloads = {getattr(workloads, "__name__", "workload"): workloads}
+    if not isinstance(workloads, Mapping) or not workloads or not all(
+            isinstance(k, str) and callable(v) for k, v in workloads.items()):
+        raise TypeError("measure needs a function, or a dict of name -> function, of the code to time")
+    if setup is not None and not callable(setup):
+        raise TypeError(f"setup must be a function that builds what the code needs, not {type(setup).__name__}")
+    if not (isinstance(repeats, int) and 1 <= repeats <= 100 and isinstance(warmup, int) and 0 <= warmup <= 10):
+        raise ValueError(f"repeats must be 1 to 100 and warmup 0 to 10 (got {repeats!r}, {warmup!r})")
+    return dict(workloads)
+
+
+def run_cell(workloads: Any, setup: Callable[[], Any] | None = None, *, live: bool, card: str = "H100",
+             gpus: int = 1, repeats: int = 5, warmup: int = 1, values: bool = False,
+             path: str | os.PathLike | None = None) -> Measured:
+    """Time and trace ``workloads`` (a function, or ``{name: function}``; each takes ``setup()``'s result when a
+    ``setup`` is given): live on this machine's GPU when ``live``, else on ``gpus`` simulated ``card`` GPUs, its
+    times predicted. ``values=False`` runs the simulation timed only (fast): what the host reads back is garbage.
+
+    Example:
+        >>> def setup():
+        ...     return torch.ones(1024, 1024, device="cuda")
+        >>> def square(x):
+        ...     return (x @ x).sum().item()
+        >>> m = run_cell({"square": square}, setup, live=False, repeats=2, values=True)
+        >>> m.where, m.returned["square"], m.ms["square"] > 0
+        ('simulated H100 (predicted)', 1073741824.0, True)
+    """
+    workloads = _checked(workloads, setup, repeats, warmup)
+    out = str(path) if path is not None else None
+    if live:
+        from asynclab.gpu import hardware
+
+        box = _timing_loop(workloads, setup, repeats, warmup, out)
+        where = f"live on {hardware.inventory().gpus[0].name}"
+    else:
+        from asynclab.sim.simulate import simulate
+
+        box = {}
+        simulate(lambda: box.update(_timing_loop(workloads, setup, repeats, warmup, out)), gpus=gpus, card=card,
+                 values=values)
+        where = f"simulated {card} (predicted)"
+    ms = {name: statistics.median(ts) for name, ts in box["times"].items()}
+    return Measured(ms, box["times"], box["returned"], box["trace"], where, fingerprint(workloads, setup))
+
+
+def recorded(folder: Path, name: str) -> dict[str, Any] | None:
+    """The recording of experiment cell ``name`` in a lesson's reference ``folder``, or None if it has none.
+
+    Example:
+        >>> recorded(Path(tempfile.mkdtemp()), "pipeline") is None
+        True
+    """
+    path = Path(folder) / CELLS_FILE
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text(encoding="utf-8")).get(name)
+
+
+def write_recording(folder: Path, name: str, measured: Measured, gpu: str) -> Path:
+    """Add (or replace) cell ``name``'s recording in ``folder/cells.json``, with its trace as ``cell_<name>.json.gz``
+    (the trace must have been saved by :func:`run_cell` with a ``path``). Returns the cells file.
+
+    Example:
+        >>> m = Measured({"a": 2.0}, {"a": [2.0]}, {"a": 1}, None, "live on X", "0123456789abcdef")
+        >>> p = write_recording(Path(tempfile.mkdtemp()), "demo", m, "NVIDIA H200")
+        >>> json.loads(p.read_text())["demo"]["gpu"]
+        'NVIDIA H200'
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    cells_path = folder / CELLS_FILE
+    cells = json.loads(cells_path.read_text(encoding="utf-8")) if cells_path.is_file() else {}
+    cells[name] = {"gpu": gpu, "torch": torch.__version__, "fingerprint": measured.code, "ms": measured.ms,
+                   "times": measured.times, "returned": measured.returned,
+                   "date": _dt.datetime.now(_dt.timezone.utc).date().isoformat()}
+    source = getattr(measured.trace, "source", None)
+    if source and Path(source).is_file():
+        (folder / f"cell_{name}.json.gz").write_bytes(Path(source).read_bytes())
+    cells_path.write_text(json.dumps(cells, sort_keys=True, indent=1) + "\n", encoding="utf-8")
+    return cells_path
+
+
+def guess_text(guess: Any, unit: str = "") -> str:
+    """A learner's guess as the answer line shows it; a missing one asks for it, a wrong type says what is wanted.
+
+    Example:
+        >>> guess_text(2, "x"), guess_text(None)
+        ('2 x', 'none yet: write it in the cell above')
+        >>> guess_text("fast")
+        'fast'
+    """
+    if guess is None or guess is ...:
+        return "none yet: write it in the cell above"
+    if isinstance(guess, bool) or not isinstance(guess, (int, float, str)):
+        return f"not a number or a choice ({type(guess).__name__})"
+    return f"{guess:g} {unit}".strip() if isinstance(guess, (int, float)) else guess
+
+
+def answer_line(what: str, guess: Any, mine: tuple[str, str] | None, reference: tuple[str, str] | None,
+                unit: str = "", ask: bool = True) -> str:
+    """The answer to a prediction: the guess, then this run's figure and the recording's, each with where it is from.
+
+    Example:
+        >>> print(answer_line("speed-up", 2, ("simulated H200 (predicted)", "1.62 x"), ("recorded on NVIDIA H200", "1.71 x"), "x"))
+        speed-up
+          your guess                  2 x
+          simulated H200 (predicted)  1.62 x
+          recorded on NVIDIA H200     1.71 x
+    """
+    rows = [("your guess", guess_text(guess, unit))] if ask else []
+    rows += [pair for pair in (mine, reference) if pair is not None]
+    width = max(len(label) for label, _ in rows)
+    return "\n".join([what] + [f"  {label.ljust(width)}  {value}" for label, value in rows])
