@@ -36,7 +36,8 @@ Definitions:
   `^\s*guess\w*\s*=`, multiline). It "has a folded answer" when the first code cell after the guess cell that uses
   that guess name has the tag `hide-output` AND cell metadata `jupyter.outputs_hidden == True`.
 - Stated time: the minutes in the first markdown cell's "**Time**" row ("about 40 minutes" → 40). Estimated time =
-  main-line words / 120 + 1 minute per code cell not tagged remove-cell. Print both.
+  main-line words / 120 + 1 minute per code cell not tagged remove-cell, except guess cells (cells that only
+  assign guesses). Print both.
 
 Limits (the target; the constants below): mean sentence length <= 18 words, no sentence over 45 words, lesson 00 at
 most 900 main-line words, estimated time <= stated time and stated time <= 45 minutes, and every prediction has a
@@ -344,8 +345,19 @@ def lesson_stats(nb) -> dict:
         "predictions": len(preds), "with_guess": sum(p["guess"] for p in preds),
         "folded": sum(p["folded"] for p in preds),
         "stated_min": stated_minutes(markdown[0]) if markdown else None,
-        "est_min": round(words / WORDS_PER_MINUTE + MINUTES_PER_CODE_CELL * len(code), 1),
+        "est_min": round(words / WORDS_PER_MINUTE + MINUTES_PER_CODE_CELL * sum(not only_guesses(c["source"]) for c in code), 1),
     }
+
+
+def only_guesses(source: str) -> bool:
+    """A guess cell: it only assigns guesses (``guess_x = None  # ...`` lines). Writing a guess is part of reading
+    its prompt, so it takes no minute of its own in the estimate.
+
+    >>> only_guesses("guess_a = None  # ms"), only_guesses("print(guess_a)")
+    (True, False)
+    """
+    lines = [line for line in source.splitlines() if line.strip() and not line.strip().startswith("#")]
+    return bool(lines) and all(GUESS.match(line) for line in lines)
 
 
 def _source(cell) -> str:

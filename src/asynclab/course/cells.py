@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-__all__ = ["CELLS_FILE", "RECORD_ENV", "Measured", "global_names", "fingerprint", "source_fingerprint", "run_cell", "recorded",
+__all__ = ["CELLS_FILE", "RECORD_ENV", "Measured", "global_names", "fingerprint", "median_of", "source_fingerprint", "run_cell", "recorded",
            "write_recording", "guess_text", "answer_line"]
 
 #: The file, in a lesson's reference folder, that holds the recordings of its experiment cells.
@@ -115,7 +115,8 @@ def fingerprint(workloads: Mapping[str, Callable[..., Any]], setup: Callable[...
 
 @dataclass
 class Measured:
-    """What :func:`run_cell` measured: each workload's median time (ms) and its repeats, what it returned, the trace
+    """What :func:`run_cell` measured: each workload's median time (ms) and its repeats, what it returned (the median over the repeats, see
+    :func:`median_of`), the trace
     of one profiled run of each, and where it ran (``"live on <GPU>"`` or ``"simulated <card> (predicted)"``).
 
     Example:
@@ -238,7 +239,7 @@ class Measured:
             PASS (predicted): a takes over 1 ms [2 ms]
             PASS (recorded on H): a takes over 1 ms [3 ms]
         """
-        from asynclab.grading.checks import claim
+        from asynclab.course.claims import claim
 
         claim(statement, test(self), evidence=evidence(self), live=True, source="predicted" if self.predicted else "live")
         theirs = self.recording() if self.same_code else None
@@ -271,16 +272,16 @@ def _timing_loop(workloads: Mapping[str, Callable[..., Any]], setup: Callable[[]
         return fn(state) if setup is not None else fn()
 
     times: dict[str, list[float]] = {}
-    returned: dict[str, Any] = {}
+    returned: dict[str, list[Any]] = {}
     for name, fn in workloads.items():
         for _ in range(warmup):
             call(fn)
             torch.cuda.synchronize()
-        times[name] = []
+        times[name], returned[name] = [], []
         for _ in range(repeats):
             torch.cuda.synchronize()
             t0 = time.perf_counter()
-            returned[name] = call(fn)
+            returned[name].append(_plain(call(fn)))
             torch.cuda.synchronize()
             times[name].append((time.perf_counter() - t0) * 1e3)
 
@@ -291,11 +292,32 @@ def _timing_loop(workloads: Mapping[str, Callable[..., Any]], setup: Callable[[]
                 torch.cuda.synchronize()
 
     trace = record(traced, warmup=0, steps=1, path=path)
-    return {"times": times, "returned": {k: _plain(v) for k, v in returned.items()}, "trace": trace}
+    return {"times": times, "returned": {k: median_of(v) for k, v in returned.items()}, "trace": trace}
+
+
+def median_of(values: list[Any]) -> Any:
+    """What the repeats of a workload returned, as one value: the median of numbers (and of each key of dicts of
+    numbers), else the last run's.
+
+    Example:
+        >>> median_of([3.0, 1.0, 2.0]), median_of([{"a": 1, "b": 5}, {"a": 3, "b": 4}, {"a": 2, "b": 6}])
+        (2.0, {'a': 2, 'b': 5})
+        >>> median_of([None, [1, 2]])
+        [1, 2]
+    """
+    def number(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    if values and all(number(v) for v in values):
+        return statistics.median(values)
+    if values and all(isinstance(v, dict) for v in values) and all(v.keys() == values[0].keys() for v in values) \
+            and all(number(x) for v in values for x in v.values()):
+        return {k: statistics.median(v[k] for v in values) for k in values[0]}
+    return values[-1] if values else None
 
 
 def _plain(value: Any) -> Any:
-    """A workload's result as the recording keeps it: numbers, lists of numbers, or None."""
+    """A workload's result as the recording keeps it: numbers, texts, lists of numbers, dicts of them, or None."""
     if isinstance(value, torch.Tensor):
         return None
     if isinstance(value, (int, float, bool, str)) or value is None:

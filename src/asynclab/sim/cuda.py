@@ -177,7 +177,7 @@ class Stream:
     def synchronize(self) -> None:
         sim = active()
         sim.sync_report()  # cudaStreamSynchronize, as PyTorch's sync debug mode reports it
-        sim.wait_until(sim.ready(self))
+        sim.host_sync("cudaStreamSynchronize", sim.ready(self))
 
     def query(self) -> bool:
         sim = active()
@@ -277,7 +277,7 @@ class Event:
     def synchronize(self) -> None:
         at = active().recorded(self)
         if at is not None:  # a blocking event puts the host thread to sleep instead of spinning
-            active().wait_until(at, sleep=self.blocking)
+            active().host_sync("cudaEventSynchronize", at, sleep=self.blocking)
 
     def elapsed_time(self, end: "Event") -> float:
         sim, end = active(), _event(end)
@@ -787,6 +787,19 @@ class Simulation:
             self.slept += max(0.0, t - self.host)
         self.host = max(self.host, t)
 
+    def host_sync(self, call: str, t: float, sleep: bool = False) -> None:
+        """The host calls CUDA's ``call`` (``cudaDeviceSynchronize``, ``cudaStreamSynchronize``,
+        ``cudaEventSynchronize``), which returns at ``t``: here, :meth:`wait_until`; a simulation that writes a trace
+        also records the call, as the profiler does.
+
+        Example:
+            >>> with Simulation() as sim:
+            ...     sim.host_sync("cudaDeviceSynchronize", 5.0)
+            ...     sim.now()
+            5.0
+        """
+        self.wait_until(t, sleep)
+
     def reached(self, t: float) -> bool:
         """Whether the host's time has reached ``t``; a False answer costs a polling step, as on a GPU."""
         done = self.now() >= t
@@ -845,7 +858,7 @@ class Simulation:
     def synchronize(self, device: Any = None) -> None:
         """The host waits for every stream of ``device`` (None: the current device)."""
         i = self.index(device)
-        self.wait_until(max([0.0] + [t for s, t in self._ready.items() if s.device_index == i]))
+        self.host_sync("cudaDeviceSynchronize", max([0.0] + [t for s, t in self._ready.items() if s.device_index == i]))
 
     # -- PyTorch's sync debug mode --
     #: ``torch.cuda.set_sync_debug_mode``'s names for its modes.

@@ -313,6 +313,13 @@ class SimGPU(Simulation):
             elif self.recorded(rest[1]) is not None:  # wait_event
                 self.set_ready(where(rest[0]), max(self.ready(where(rest[0])), self.recorded(rest[1])))
 
+    def host_sync(self, call: str, t: float, sleep: bool = False) -> None:
+        """The host in CUDA's ``call`` until ``t``, recorded among the launches as the profiler records it (a
+        ``cuda_runtime`` row from the call to its return)."""
+        start = self.host
+        self.wait_until(t, sleep)
+        self.launches.append((call, start, max(self.host, start + 0.001), next(_SEQ)))
+
     def wait_until(self, t: float, sleep: bool = False) -> None:
         """The host waits until ``t``; an operator that failed meanwhile is reported now, as CUDA reports a kernel's
         error at the next synchronization. With threads, the others first reach its time (see await_others); then
