@@ -8,7 +8,8 @@
 #   --memory-cap-gib N  cap every process's memory on each GPU at N GiB (notebook kernels and torchrun's
 #                  children too, through scripts/memcap/sitecustomize.py), to prove the lessons fit a small GPU
 #   --only PART    run one half: `unit` (unit tests, doctests, the answer corpus on the GPU) or `notebooks`
-#                  (refresh, then strict nbval), for a runner that limits how long one job may take
+#                  (refresh, then strict nbval), for a runner that limits how long one job may take; `refresh`:
+#                  only the refresh (and --record)
 #   --refresh NB   first re-execute these notebooks in place (keeps execution counts), so their
 #                  stored outputs come from this GPU; then nbval checks them like every other notebook
 #   --record       while refreshing, record each experiment cell (run.measure with the cell's own code) into its
@@ -42,17 +43,19 @@ fi
 unset MPLBACKEND  # notebooks use the inline backend, so their stored outputs keep the figures
 python3 -m asynclab.cli hardware || exit 1
 status=0
-if [ "$only" != notebooks ]; then
+if [ "$only" != notebooks ] && [ "$only" != refresh ]; then
   echo "== unit tests =="
   python3 -m pytest -p no:cacheprovider -q tests || status=1
   python3 -m pytest -p no:cacheprovider -q --doctest-modules src/asynclab || status=1
 fi
 [ "$only" = unit ] && { echo "gpu_check (unit): $([ $status = 0 ] && echo PASSED || echo FAILED)"; exit $status; }
+[ "$only" = refresh ] && [ ${#refresh[@]} -eq 0 ] && { echo "gpu_check: --only refresh needs --refresh NOTEBOOK ..." >&2; exit 2; }
 if [ ${#refresh[@]} -gt 0 ]; then
   echo "== refreshing stored outputs: ${refresh[*]} =="
   if [ $export_record = 1 ]; then echo "   recording the experiment cells (ASYNCLAB_RECORD=1)"; fi
   ASYNCLAB_RECORD=$export_record python3 -m asynclab.cli course --in-place --figures figures "${refresh[@]}" || status=1
 fi
+[ "$only" = refresh ] && { echo "gpu_check (refresh): $([ $status = 0 ] && echo PASSED || echo FAILED)"; exit $status; }
 echo "== strict nbval, GPU live =="
 python3 -m pytest -p no:cacheprovider -q --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg \
   --nbval-cell-timeout=300 -p tests.conftest notebooks || status=1

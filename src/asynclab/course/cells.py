@@ -3,7 +3,7 @@ simulated card without one, beside the learner's guess and the recording made fr
 
 The workload stays in the notebook: ``setup()`` builds what the code needs (tensors, streams, events), and each
 workload function is the code that queues GPU work. The harness times every workload from launch to
-``torch.cuda.synchronize()`` (median of ``repeats``, after ``warmup`` runs), then profiles one more run of each, inside
+``torch.cuda.synchronize()`` on every GPU (median of ``repeats``, after ``warmup`` runs), then profiles one more run of each, inside
 ``record_function(<its name>)`` up to its synchronize. The same loop runs on a GPU and inside :func:`asynclab.sim.simulate.simulate`, whose
 clocks, synchronize and profiler are the simulated card's: one code path, two machines.
 
@@ -267,6 +267,7 @@ def _timing_loop(workloads: Mapping[str, Callable[..., Any]], setup: Callable[[]
     from asynclab.gpu.record import record
 
     state = setup() if setup is not None else None
+    sync = _synchronize_all
 
     def call(fn: Callable[..., Any]) -> Any:
         return fn(state) if setup is not None else fn()
@@ -276,23 +277,29 @@ def _timing_loop(workloads: Mapping[str, Callable[..., Any]], setup: Callable[[]
     for name, fn in workloads.items():
         for _ in range(warmup):
             call(fn)
-            torch.cuda.synchronize()
+            sync()
         times[name], returned[name] = [], []
         for _ in range(repeats):
-            torch.cuda.synchronize()
+            sync()
             t0 = time.perf_counter()
             returned[name].append(_plain(call(fn)))
-            torch.cuda.synchronize()
+            sync()
             times[name].append((time.perf_counter() - t0) * 1e3)
 
     def traced() -> None:
         for name, fn in workloads.items():
-            with record_function(name):  # the range ends when the GPU is done: it holds all of the run's work
+            with record_function(name):  # the range ends when the GPUs are done: it holds all of the run's work
                 call(fn)
-                torch.cuda.synchronize()
+                sync()
 
     trace = record(traced, warmup=0, steps=1, path=path)
     return {"times": times, "returned": {k: median_of(v) for k, v in returned.items()}, "trace": trace}
+
+
+def _synchronize_all() -> None:
+    """``torch.cuda.synchronize`` on every GPU: a workload may queue work on more than one."""
+    for device in range(torch.cuda.device_count()):
+        torch.cuda.synchronize(device)
 
 
 def median_of(values: list[Any]) -> Any:

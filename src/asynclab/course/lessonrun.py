@@ -125,6 +125,7 @@ class LessonRun:
         if record:
             cells.write_recording(self.lesson.reference_dir, key, measured, self.hw.gpus[0].name)
             recording = cells.recorded(self.lesson.reference_dir, key)
+            measured.notes.append("(this run is the cell's recording)")
         measured.reference = recording
         measured.recording_trace = self.lesson.reference_dir / f"cell_{key}.json.gz"
         measured.same_code = bool(recording) and recording.get("fingerprint") == measured.code
@@ -176,9 +177,10 @@ class LessonRun:
         return {**(results if values else timed_only(results)), "where": LABEL}
 
     def answer(self, guess: Any, what: str, recorded: Any, unit: str = "ms", fmt: str = "{:.3g}",
-               mine: Any = None) -> str:
+               mine: Any = None, mine_where: str | None = None) -> str:
         """The answer to a prediction read from the reference: the learner's ``guess`` beside the ``recorded`` figure
-        (and ``mine``, a figure measured here, when given), each labelled with where it comes from.
+        (and ``mine``, a figure of this machine, when given: ``mine_where`` says where it comes from, such as
+        ``"simulated H100 (predicted)"``; by default the live GPU, or "measured here"), each labelled.
 
         Example:
             >>> run = LessonRun(lesson(2), hardware.Hardware())
@@ -192,7 +194,8 @@ class LessonRun:
         def show(value: Any) -> str:
             return f"{fmt.format(value)} {unit}".strip() if isinstance(value, (int, float)) else str(value)
 
-        here = (f"live on {self.hw.gpus[0].name}" if self.live else "measured here", show(mine)) if mine is not None else None
+        default = f"live on {self.hw.gpus[0].name}" if self.live else "measured here"
+        here = (mine_where or default, show(mine)) if mine is not None else None
         return answer_line(what, guess, here, (f"recorded on {self.reference_gpu} (reference)", show(recorded)), unit)
 
     def reference(self, name: str) -> dict[str, Any]:

@@ -53,7 +53,8 @@ def d2l_benchmark(device: Any = None, n: int = 1000, reps: int = 10, rounds: int
     own work. Needs d2l (``pip install --no-deps d2l==1.0.3``).
 
     Each block runs ``rounds`` times (one ``d2l.Benchmark`` timing is a single noisy shot); the
-    results are the medians. On a fast GPU d2l's 1000 x 1000 products finish about as fast as the host
+    results are the medians. With ``verbose=False`` one line counts the rounds as they end (a round takes seconds
+    on a laptop's CPU). On a fast GPU d2l's 1000 x 1000 products finish about as fast as the host
     can enqueue them (the overhead-bound regime), so the two torch blocks are then repeated with
     ``big_n x big_n`` matrices (torch only), where the work is far larger than the enqueue.
 
@@ -62,6 +63,7 @@ def d2l_benchmark(device: Any = None, n: int = 1000, reps: int = 10, rounds: int
 
     Example:
         >>> r = d2l_benchmark("cpu", n=100, reps=2, big_n=120, verbose=False)
+        5 rounds of d2l's blocks: 1 2 3 4 5
         >>> r["numpy_s"] > 0, r["big_synced_s"] > 0
         (True, True)
     """
@@ -92,8 +94,10 @@ def d2l_benchmark(device: Any = None, n: int = 1000, reps: int = 10, rounds: int
         times[label].append(float(bench.timer.times[-1]))
 
     printer = contextlib.nullcontext() if verbose else contextlib.redirect_stdout(io.StringIO())
-    with printer:
-        for _ in range(rounds):
+    if not verbose:  # a round takes seconds on a laptop's CPU: say how far it got
+        print(f"{rounds} rounds of d2l's blocks:", end="", flush=True)
+    for i in range(rounds):
+        with printer:
             with d2l.Benchmark("numpy") as bench:
                 for _ in range(reps):
                     a = np.random.normal(size=(n, n))
@@ -107,6 +111,8 @@ def d2l_benchmark(device: Any = None, n: int = 1000, reps: int = 10, rounds: int
             timed(f"torch {big_n}", big_n, False)
             sync(dev)
             timed(f"torch {big_n}, synchronized", big_n, True)
+        if not verbose:
+            print(f" {i + 1}", end="\n" if i + 1 == rounds else "", flush=True)
     keys = ("numpy_s", "torch_unsynced_s", "torch_synced_s", "big_unsynced_s", "big_synced_s")
     return {**{key: statistics.median(t) for key, t in zip(keys, times.values())}, "rounds_s": times,
             "n": int(n), "big_n": int(big_n), "reps": int(reps), "rounds": int(rounds), "device": str(dev),
