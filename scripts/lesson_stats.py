@@ -15,7 +15,7 @@ Definitions:
 - Prose = the text of markdown cells, without fenced code blocks (``` ... ```), without HTML tags (keep the text
   inside them), without table rows (lines starting with `|`), without image/link URLs (keep link text), without
   headings' leading `#`. The first markdown cell's table (objectives etc.) is excluded as a table.
-- "Main line" prose = prose outside `<details> ... </details>` blocks. "Going deeper" boxes are
+- "Main line" prose = prose outside `<details> ... </details>` blocks and outside optional appendices (`## Appendix`). "Going deeper" boxes are
   `<details><summary>...</summary> ... </details>` in markdown.
 - Words: whitespace-separated tokens containing at least one letter or digit, in main-line prose.
 - Sentences: split all prose (main line and boxes) into sentences at `.`, `?`, `!` followed by whitespace and an
@@ -37,7 +37,8 @@ Definitions:
   that guess name has the tag `hide-output` AND cell metadata `jupyter.outputs_hidden == True`.
 - Stated time: the minutes in the first markdown cell's "**Time**" row ("about 40 minutes" → 40). Estimated time =
   main-line words / 120 + 1 minute per code cell not tagged remove-cell, except guess cells (cells that only
-  assign guesses). Print both.
+  assign guesses); optional appendices (from a `## Appendix` heading to the next `## ` heading) are not in the main
+  line. Print both.
 
 Limits (the target; the constants below): mean sentence length <= 18 words, no sentence over 45 words, lesson 00 at
 most 900 main-line words, estimated time <= stated time and stated time <= 45 minutes, and every prediction has a
@@ -332,7 +333,8 @@ def lesson_stats(nb) -> dict:
     cells = [{"cell_type": c["cell_type"], "source": _source(c), "metadata": c.get("metadata", {})}
              for c in nb["cells"]]
     markdown = [c["source"] for c in cells if c["cell_type"] == "markdown"]
-    words = sum(count_words(prose(split_details(m)[0])) for m in markdown)
+    main = main_line(cells)
+    words = sum(count_words(prose(split_details(c["source"])[0])) for c in main if c["cell_type"] == "markdown")
     lengths = [count_words(s) for _, s in lesson_sentences(cells)]
     code = _visible_code(cells)
     preds = predictions(cells)
@@ -345,8 +347,29 @@ def lesson_stats(nb) -> dict:
         "predictions": len(preds), "with_guess": sum(p["guess"] for p in preds),
         "folded": sum(p["folded"] for p in preds),
         "stated_min": stated_minutes(markdown[0]) if markdown else None,
-        "est_min": round(words / WORDS_PER_MINUTE + MINUTES_PER_CODE_CELL * sum(not only_guesses(c["source"]) for c in code), 1),
+        "est_min": round(words / WORDS_PER_MINUTE + MINUTES_PER_CODE_CELL * sum(
+            not only_guesses(c["source"]) for c in _visible_code(main)), 1),
     }
+
+
+APPENDIX = re.compile(r"^## Appendix\b", re.M)
+
+
+def main_line(cells: list) -> list:
+    """The cells of the lesson's main line: all but its optional appendices (from a ``## Appendix`` heading up to the
+    next ``## `` heading that is not one), which the stated time leaves out.
+
+    >>> cells = [{"cell_type": "markdown", "source": s} for s in ("## 1 · A", "## Appendix A · B", "x", "## Exercises")]
+    >>> [c["source"] for c in main_line(cells)]
+    ['## 1 · A', '## Exercises']
+    """
+    out, inside = [], False
+    for cell in cells:
+        if cell["cell_type"] == "markdown" and re.search(r"^## ", cell["source"], re.M):
+            inside = bool(APPENDIX.search(cell["source"]))
+        if not inside:
+            out.append(cell)
+    return out
 
 
 def only_guesses(source: str) -> bool:
