@@ -135,6 +135,7 @@ class Measured:
     same_code: bool = False
     notes: list[str] = field(default_factory=list)
     recording_trace: Path | None = None
+    failed: str | None = None
 
     @property
     def predicted(self) -> bool:
@@ -155,6 +156,8 @@ class Measured:
             a         2.000 ms   1.500 ms
         """
         fmt = fmt or (lambda v: f"{v:.3f} ms")
+        if self.failed:
+            return self.failed
         head = ["workload", self.where] + ([self.recorded_on] if self.reference else [])
         rows = [head]
         for name, ms in self.ms.items():
@@ -227,7 +230,7 @@ class Measured:
             ref = (theirs.where, show(pick(theirs))) if theirs is not None else None
         except (KeyError, AttributeError):  # the learner's code has workloads the recording lacks
             ref = None
-        return (self.where, show(pick(self))), ref
+        return (self.where, self.failed or show(pick(self))), ref
 
     def claim(self, statement: str, test: Callable[["Measured"], bool], evidence: Callable[["Measured"], str]) -> None:
         """Check a claim of the lesson on this run (``test(measured)``; it reports, never raises: a GPU may differ, a
@@ -241,7 +244,11 @@ class Measured:
         """
         from asynclab.course.claims import claim
 
-        claim(statement, test(self), evidence=evidence(self), live=True, source="predicted" if self.predicted else "live")
+        if self.failed:
+            print(f"n/a: {statement} [{self.failed}]")
+        else:
+            claim(statement, test(self), evidence=evidence(self), live=True,
+                  source="predicted" if self.predicted else "live")
         theirs = self.recording() if self.same_code else None
         if theirs is not None:
             claim(statement, test(theirs), evidence=evidence(theirs), live=False, source=theirs.where)
@@ -255,6 +262,9 @@ class Measured:
         """
         from asynclab.trace.timeline import draw_timeline
 
+        if self.trace is None:
+            print(self.failed or "no trace to draw")
+            return None
         what = f"{workload}, " if workload else ""
         return draw_timeline(self.trace, annotation=workload, title=title or f"{what}{self.where}", **kwargs)
 
@@ -373,12 +383,22 @@ def run_cell(workloads: Any, setup: Callable[[], Any] | None = None, *, live: bo
         box = _timing_loop(workloads, setup, repeats, warmup, out)
         where = f"live on {hardware.inventory().gpus[0].name}"
     else:
+        from asynclab.sim.cuda import SimulationLimit
         from asynclab.sim.simulate import simulate
 
         box = {}
-        simulate(lambda: box.update(_timing_loop(workloads, setup, repeats, warmup, out)), gpus=gpus, card=card,
-                 values=values)
         where = f"simulated {card} (predicted)"
+        try:
+            simulate(lambda: box.update(_timing_loop(workloads, setup, repeats, warmup, out)), gpus=gpus, card=card,
+                     values=values)
+        except SimulationLimit as err:  # our limit, not the learner's mistake: said in one line, nothing measured
+            return Measured({}, {}, {}, None, where, fingerprint(workloads, setup),
+                            failed=f"not predicted here: {err}; on a GPU this cell measures it")
+        except ValueError as err:
+            if "nothing ran" not in str(err):
+                raise
+            return Measured({}, {}, {}, None, where, fingerprint(workloads, setup),
+                            failed="nothing to time: the code queued no work on the GPU")
     ms = {name: statistics.median(ts) for name, ts in box["times"].items()}
     return Measured(ms, box["times"], box["returned"], box["trace"], where, fingerprint(workloads, setup))
 
