@@ -37,14 +37,14 @@ class Parallel(nn.Module):
     Autograd runs each backward kernel on the stream its forward kernel ran on and synchronizes the
     streams where gradients meet, so gradients equal those of running the branches one after another.
     On the CPU (or with CPU inputs) the branches simply run one after another. The streams are made
-    once per device and reused: PyTorch hands side streams out of a fixed pool (lesson 03, section 7).
+    once per device and reused: PyTorch hands side streams out of a fixed pool (lesson 03, appendix B).
 
     Whether it is faster depends on the branches: only kernels that leave most of the GPU idle can
     overlap, and each branch still costs the host its launches (lesson 03 measures both cases).
 
     It can be captured in a CUDA graph (``torch.cuda.graph``), which removes those launches: run it once
     before the capture, so that its streams exist, and the fork and join above become parallel branches
-    of the graph (:func:`asynclab.lessons.streams.experiments.captured` does both; lesson 03, section 8).
+    of the graph (:func:`asynclab.lessons.streams.experiments.captured` does both; lesson 03, section 7).
 
     Example:
         >>> par = Parallel(nn.Linear(4, 2), nn.Linear(4, 3))
