@@ -88,10 +88,38 @@ def _buttons(number: str, names: list[str]) -> str:
 _ASSIGNED = re.compile(r"""^(\w+)\s*=\s*[\w.]*reference_trace\(""", re.M)
 
 
+def measured_traces(source: str) -> dict[str, list[str]]:
+    """The experiment cells' results a cell names (``m = run.measure(..., name="x")``) and the recording each has in
+    the lesson's reference (``cell_x``): the trace a figure drawn from ``m`` shows, as recorded from the same cell.
+
+    Example:
+        >>> measured_traces('pipe = run.measure({"a": a}, setup, name="pipeline")')
+        {'pipe': ['cell_pipeline']}
+        >>> measured_traces("x = 1")
+        {}
+    """
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {}
+    found = {}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute)
+                and node.value.func.attr == "measure"):
+            name = next((k.value for k in node.value.keywords if k.arg == "name"), None)
+            if isinstance(name, ast.Constant) and isinstance(name.value, str):
+                found[node.targets[0].id] = [f"cell_{name.value}"]
+    return found
+
+
 def with_perfetto_beside(nb: dict, number: str, names: list[str]) -> int:
     """After every figure drawn from a reference trace, a line of buttons that open those traces in Perfetto, so that
     a reader zooms into the figure they are looking at; returns how many figures got one. A trace read into a
-    variable in an earlier cell (``trace = run.reference_trace("x")``) counts for the figures that use the variable."""
+    variable in an earlier cell (``trace = run.reference_trace("x")``) counts for the figures that use the variable,
+    and so does an experiment cell's result (``m = run.measure(..., name="x")``: its recording, ``cell_x``)."""
     cells, count, known = [], 0, {}
     for cell in nb["cells"]:
         cells.append(cell)
@@ -100,6 +128,7 @@ def with_perfetto_beside(nb: dict, number: str, names: list[str]) -> int:
             found = _ASSIGNED.match(line)
             if found:
                 known[found.group(1)] = traces_drawn(line, names)
+        known.update({var: [n for n in traced if n in names] for var, traced in measured_traces(source).items()})
         if not has_image(cell):
             continue
         drawn = traces_drawn(source, names)

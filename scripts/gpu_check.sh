@@ -25,7 +25,7 @@ while [ $# -gt 0 ]; do
     --wheels) wheels=$2; shift 2 ;;
     --memory-cap-gib) export ASYNCLAB_GPU_MEMORY_GIB=$2; cap=1; shift 2 ;;
     --only) only=$2; shift 2
-      case "$only" in unit|notebooks) ;; *) echo "gpu_check: --only takes unit or notebooks, not $only" >&2; exit 2 ;; esac ;;
+      case "$only" in unit|notebooks|refresh) ;; *) echo "gpu_check: --only takes unit, notebooks or refresh, not $only" >&2; exit 2 ;; esac ;;
     --record) export_record=1; shift ;;
     --refresh) shift; while [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; do refresh+=("$1"); shift; done ;;
     *) echo "gpu_check: unknown argument $1" >&2; exit 2 ;;

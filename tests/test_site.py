@@ -5,6 +5,7 @@ site extra); without them they are skipped, and say so, unless ASYNCLAB_REQUIRE_
 where it has installed Chromium), which makes a missing browser a failure.
 """
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -135,6 +136,32 @@ def test_a_lesson_page_shows_its_timelines_and_hides_its_solutions(served, brows
     page.close()
 
 
+@pytest.mark.parametrize("item", [x for x in LESSONS if x.ready], ids=lambda x: x.notebook)
+def test_each_answer_to_a_prediction_is_folded_until_opened(served, browser, item):
+    """A cell tagged hide-output (the answer to a prediction) shows its code and folds its output behind a toggle, in
+    the book as in JupyterLab (whose metadata says the same: the notebook test holds the two together)."""
+    nb = json.loads((ROOT / "notebooks" / f"{item.notebook}").read_text(encoding="utf-8"))
+    folded = [c for c in nb["cells"] if "hide-output" in c.get("metadata", {}).get("tags", []) and c.get("outputs")]
+    for cell in nb["cells"]:
+        if "hide-output" in cell.get("metadata", {}).get("tags", []):
+            assert cell["metadata"].get("jupyter", {}).get("outputs_hidden") is True, (item.notebook, cell["id"])
+    if not folded:
+        pytest.skip(f"{item.notebook}: no folded answer with stored outputs")
+    base, _ = served
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{base}/notebooks/{item.notebook.removesuffix('.ipynb')}.html")
+    cells = page.locator("div.cell.tag_hide-output")
+    with_output = [cells.nth(i) for i in range(cells.count()) if cells.nth(i).locator("div.cell_output").count()]
+    assert len(with_output) == len(folded), f"{item.notebook}: {len(with_output)} folded cells shown, {len(folded)} in the notebook"
+    for cell in with_output:
+        output = cell.locator("div.cell_output").first
+        assert cell.locator("div.cell_input").first.is_visible() and not output.is_visible()
+    first = with_output[0]
+    first.locator("summary").first.click()
+    assert first.locator("div.cell_output").first.is_visible()
+    page.close()
+
+
 #: Lesson pages whose stored figures predate the narrower drawing, and why they cannot be redrawn yet.
 #: Lessons whose stored figures were drawn before the current figure size, until a GPU re-executes them: none now.
 NOT_REDRAWN: dict[str, str] = {}
@@ -183,7 +210,11 @@ def test_a_lesson_page_opens_its_traces_in_perfetto(served, browser):
     assert buttons.count() >= 3
     downloads = page.eval_on_selector_all("ul.asynclab-traces a[download]", "els => els.map(a => a.href)")
     assert len(downloads) == buttons.count()
-    # every figure drawn from a reference trace has its buttons right under it (the cell after the figure's)
+    # every figure drawn from a reference trace has its buttons right under it (the cell after the figure's), the
+    # folded answers opened as a reader opens them
+    folds = page.locator("div.cell.tag_hide-output details.below-input > summary")
+    for i in range(folds.count()):
+        folds.nth(i).click()
     beside = page.evaluate("""(() => {
         const imgs = [...document.querySelectorAll('div.cell_output img')].map(i => i.getBoundingClientRect().bottom);
         return [...document.querySelectorAll('p.asynclab-beside')].map(p => {

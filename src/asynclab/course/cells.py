@@ -38,14 +38,29 @@ CELLS_FILE = "cells.json"
 RECORD_ENV = "ASYNCLAB_RECORD"
 
 
+#: Fields of Python's syntax tree that say nothing about what code does, or that some Python versions lack:
+#: a fingerprint leaves them out, so that every Python (3.9 to 3.13) gives a function the same fingerprint.
+_NOT_CODE = frozenset({"ctx", "type_comment", "type_params", "kind", "type_ignores"})
+
+
+def _canonical(node: Any) -> Any:
+    """A syntax tree as plain lists, fields by name, without :data:`_NOT_CODE` and without empty values (Python 3.13's
+    ``ast.dump`` leaves those out, 3.12's adds ``type_params``: a dump would differ between versions)."""
+    if isinstance(node, ast.AST):
+        fields = [(name, getattr(node, name, None)) for name in node._fields if name not in _NOT_CODE]
+        return [type(node).__name__] + [[name, _canonical(value)] for name, value in fields if value not in (None, [])]
+    if isinstance(node, list):
+        return [_canonical(item) for item in node]
+    return repr(node)
+
+
 def _normalized(source: str) -> str:
-    """A function's definition without formatting, comments, docstring position or decorators: ``ast.dump``."""
+    """A function's definition without formatting, comments or decorators, the same on every Python version."""
     tree = ast.parse(textwrap.dedent(source))
-    node = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
-    if node is None:
-        return ast.dump(tree)
-    node.decorator_list = []
-    return ast.dump(node)
+    node = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), tree)
+    if node is not tree:
+        node.decorator_list = []
+    return json.dumps(_canonical(node))
 
 
 def source_fingerprint(sources: Mapping[str, str]) -> str:

@@ -20,7 +20,7 @@ LESSON = "01"
 
 #: Sizes that keep every experiment to a few seconds on a 2-core CPU (the notebooks' and tests' CPU runs).
 CPU_KWARGS: dict[str, dict[str, Any]] = {
-    "d2l_benchmark": {"n": 400, "reps": 10, "rounds": 5, "big_n": 600},
+    "d2l_benchmark": {"n": 400, "reps": 10, "rounds": 5, "big_n": 600, "progress": True},
     "host_runs_ahead": {"n": 256, "reps": 5, "dtype": torch.float32},
     "launch_overhead": {"ops": 300, "repeats": 3},
     "launch_overhead_trace": {"ops": 20},
@@ -36,7 +36,7 @@ DEFAULT_SIZES = tuple(2 ** k for k in range(10, 27, 2))
 
 
 def d2l_benchmark(device: Any = None, n: int = 1000, reps: int = 10, rounds: int = 5, big_n: int = 4096,
-                  verbose: bool = True) -> dict[str, Any]:
+                  verbose: bool = True, progress: bool = False) -> dict[str, Any]:
     """d2l's *Asynchronous Computation* experiment, with ``d2l.Benchmark``, then synchronized.
 
     Three blocks, each timed by ``d2l.Benchmark`` (``time.time()`` around the ``with`` block; it
@@ -53,8 +53,8 @@ def d2l_benchmark(device: Any = None, n: int = 1000, reps: int = 10, rounds: int
     own work. Needs d2l (``pip install --no-deps d2l==1.0.3``).
 
     Each block runs ``rounds`` times (one ``d2l.Benchmark`` timing is a single noisy shot); the
-    results are the medians. With ``verbose=False`` one line counts the rounds as they end (a round takes seconds
-    on a laptop's CPU). On a fast GPU d2l's 1000 x 1000 products finish about as fast as the host
+    results are the medians. With ``progress`` (and ``verbose=False``) one line counts the rounds as they end: a round
+    takes seconds on a laptop's CPU, where the lesson runs it with ``CPU_KWARGS``. On a fast GPU d2l's 1000 x 1000 products finish about as fast as the host
     can enqueue them (the overhead-bound regime), so the two torch blocks are then repeated with
     ``big_n x big_n`` matrices (torch only), where the work is far larger than the enqueue.
 
@@ -63,7 +63,6 @@ def d2l_benchmark(device: Any = None, n: int = 1000, reps: int = 10, rounds: int
 
     Example:
         >>> r = d2l_benchmark("cpu", n=100, reps=2, big_n=120, verbose=False)
-        5 rounds of d2l's blocks: 1 2 3 4 5
         >>> r["numpy_s"] > 0, r["big_synced_s"] > 0
         (True, True)
     """
@@ -94,7 +93,8 @@ def d2l_benchmark(device: Any = None, n: int = 1000, reps: int = 10, rounds: int
         times[label].append(float(bench.timer.times[-1]))
 
     printer = contextlib.nullcontext() if verbose else contextlib.redirect_stdout(io.StringIO())
-    if not verbose:  # a round takes seconds on a laptop's CPU: say how far it got
+    progress = progress and not verbose
+    if progress:  # a round takes seconds on a laptop's CPU: say how far it got
         print(f"{rounds} rounds of d2l's blocks:", end="", flush=True)
     for i in range(rounds):
         with printer:
@@ -111,7 +111,7 @@ def d2l_benchmark(device: Any = None, n: int = 1000, reps: int = 10, rounds: int
             timed(f"torch {big_n}", big_n, False)
             sync(dev)
             timed(f"torch {big_n}, synchronized", big_n, True)
-        if not verbose:
+        if progress:
             print(f" {i + 1}", end="\n" if i + 1 == rounds else "", flush=True)
     keys = ("numpy_s", "torch_unsynced_s", "torch_synced_s", "big_unsynced_s", "big_synced_s")
     return {**{key: statistics.median(t) for key, t in zip(keys, times.values())}, "rounds_s": times,

@@ -1,0 +1,206 @@
+"""Every experiment cell's code is the code its recording ran: the fingerprint in ``reference/cells.json`` matches the
+functions the cell passes to ``run.measure`` (with the notebook's functions they call), read from the notebook."""
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from asynclab.course import cells, registry
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def _code_cells(path: Path) -> list[str]:
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+def _defs(sources: list[str]) -> dict[str, str]:
+    """The notebook's top-level functions as they stand after running these cells in order: name -> source."""
+    out: dict[str, str] = {}
+    for text in sources:
+        for node in ast.parse(text).body:
+            if isinstance(node, ast.FunctionDef):
+                out[node.name] = ast.get_source_segment(text, node)
+    return out
+
+
+def _name(node: ast.AST) -> str | None:
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def measure_calls(sources: list[str]) -> list[tuple[str, dict[str, str], dict[str, str]]]:
+    """``(name, role -> function name, the notebook's functions at that cell)`` for each ``run.measure(code, ...)``
+    with code of the cell (not an experiment's name)."""
+    found = []
+    for i, text in enumerate(sources):
+        for node in ast.walk(ast.parse(text)):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "measure"
+                    and node.args and not isinstance(node.args[0], ast.Constant)):
+                continue
+            first, roles = node.args[0], {}
+            if isinstance(first, ast.Dict):
+                roles = {k.value: _name(v) for k, v in zip(first.keys, first.values)}
+            elif _name(first):
+                roles = {first.id: first.id}
+            keywords = {k.arg: k.value for k in node.keywords}
+            setup = node.args[1] if len(node.args) > 1 else keywords.get("setup")
+            if setup is not None and _name(setup):
+                roles["setup"] = setup.id
+            name = keywords["name"].value if "name" in keywords else next(iter(roles.values()))
+            found.append((name, roles, _defs(sources[: i + 1])))
+    return found
+
+
+def _function_code(source: str):
+    module = compile(source, "<cell>", "exec")
+    return next(k for k in module.co_consts if hasattr(k, "co_names"))
+
+
+def cell_fingerprint(roles: dict[str, str], defs: dict[str, str]) -> str:
+    """What :func:`asynclab.course.cells.fingerprint` gives for these functions, from their sources alone."""
+    sources = {role: defs[fn] for role, fn in roles.items()}
+    named = set(roles.values())
+    todo = list(named)
+    while todo:
+        fn = todo.pop()
+        for used in sorted(cells.global_names(_function_code(defs[fn]))):
+            if used in defs and used not in named:
+                named.add(used)
+                sources[f"uses {used}"] = defs[used]
+                todo.append(used)
+    return cells.source_fingerprint(sources)
+
+
+def _lesson(path: Path):
+    return registry.lesson(path.name[:2])
+
+
+CASES = [(path, call) for path in NOTEBOOKS for call in measure_calls(_code_cells(path))]
+
+
+def test_lessons_have_experiment_cells():
+    assert {path.name[:2] for path, _ in CASES} >= {"01", "03", "05"}
+
+
+@pytest.mark.parametrize("path,call", CASES, ids=[f"{p.name[:2]}-{c[0]}" for p, c in CASES])
+def test_each_experiment_cell_matches_its_recording(path, call):
+    name, roles, defs = call
+    recording = cells.recorded(_lesson(path).reference_dir, name)
+    assert recording is not None, f"{path.name}: cell {name!r} has no recording; record it on a GPU " \
+                                  f"(scripts/gpu_check.sh --record --refresh {path.as_posix()})"
+    assert recording["fingerprint"] == cell_fingerprint(roles, defs), (
+        f"{path.name}: cell {name!r} differs from the code its recording ran: record it again on a GPU")
+    assert recording["gpu"].startswith("NVIDIA"), recording["gpu"]
+    assert (_lesson(path).reference_dir / f"cell_{name}.json.gz").is_file()
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name[:2] for p in NOTEBOOKS])
+def test_every_recording_has_its_cell(path):
+    folder = _lesson(path).reference_dir
+    recorded = json.loads((folder / cells.CELLS_FILE).read_text()) if (folder / cells.CELLS_FILE).is_file() else {}
+    used = {name for name, _, _ in measure_calls(_code_cells(path))}
+    assert set(recorded) <= used, f"{path.name}: recordings of no cell: {sorted(set(recorded) - used)}"
+
+
+def test_a_changed_cell_no_longer_matches():
+    sources = _code_cells(ROOT / "notebooks" / "05_copy_overlap.ipynb")
+    name, roles, defs = next(c for c in measure_calls(sources) if c[0] == "pipeline")
+    before = cell_fingerprint(roles, defs)
+    changed = dict(defs, overlapped=defs["overlapped"].replace("x = x @ s.eye", "x = x @ s.eye @ s.eye"))
+    assert changed["overlapped"] != defs["overlapped"]
+    assert cell_fingerprint(roles, changed) != before
+    comment = dict(defs, overlapped=defs["overlapped"].replace("# two GPU buffers", "# 2 buffers"))
+    assert cell_fingerprint(roles, comment) == before  # a comment is not code
+    _, page_roles, page_defs = next(c for c in measure_calls(sources) if c[0] == "pipeline_pageable")
+    helper = dict(page_defs, setup=page_defs["setup"].replace("multiplications=3", "multiplications=4"))
+    assert cell_fingerprint(page_roles, helper) != cell_fingerprint(page_roles, page_defs)  # setup_pageable calls setup
+
+
+def test_the_harness_and_this_test_agree(tmp_path):
+    text = ("import torch\n\ndef setup(n=4):\n    return torch.ones(n)\n\ndef helper(x):\n    return x * 2\n\n"
+            "def work(x):  # a comment\n    return helper(x).sum()\n\ndef wrapped():\n    return setup(n=8)\n")
+    module_path = tmp_path / "cellmod.py"
+    module_path.write_text(text)
+    spec = importlib.util.spec_from_file_location("cellmod", module_path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    defs = _defs([text])
+    assert cells.fingerprint({"w": mod.work}, mod.setup) == cell_fingerprint({"w": "work", "setup": "setup"}, defs)
+    assert cells.fingerprint({"w": mod.work}, mod.wrapped) == cell_fingerprint({"w": "work", "setup": "wrapped"}, defs)
+    assert cells.fingerprint({"w": mod.work}, mod.setup) != cells.fingerprint({"w": mod.helper}, mod.setup)
+
+
+# -- the harness: bad input, our limits, and the simulated run -----------------------------------------------------
+from asynclab.course.lessonrun import LessonRun  # noqa: E402
+from asynclab.gpu import hardware  # noqa: E402
+
+
+def _setup():
+    return torch.ones(1024, 1024, device="cuda")
+
+
+def _square(x):
+    return (x @ x).sum().item()
+
+
+import torch  # noqa: E402
+
+
+@pytest.mark.parametrize("what,setup,kwargs,message", [
+    (123, None, {}, "measure needs a function, or a dict of name -> function"),
+    ({"a": 1}, None, {}, "measure needs a function, or a dict of name -> function"),
+    ({"a": _square}, 3, {}, "setup must be a function that builds what the code needs, not int"),
+    ({"a": _square}, _setup, {"repeats": 0}, "repeats must be 1 to 100 and warmup 0 to 10"),
+    ({"a": _square}, _setup, {"chunks": 4}, "measure takes no parameter 'chunks' with code of your own"),
+])
+def test_bad_input_gets_one_line(what, setup, kwargs, message):
+    run = LessonRun(registry.lesson(5), hardware.Hardware())
+    with pytest.raises((TypeError, ValueError), match=message.replace("(", r"\(").replace(")", r"\)")):
+        run.measure(what, setup, name="t", **kwargs)
+
+
+def test_a_call_the_simulation_does_not_cover_is_said_in_one_line_not_blamed_on_the_learner(capsys):
+    def reaches_past(x):
+        x @ x
+        torch.cuda.Stream().priority_range_of_this_stream()  # no such call: a stream's methods the model lacks
+
+    m = LessonRun(registry.lesson(5), hardware.Hardware()).measure({"a": reaches_past}, _setup, name="t")
+    assert m.failed.startswith("not predicted here: the simulated GPU does not cover stream.priority_range_of_this_stream")
+    assert str(m) == m.failed and "\n" not in m.failed
+    m.claim("a claim", lambda m: True, lambda m: "")
+    assert capsys.readouterr().out.startswith("n/a: a claim [not predicted here")
+    assert m.failed in m.answer(1, "a", "a's time")
+
+
+def test_code_that_queues_no_gpu_work_gets_one_line():
+    m = cells.run_cell({"nothing": lambda x: None}, _setup, live=False, repeats=1)
+    assert m.failed == "nothing to time: the code queued no work on the GPU"
+
+
+def test_the_simulated_run_computes_values_when_asked_and_labels_itself():
+    m = cells.run_cell({"square": _square}, _setup, live=False, card="H200", repeats=2, values=True)
+    assert m.where == "simulated H200 (predicted)" and m.predicted
+    assert m.returned["square"] == 1024.0 ** 3 and len(m.times["square"]) == 2
+    assert m.trace.window(annotation="square").events["kind"].eq("compute").any()
+
+
+def test_a_recording_beside_a_changed_cell_says_so(tmp_path):
+    m = cells.run_cell({"square": _square}, _setup, live=False, repeats=1)
+    cells.write_recording(tmp_path, "sq", m, "NVIDIA H200")
+    recording = cells.recorded(tmp_path, "sq")
+    assert recording["fingerprint"] == m.code and recording["gpu"] == "NVIDIA H200"
+    assert cells.fingerprint({"square": _square}, _setup) != cells.fingerprint({"square": _setup}, _square)
+
+
+def test_a_fingerprint_is_the_same_on_every_python():
+    """Recorded on the GPU machine's Python, checked on CI's and a learner's: a syntax-tree dump that changes between
+    Python versions (3.12 adds ``type_params``, 3.13 drops empty fields) would change it. The value is fixed here."""
+    sources = {"setup": 'def setup(n=4, *, k=None):\n    return [f"{n!r}" for _ in range(k or n)]',
+               "work": "async def work(s):\n    return s"}
+    assert cells.source_fingerprint(sources) == "38b598fd686d9750"
