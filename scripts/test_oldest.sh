@@ -21,7 +21,7 @@ NBVAL=(--nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg --nb
 # (record) and the trace loader, and the lessons' set-up. The rest cannot differ: they read traces and write
 # pictures without torch, or check the book, the workflows and the classroom's nbgrader flow, whose notebooks and
 # fresh-process grades run here anyway (nbval below, and the corpus). tests/test_oldest.py checks the list.
-OLDEST_TESTS=(tests/grading/test_answers.py tests/grading/test_backend.py tests/grading/test_exercises.py tests/course/test_experiments.py
+OLDEST_TESTS=(tests/grading/test_answers.py tests/grading/test_backend.py tests/grading/test_exercises.py tests/course/test_experiments.py tests/course/test_cells.py
               tests/gpu/test_hardware.py tests/course/test_launch.py tests/course/test_lessons.py tests/test_oldest.py
               tests/gpu/test_parallel.py tests/gpu/test_record.py tests/course/test_reference.py tests/sim/test_simcuda.py
               tests/sim/test_simdevice.py tests/sim/test_simulate.py tests/sim/test_sharing.py tests/sim/test_hostmem.py tests/gpu/test_timing.py

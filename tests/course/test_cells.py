@@ -8,8 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from asynclab.course import cells, registry
+from asynclab.course.lessonrun import LessonRun
+from asynclab.gpu import hardware
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -137,19 +140,12 @@ def test_the_harness_and_this_test_agree(tmp_path):
 
 
 # -- the harness: bad input, our limits, and the simulated run -----------------------------------------------------
-from asynclab.course.lessonrun import LessonRun  # noqa: E402
-from asynclab.gpu import hardware  # noqa: E402
-
-
 def _setup():
     return torch.ones(1024, 1024, device="cuda")
 
 
 def _square(x):
     return (x @ x).sum().item()
-
-
-import torch  # noqa: E402
 
 
 @pytest.mark.parametrize("what,setup,kwargs,message", [
