@@ -35,6 +35,17 @@ CPU_KWARGS: dict[str, dict[str, Any]] = {
 DEFAULT_SIZES = tuple(2 ** k for k in range(10, 27, 2))
 
 
+def _counted(rounds: int, progress: bool):
+    """``range(rounds)``; with ``progress``, one line that counts the rounds as they end (a round of d2l's blocks
+    takes seconds on a laptop's CPU)."""
+    if progress:
+        print(f"{rounds} rounds of d2l's blocks:", end="", flush=True)
+    for i in range(rounds):
+        yield i
+        if progress:
+            print(f" {i + 1}", end="\n" if i + 1 == rounds else "", flush=True)
+
+
 def d2l_benchmark(device: Any = None, n: int = 1000, reps: int = 10, rounds: int = 5, big_n: int = 4096,
                   verbose: bool = True, progress: bool = False) -> dict[str, Any]:
     """d2l's *Asynchronous Computation* experiment, with ``d2l.Benchmark``, then synchronized.
@@ -93,10 +104,7 @@ def d2l_benchmark(device: Any = None, n: int = 1000, reps: int = 10, rounds: int
         times[label].append(float(bench.timer.times[-1]))
 
     printer = contextlib.nullcontext() if verbose else contextlib.redirect_stdout(io.StringIO())
-    progress = progress and not verbose
-    if progress:  # a round takes seconds on a laptop's CPU: say how far it got
-        print(f"{rounds} rounds of d2l's blocks:", end="", flush=True)
-    for i in range(rounds):
+    for _ in _counted(rounds, progress and not verbose):
         with printer:
             with d2l.Benchmark("numpy") as bench:
                 for _ in range(reps):
@@ -111,8 +119,6 @@ def d2l_benchmark(device: Any = None, n: int = 1000, reps: int = 10, rounds: int
             timed(f"torch {big_n}", big_n, False)
             sync(dev)
             timed(f"torch {big_n}, synchronized", big_n, True)
-        if progress:
-            print(f" {i + 1}", end="\n" if i + 1 == rounds else "", flush=True)
     keys = ("numpy_s", "torch_unsynced_s", "torch_synced_s", "big_unsynced_s", "big_synced_s")
     return {**{key: statistics.median(t) for key, t in zip(keys, times.values())}, "rounds_s": times,
             "n": int(n), "big_n": int(big_n), "reps": int(reps), "rounds": int(rounds), "device": str(dev),
