@@ -20,7 +20,7 @@ def test_every_ready_lesson_has_its_notebook_and_back():
 
 def test_how_it_runs_per_mode():
     assert lessons.how_it_runs(lessons.lesson(1), Hardware()) == "replays the NVIDIA H100 reference"
-    assert lessons.how_it_runs(lessons.lesson(1), ONE) == "runs live on your GPU"
+    assert lessons.how_it_runs(lessons.lesson(1), ONE) == "runs live here, on G"
     assert lessons.how_it_runs(lessons.lesson(7), ONE) == "replays the 2x NVIDIA H100 reference"
     assert lessons.how_it_runs(lessons.lesson(0), Hardware()) == "runs here"
 

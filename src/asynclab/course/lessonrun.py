@@ -247,7 +247,7 @@ class LessonRun:
 
     def side_by_side(self, live: dict[str, Any] | None, ref: dict[str, Any],
                      rows: dict[str, tuple[str, Callable[[float], str]]]) -> str:
-        """A table of figures: your GPU (when live; or the simulated H100, for results of :meth:`explore` that say
+        """A table of figures: this machine's GPU, by name (when live; or the simulated H100, for results of :meth:`explore` that say
         so under ``"where"``) beside the reference.
 
         ``rows`` maps a label to ``(key, formatter)``.
@@ -259,7 +259,7 @@ class LessonRun:
             x       1.5 ms
         """
         where = (live or {}).get("where", "")
-        mine = "your GPU" if not where or where.startswith("live") else where
+        mine = f"live ({self.hw.named()})" if not where or where.startswith("live") else where
         head = ["figure"] + ([mine] if live is not None else []) + [f"reference ({self.reference_gpu})"]
         table = [head]
         for label, (key, fmt) in rows.items():

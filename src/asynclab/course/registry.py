@@ -136,7 +136,7 @@ def how_it_runs(item: Lesson, hw: hardware.Hardware) -> str:
     if item.gpus == 0:
         return "runs here"
     if hw.live(item.gpus):
-        return "runs live on your GPU" + ("s" if item.gpus > 1 else "")
+        return f"runs live here, on {hw.named(item.gpus)}"
     return f"replays the {item.reference_gpu} reference"
 
 

@@ -62,6 +62,20 @@ class Hardware:
         """``"no-gpu"``, ``"one-gpu"`` or ``"multi-gpu"``."""
         return CPU if not self.gpus else ONE_GPU if len(self.gpus) == 1 else MULTI_GPU
 
+    def named(self, count: int = 1) -> str:
+        """The first ``count`` GPUs by name, as a recording names its card: ``"NVIDIA H200"``, ``"2x NVIDIA H200"``.
+
+        Example:
+            >>> Hardware(gpus=(GPU(0, "NVIDIA H200", 140.0, 132, "9.0"),) * 2).named(2)
+            '2x NVIDIA H200'
+            >>> Hardware(gpus=(GPU(0, "A", 1.0, 1, "9.0"), GPU(1, "B", 1.0, 1, "9.0"))).named(2)
+            'A + B'
+        """
+        names = [gpu.name for gpu in self.gpus[:max(1, count)]]
+        if len(set(names)) == 1:
+            return names[0] if len(names) == 1 else f"{len(names)}x {names[0]}"
+        return " + ".join(names)
+
     def live(self, gpus_needed: int) -> bool:
         """True when an experiment that needs ``gpus_needed`` GPUs can run live here.
 
