@@ -37,6 +37,28 @@ def _name(node: ast.AST) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
+def _dicts(sources: list[str]) -> dict[str, ast.Dict]:
+    """The dict literals the cells so far assign to a name (``variants = {"a": a, ...}``), the last one winning."""
+    found = {}
+    for text in sources:
+        for node in ast.parse(text).body:
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
+                found.update({t.id: node.value for t in node.targets if isinstance(t, ast.Name)})
+    return found
+
+
+def _roles(literal: ast.Dict, dicts: dict[str, ast.Dict]) -> dict[str, str]:
+    """``{role: function name}`` of a dict of workloads, with ``**other`` spread from a dict literal named earlier."""
+    roles = {}
+    for key, value in zip(literal.keys, literal.values):
+        if key is None:  # {**other, ...}
+            assert _name(value) in dicts, f"write {ast.unparse(value)!r} as a dict literal of functions in a cell above"
+            roles.update(_roles(dicts[value.id], dicts))
+        else:
+            roles[key.value] = _name(value)
+    return roles
+
+
 def measure_calls(sources: list[str]) -> list[tuple[str, dict[str, str], dict[str, str]]]:
     """``(name, role -> function name, the notebook's functions at that cell)`` for each ``run.measure(code, ...)``
     with code of the cell (not an experiment's name)."""
@@ -46,11 +68,12 @@ def measure_calls(sources: list[str]) -> list[tuple[str, dict[str, str], dict[st
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "measure"
                     and node.args and not isinstance(node.args[0], ast.Constant)):
                 continue
-            first, roles = node.args[0], {}
-            if isinstance(first, ast.Dict):
-                roles = {k.value: _name(v) for k, v in zip(first.keys, first.values)}
-            elif _name(first):
-                roles = {first.id: first.id}
+            first = node.args[0]
+            literal = _dicts(sources[: i + 1]).get(_name(first)) if _name(first) else first
+            try:
+                roles = _roles(literal, _dicts(sources[: i + 1])) if isinstance(literal, ast.Dict) else {first.id: first.id}
+            except (AssertionError, AttributeError):  # held against its recording below, where it fails by name
+                roles = {"unreadable": f"write {ast.unparse(first)!r} as a dict literal of functions named in a cell"}
             keywords = {k.arg: k.value for k in node.keywords}
             setup = node.args[1] if len(node.args) > 1 else keywords.get("setup")
             if setup is not None and _name(setup):
@@ -94,6 +117,7 @@ def test_lessons_have_experiment_cells():
 @pytest.mark.parametrize("path,call", CASES, ids=[f"{p.name[:2]}-{c[0]}" for p, c in CASES])
 def test_each_experiment_cell_matches_its_recording(path, call):
     name, roles, defs = call
+    assert "unreadable" not in roles, f"{path.name}: cell {name!r}: {roles.get('unreadable')}"
     recording = cells.recorded(_lesson(path).reference_dir, name)
     assert recording is not None, f"{path.name}: cell {name!r} has no recording; record it on a GPU " \
                                   f"(scripts/gpu_check.sh --record --refresh {path.as_posix()})"
@@ -127,7 +151,9 @@ def test_a_changed_cell_no_longer_matches():
 
 def test_the_harness_and_this_test_agree(tmp_path):
     text = ("import torch\n\ndef setup(n=4):\n    return torch.ones(n)\n\ndef helper(x):\n    return x * 2\n\n"
-            "def work(x):  # a comment\n    return helper(x).sum()\n\ndef wrapped():\n    return setup(n=8)\n")
+            "def work(x):  # a comment\n    return helper(x).sum()\n\ndef wrapped():\n    return setup(n=8)\n\n"
+            "wave = lambda m: m  # a notebook's lambda, whose name is also an attribute below\n\n"
+            "@torch.no_grad()\ndef decorated():\n    return helper(setup().wave)\n")
     module_path = tmp_path / "cellmod.py"
     module_path.write_text(text)
     spec = importlib.util.spec_from_file_location("cellmod", module_path)
@@ -137,6 +163,8 @@ def test_the_harness_and_this_test_agree(tmp_path):
     assert cells.fingerprint({"w": mod.work}, mod.setup) == cell_fingerprint({"w": "work", "setup": "setup"}, defs)
     assert cells.fingerprint({"w": mod.work}, mod.wrapped) == cell_fingerprint({"w": "work", "setup": "wrapped"}, defs)
     assert cells.fingerprint({"w": mod.work}, mod.setup) != cells.fingerprint({"w": mod.helper}, mod.setup)
+    # a decorated setup still reaches its helpers; an attribute (.wave) is not the notebook's function of that name
+    assert cells.fingerprint({"w": mod.work}, mod.decorated) == cell_fingerprint({"w": "work", "setup": "decorated"}, defs)
 
 
 # -- the harness: bad input, our limits, and the simulated run -----------------------------------------------------

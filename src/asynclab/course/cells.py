@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import datetime as _dt
+import dis
 import hashlib
 import inspect
 import json
@@ -40,6 +41,9 @@ RECORD_ENV = "ASYNCLAB_RECORD"
 
 #: Fields of Python's syntax tree that say nothing about what code does, or that some Python versions lack:
 #: a fingerprint leaves them out, so that every Python (3.9 to 3.13) gives a function the same fingerprint.
+#: The instructions that read a global name (a function's own globals, or a module's names at its top level).
+_GLOBAL_READS = frozenset({"LOAD_GLOBAL", "LOAD_NAME"})
+
 _NOT_CODE = frozenset({"ctx", "type_comment", "type_params", "kind", "type_ignores"})
 
 
@@ -80,25 +84,27 @@ def source_fingerprint(sources: Mapping[str, str]) -> str:
 
 
 def global_names(code: Any) -> set[str]:
-    """The global (and attribute) names a code object and the code nested in it (lambdas, comprehensions) use.
+    """The global names a code object and the code nested in it (lambdas, comprehensions) read: not attribute names,
+    so that ``s.wave`` does not reach a notebook's own ``wave``.
 
     Example:
         >>> sorted(global_names(compile("def f(s): return helper(s.x)", "<cell>", "exec").co_consts[0]))
-        ['helper', 'x']
+        ['helper']
     """
     names: set[str] = set()
     stack = [code]
     while stack:
         c = stack.pop()
-        names.update(c.co_names)
+        names.update(i.argval for i in dis.get_instructions(c) if i.opname in _GLOBAL_READS)
         stack.extend(k for k in c.co_consts if hasattr(k, "co_names"))
     return names
 
 
 def _with_helpers(roles: dict[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
-    """``roles`` plus every function of the same module (the notebook) that they call, by ``"uses <name>"``."""
+    """``roles`` plus every function of the same module (the notebook) that they call, by ``"uses <name>"``; a
+    decorated function (``@torch.no_grad()``) is read through its wrapper."""
     out = dict(roles)
-    todo = list(roles.values())
+    todo = [inspect.unwrap(fn) for fn in roles.values()]  # a decorated function's own code and globals
     while todo:
         fn = todo.pop()
         for name in sorted(global_names(getattr(fn, "__code__", None) or compile("", "", "exec"))):
