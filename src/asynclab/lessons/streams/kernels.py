@@ -5,7 +5,7 @@ from typing import Any
 
 import torch
 
-from asynclab.sim.cuda import in_check
+from asynclab.sim.cuda import SimulationLimit, in_check
 from asynclab.sim.ops import operator_rule
 
 __all__ = ["SpinBlocks", "spin_blocks_op", "blocks_per_sm_by_threads", "triton_kernel"]
@@ -107,7 +107,7 @@ class SpinBlocks:
         self.op = spin_blocks_op()
         if in_check():
             if self.op is None:
-                raise RuntimeError("the simulated GPU runs the spin-blocks kernel with PyTorch 2.4 or later")
+                raise SimulationLimit("the simulated GPU runs the spin-blocks kernel with PyTorch 2.4 or later")
             self.kernel = None
             self.blocks_per_sm, self.occupancy_source = blocks_per_sm_by_threads(warps), "threads per SM (simulated)"
         else:
