@@ -228,3 +228,17 @@ def test_a_fingerprint_is_the_same_on_every_python():
     sources = {"setup": 'def setup(n=4, *, k=None):\n    return [f"{n!r}" for _ in range(k or n)]',
                "work": "async def work(s):\n    return s"}
     assert cells.source_fingerprint(sources) == "38b598fd686d9750"
+
+
+def test_a_long_simulation_says_what_it_runs_on_stderr(monkeypatch, capsys):
+    monkeypatch.setattr(cells.SimulationProgress, "AFTER_S", 0.0)  # every run is "long"
+    m = cells.run_cell({"square": _square}, _setup, live=False, repeats=2, warmup=1)
+    err = capsys.readouterr().err
+    assert "simulating 'square' (1 of 4) on the simulated H100" in err and "simulating 'square' (4 of 4)" in err
+    assert err.rstrip().splitlines()[-1].lstrip("\r").startswith("simulated in ")
+    assert m.ms["square"] > 0
+
+
+def test_a_short_simulation_prints_nothing(capsys):
+    cells.run_cell({"square": _square}, _setup, live=False, repeats=1, warmup=0)
+    assert capsys.readouterr().err == ""

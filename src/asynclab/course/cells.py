@@ -21,6 +21,7 @@ import inspect
 import json
 import os
 import statistics
+import sys
 import tempfile
 import textwrap
 import time
@@ -290,37 +291,75 @@ class Measured:
         return draw_timeline(self.trace, annotation=workload, title=title or f"{what}{self.where}", **kwargs)
 
 
+#: The wall clock, bound before a simulation replaces ``time.perf_counter`` with the simulated card's.
+_WALL = time.perf_counter
+
+
+class SimulationProgress:
+    """A line on stderr that says what the simulation is running, once it has run for ``after_s`` seconds (a learner
+    without a GPU waits seconds for a long cell: the line says why, and how far it got).
+
+    Example:
+        >>> p = SimulationProgress("H200", after_s=3600)
+        >>> p("one stream", 1, 5), p.done()  # quiet: an hour has not passed
+        (None, None)
+    """
+
+    #: Seconds of simulating before the line shows.
+    AFTER_S = 2.0
+
+    def __init__(self, card: str, after_s: float | None = None):
+        self.card, self.start, self.shown = card, _WALL(), False
+        self.after_s = self.AFTER_S if after_s is None else after_s
+
+    def __call__(self, what: str, k: int, n: int) -> None:
+        elapsed = _WALL() - self.start
+        if elapsed >= self.after_s:
+            sys.stderr.write(f"\rsimulating {what} ({k} of {n}) on the simulated {self.card}: {elapsed:.0f} s ")
+            sys.stderr.flush()
+            self.shown = True
+
+    def done(self) -> None:
+        if self.shown:
+            sys.stderr.write(f"\rsimulated in {_WALL() - self.start:.0f} s{' ' * 40}\n")
+            sys.stderr.flush()
+
+
 def _timing_loop(workloads: Mapping[str, Callable[..., Any]], setup: Callable[[], Any] | None, repeats: int,
-                 warmup: int, path: str | None) -> dict[str, Any]:
-    """Build the state, time each workload from launch to synchronize, then profile one run of each."""
+                 warmup: int, path: str | None, progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+    """Build the state, time each workload from launch to synchronize, then profile one run of each; ``progress``
+    hears of each run (what, which, of how many)."""
     from torch.profiler import record_function
 
     from asynclab.gpu.record import record
 
+    tell = progress or (lambda what, k, n: None)
+    runs, done = len(workloads) * (warmup + repeats + 1), iter(range(1, 1 << 30))
     state = setup() if setup is not None else None
     sync = _synchronize_all
 
-    def call(fn: Callable[..., Any]) -> Any:
+    def call(name: str, fn: Callable[..., Any]) -> Any:
+        tell(repr(name), next(done), runs)
         return fn(state) if setup is not None else fn()
 
     times: dict[str, list[float]] = {}
     returned: dict[str, list[Any]] = {}
     for name, fn in workloads.items():
         for _ in range(warmup):
-            call(fn)
+            call(name, fn)
             sync()
         times[name], returned[name] = [], []
         for _ in range(repeats):
             sync()
             t0 = time.perf_counter()
-            returned[name].append(_plain(call(fn)))
+            returned[name].append(_plain(call(name, fn)))
             sync()
             times[name].append((time.perf_counter() - t0) * 1e3)
 
     def traced() -> None:
         for name, fn in workloads.items():
             with record_function(name):  # the range ends when the GPUs are done: it holds all of the run's work
-                call(fn)
+                call(name, fn)
                 sync()
 
     trace = record(traced, warmup=0, steps=1, path=path)
@@ -409,9 +448,10 @@ def run_cell(workloads: Any, setup: Callable[[], Any] | None = None, *, live: bo
 
         box = {}
         where = f"simulated {card} (predicted)"
+        progress = SimulationProgress(card)
         try:
-            simulate(lambda: box.update(_timing_loop(workloads, setup, repeats, warmup, out)), gpus=gpus, card=card,
-                     values=values)
+            simulate(lambda: box.update(_timing_loop(workloads, setup, repeats, warmup, out, progress)), gpus=gpus,
+                     card=card, values=values)
         except SimulationLimit as err:  # our limit, not the learner's mistake: said in one line, nothing measured
             return Measured({}, {}, {}, None, where, fingerprint(workloads, setup),
                             failed=f"not predicted here: {err}; on a GPU this cell measures it")
@@ -420,6 +460,8 @@ def run_cell(workloads: Any, setup: Callable[[], Any] | None = None, *, live: bo
                 raise
             return Measured({}, {}, {}, None, where, fingerprint(workloads, setup),
                             failed="nothing to time: the code queued no work on the GPU")
+        finally:
+            progress.done()
     ms = {name: statistics.median(ts) for name, ts in box["times"].items()}
     return Measured(ms, box["times"], box["returned"], box["trace"], where, fingerprint(workloads, setup))
 
