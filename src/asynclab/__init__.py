@@ -40,7 +40,7 @@ _NAMES = {
     "trace.diagnose": ("Diagnosis", "diagnose"),
     "gpu.hardware": ("inventory", "report"),
     "course.registry": ("lesson_map",),
-    "course.lessonrun": ("start",),
+    "course.begin": ("start",),
     "gpu.parallel": ("Parallel",),
     "trace.metrics": ("bubble_fraction", "busy_time", "busy_together", "comm_overlap", "concurrency",
                       "concurrent_time", "hidden_fraction", "host_lead", "idle_gaps", "launch_latency", "launchers",
