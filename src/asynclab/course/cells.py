@@ -18,6 +18,7 @@ import datetime as _dt
 import dis
 import hashlib
 import inspect
+import itertools
 import json
 import os
 import statistics
@@ -40,11 +41,11 @@ CELLS_FILE = "cells.json"
 RECORD_ENV = "ASYNCLAB_RECORD"
 
 
-#: Fields of Python's syntax tree that say nothing about what code does, or that some Python versions lack:
-#: a fingerprint leaves them out, so that every Python (3.9 to 3.13) gives a function the same fingerprint.
 #: The instructions that read a global name (a function's own globals, or a module's names at its top level).
 _GLOBAL_READS = frozenset({"LOAD_GLOBAL", "LOAD_NAME"})
 
+#: Fields of Python's syntax tree that say nothing about what code does, or that some Python versions lack:
+#: a fingerprint leaves them out, so that every Python (3.9 to 3.13) gives a function the same fingerprint.
 _NOT_CODE = frozenset({"ctx", "type_comment", "type_params", "kind", "type_ignores"})
 
 
@@ -334,7 +335,7 @@ def _timing_loop(workloads: Mapping[str, Callable[..., Any]], setup: Callable[[]
     from asynclab.gpu.record import record
 
     tell = progress or (lambda what, k, n: None)
-    runs, done = len(workloads) * (warmup + repeats + 1), iter(range(1, 1 << 30))
+    runs, done = len(workloads) * (warmup + repeats + 1), itertools.count(1)
     state = setup() if setup is not None else None
     sync = _synchronize_all
 
