@@ -3,7 +3,9 @@ desktop shows it:
 
 - no page is wider than the window (``document.scrollingElement.scrollWidth <= innerWidth``);
 - no page logs a JavaScript error, or fails to load one of its own files;
-- no output of a notebook cell shows a warning, a traceback or a path of the machine that ran it.
+- no output of a notebook cell shows a warning, a traceback or a path of the machine that ran it;
+- no figure is drawn so small that its smallest text is under 7 px high (a figure's box scrolls sideways instead);
+- on the desktop, no cell's printed output (a verdict, a claim, a diagnosis, a table) scrolls sideways.
 
     python3 scripts/check_pages.py build/site                       # after `make site`; exits 1 on a problem
     python3 scripts/check_pages.py build/site --shots build/site-check --shoot index notebooks/07_pipeline_bubbles
@@ -43,6 +45,15 @@ LEAKS = {
 #: Stored outputs that show one of LEAKS and may stay until the notebook is re-executed where that output can be
 #: refreshed, each with its reason. An entry that no longer matches anything is itself reported, so that it is removed.
 KNOWN_STORED_OUTPUT: dict[str, re.Pattern] = {}  # none now: lesson 08's sync-debug warning went with its GPU refresh
+#: A figure's smallest text, in the image's own pixels: 9 pt (the timelines' MIN_FONT_PT) at the 100 dpi that notebooks
+#: store figures at; and the least a reader must see of it, in CSS px.
+FIGURE_TEXT_PX = 9.0 * 100 / 72
+MIN_TEXT_PX = 7.0
+#: Each figure image of a page: its file, its width as drawn (CSS px) and its own width (px).
+_FIGURES = """els => els.filter(e => e.naturalWidth >= 300).map(e => [e.src.split("/").pop(),
+  e.getBoundingClientRect().width, e.naturalWidth])"""
+#: The start of each printed output (or table in one) that is wider than its box, so scrolls sideways.
+_SCROLLING = """els => els.filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent.trim().slice(0, 60))"""
 #: A blank image, the answer to a page's requests to other sites.
 _BLANK_SVG = b'<svg xmlns="http://www.w3.org/2000/svg" width="1" height="1"/>'
 #: Finds the element that makes a page wider than the window: the deepest one whose hiding narrows the page.
@@ -129,6 +140,22 @@ def output_problems(page: str, texts: list[str], allowed: dict[str, re.Pattern] 
     return problems
 
 
+def small_figures(where: str, figures: list[list[Any]]) -> list[str]:
+    """The figures (``[file, drawn width, own width]``) whose smallest text is drawn under :data:`MIN_TEXT_PX`.
+
+    Example:
+        >>> small_figures("a.html at 390 px", [["t.png", 340.0, 741], ["u.png", 420.0, 741]])
+        ['a.html at 390 px: figure t.png is drawn 340 px wide of its 741: its smallest text 5.7 px high (7 or more)']
+    """
+    out = []
+    for name, drawn, own in figures:
+        text = FIGURE_TEXT_PX * drawn / own
+        if text < MIN_TEXT_PX - 0.05:
+            out.append(f"{where}: figure {name} is drawn {drawn:.0f} px wide of its {own}: its smallest text "
+                       f"{text:.1f} px high ({MIN_TEXT_PX:g} or more)")
+    return out
+
+
 def check_page(context: Any, base: str, page: str, width: int, shots: Path | None = None) -> list[str]:
     """Load one page in a browser context whose window is ``width`` px wide; its problems (empty if none), each one
     line naming the page and the width. With ``shots``, screenshots of it go there."""
@@ -150,9 +177,13 @@ def check_page(context: Any, base: str, page: str, width: int, shots: Path | Non
             culprit = tab.evaluate(_WIDEST)
             problems.append(f"{where}: {wide} px wide in a {window} px window, because of {culprit['path']} "
                             f"({culprit['text']!r})")
+        problems += small_figures(where, tab.eval_on_selector_all("div.cell_output img", _FIGURES))
         if width == WIDTHS[-1]:  # the text of the outputs is the same at any width
             texts = tab.eval_on_selector_all("div.cell_output", "els => els.map(e => e.innerText)")
             problems += output_problems(page, texts)
+            wide = tab.eval_on_selector_all("div.cell_output div.output pre, div.cell_output span.asynclab-rows",
+                                            _SCROLLING)
+            problems += [f"{where}: a printed output scrolls sideways: {text!r}" for text in wide]
         if shots is not None:
             name = page.removesuffix(".html").replace("/", "_")
             tab.screenshot(path=str(shots / f"{name}-{width}.png"))

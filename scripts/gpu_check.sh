@@ -14,6 +14,7 @@
 #                  stored outputs come from this GPU; then nbval checks them like every other notebook
 #   --record       while refreshing, record each experiment cell (run.measure with the cell's own code) into its
 #                  lesson's reference: cells.json and cell_<name>.json.gz (asynclab.course.cells)
+#   --record-stale the same, for the cells with no recording or one made from other code than the cell's
 set -uo pipefail
 cd "$(dirname "$0")/.."
 wheels=.whl
@@ -27,6 +28,7 @@ while [ $# -gt 0 ]; do
     --only) only=$2; shift 2
       case "$only" in unit|notebooks|refresh) ;; *) echo "gpu_check: --only takes unit, notebooks or refresh, not $only" >&2; exit 2 ;; esac ;;
     --record) export_record=1; shift ;;
+    --record-stale) export_record=stale; shift ;;
     --refresh) shift; while [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; do refresh+=("$1"); shift; done ;;
     *) echo "gpu_check: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -52,7 +54,7 @@ fi
 [ "$only" = refresh ] && [ ${#refresh[@]} -eq 0 ] && { echo "gpu_check: --only refresh needs --refresh NOTEBOOK ..." >&2; exit 2; }
 if [ ${#refresh[@]} -gt 0 ]; then
   echo "== refreshing stored outputs: ${refresh[*]} =="
-  if [ $export_record = 1 ]; then echo "   recording the experiment cells (ASYNCLAB_RECORD=1)"; fi
+  if [ $export_record != 0 ]; then echo "   recording the experiment cells (ASYNCLAB_RECORD=$export_record)"; fi
   ASYNCLAB_RECORD=$export_record python3 -m asynclab.cli course --in-place --figures figures "${refresh[@]}" || status=1
 fi
 [ "$only" = refresh ] && { echo "gpu_check (refresh): $([ $status = 0 ] && echo PASSED || echo FAILED)"; exit $status; }

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Put the launch links, the install cell (tagged so the book leaves it out) and Colab's GPU request into every notebook.
+"""Put the launch links, the install cell (tagged so the book leaves it out, folded in JupyterLab to its first line)
+and Colab's GPU request into every notebook.
 
     python3 scripts/launch_cells.py [--check]
 
@@ -56,6 +57,8 @@ def updated(nb: dict, notebook: str) -> dict:
     tags = cells[first].setdefault("metadata", {}).setdefault("tags", [])
     if INSTALL_TAG not in tags:  # the platform's set-up, not the lesson: off the book's pages and out of its search
         tags.append(INSTALL_TAG)
+    # folded in JupyterLab, which then shows its first line only: what the cell is for
+    cells[first]["metadata"].setdefault("jupyter", {})["source_hidden"] = True
     if cells[first]["execution_count"] is None:
         _runs_first(cells, first)
     nb["metadata"].update(METADATA)

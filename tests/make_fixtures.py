@@ -97,6 +97,26 @@ def p2p() -> TraceBuilder:
     return b
 
 
+def sparse_work() -> TraceBuilder:
+    """GPU work in a short part of a long recording: 2 ms of work at 36 ms of a 60 ms trace, with events that draw
+    nothing around it: the profiler's span from 0 (the "Spans" row), an instant at 0 and a counter at the end, the
+    script's Python function over it all, an op on a thread that launches nothing at 1 ms, and ProfilerStep#1 (host
+    and GPU) that runs on 22 ms after its last kernel, as a profiler schedule's last recorded step does."""
+    b = TraceBuilder("2.4")
+    b.span(0, 60_000)
+    b.instant(0)
+    b.python_function(500, 59_000, "train.py(12): main")
+    b.cpu_op(1_000, 100, "aten::copy_", tid=99)  # a loader thread: launches nothing, so it has no lane
+    b.annotation(36_000, 24_000, "ProfilerStep#1")
+    b.gpu_annotation(36_020, 23_900, "ProfilerStep#1")
+    b.annotation(36_005, 1_500, "forward")
+    for i in range(4):
+        b.launch(36_010 + 300 * i, 20, corr=i + 1)
+        b.kernel(36_040 + 480 * i, 450, corr=i + 1, stream=7 if i % 2 == 0 else 13, name=f"layer{i}")
+    b.counter(59_900, 4096.0)
+    return b
+
+
 def main() -> None:
     HERE.mkdir(exist_ok=True)
     legacy().write(HERE / "legacy_pt21.json", shuffle=7)
@@ -105,6 +125,7 @@ def main() -> None:
     cuda_graph().write(HERE / "cuda_graph.json")
     cuda_sync().write(HERE / "cuda_sync_offset.json")
     p2p().write(HERE / "p2p_2gpu.json.gz")
+    sparse_work().write(HERE / "sparse_work.json")
     # a killed process: the pt24 trace cut in the middle of an event
     text = json.dumps(pt24().to_dict(), indent=1)
     cut = int(len(text) * 0.62)

@@ -365,3 +365,17 @@ def test_a_whole_trace_with_a_long_start_up_draws_its_steps(capsys, tmp_path):
     assert "3 events drawn" not in out and "events drawn" in out
     code, out, err = run(capsys, "timeline", path, "-o", tmp_path / "all.png", "--whole")
     assert code == 0 and "drew the steps" not in out
+
+
+def test_a_trace_whose_work_fills_a_short_part_of_it_draws_the_work(capsys, tmp_path):
+    """Issue 62: 2 ms of work in a 60 ms recording, stretched by events that draw nothing (the profiler's span from 0,
+    a ProfilerStep that runs on 22 ms after its last kernel, the script's Python function): the picture shows the work,
+    says what it left out and which events reach there, and --whole draws everything."""
+    code, out, err = run(capsys, "timeline", FIX / "sparse_work.json", "-o", tmp_path / "work.png")
+    assert code == 0 and "drew the steps: ProfilerStep#1 to #1; left out 36.0 ms before them" in out, out
+    assert ('drew the work: left out 5.0 µs before the work drawn and 22.070 ms after, where only "ProfilerStep#1", '
+            '"PyTorch Profiler (0)" and "train.py(12): main" reach (--whole draws everything)') in out, out
+    code, out, err = run(capsys, "timeline", FIX / "sparse_work.json", "-o", tmp_path / "all.png", "--whole")
+    assert code == 0 and "drew the" not in out
+    code, out, err = run(capsys, "timeline", FIX / "pt24_base_time.json", "-o", tmp_path / "pt24.png")
+    assert code == 0 and "drew the" not in out, out

@@ -19,7 +19,7 @@ class TraceBuilder:
     async_cpu_to_gpu flows) or "rocm" (like 2.4, hip* runtime names, string stream ids).
 
     Example:
-        >>> b = TraceBuilder(); b.launch(0, 2, corr=1); b.kernel(3, 10, corr=1)
+        >>> b = TraceBuilder(); _ = b.launch(0, 2, corr=1); _ = b.kernel(3, 10, corr=1)
         >>> len(b.to_dict()["traceEvents"]) > 2
         True
     """
@@ -92,6 +92,10 @@ class TraceBuilder:
         tid = self.tid if tid is None else tid
         self._threads.add(tid)
         return self._x("cpu_op", name, self.pid, tid, start, dur, {"External id": len(self.events) + 1})
+
+    def python_function(self, start: float, dur: float, name: str, tid: int | None = None) -> dict:
+        tid = self.tid if tid is None else tid
+        return self._x("python_function", name, self.pid, tid, start, dur, {"Python id": len(self.events) + 1})
 
     def annotation(self, start: float, dur: float, name: str, tid: int | None = None) -> dict:
         tid = self.tid if tid is None else tid
@@ -293,3 +297,221 @@ def big_trace_events(n_events: int = 400_000, streams: int = 4, seed: int = 0) -
     return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],
             "displayTimeUnit": "ms", "baseTimeNanoseconds": BASE_NS, "traceEvents": meta + evs,
             "traceName": "big.json"}
+
+
+# --------------------------------------------------------------------------------------------
+# Traces of other shapes for scripts/bench_trace.py --shape (each about 60-90 MB as JSON at its default size)
+# --------------------------------------------------------------------------------------------
+_KERNEL_ARGS = {"queued": 0, "device": 0, "context": 1, "registers per thread": 32, "shared memory": 0,
+                "blocks per SM": 0.25, "warps per SM": 1.0, "grid": [33, 1, 1], "block": [128, 1, 1],
+                "est. achieved occupancy %": 3}
+_SMALL_KERNELS = ["void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>",
+                  "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda>",
+                  "void at::native::reduce_kernel<128, 4>", "Memset (Device)", "elementwise_kernel_add"]
+
+
+def _launched(evs: list, corr: int, host: tuple, lt: float, gpu: tuple, gs: float, gd: float, name: str,
+              cat: str = "kernel", extra: dict | None = None) -> None:
+    """Append a cudaLaunchKernel at ``lt`` on ``host`` (pid, tid), its kernel at ``gs`` on ``gpu`` (device, stream)
+    and their ac2g flow pair, as kineto writes them."""
+    pid, tid = host
+    dev, s = gpu
+    evs.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": pid, "tid": tid,
+                "ts": round(lt, 3), "dur": 2.5, "args": {"External id": corr, "cbid": 211, "correlation": corr}})
+    args = dict(_KERNEL_ARGS, device=dev, stream=s, correlation=corr, **{"External id": corr})
+    if extra:
+        args.update(extra)
+    evs.append({"ph": "X", "cat": cat, "name": name, "pid": dev, "tid": s, "ts": round(gs, 3),
+                "dur": round(gd, 3), "args": args})
+    evs.append({"ph": "s", "id": corr, "pid": pid, "tid": tid, "ts": round(lt, 3), "cat": "ac2g", "name": "ac2g"})
+    evs.append({"ph": "f", "id": corr, "pid": dev, "tid": s, "ts": round(gs, 3), "cat": "ac2g", "name": "ac2g",
+                "bp": "e"})
+
+
+def _doc(evs: list, name: str, device: int = 0, pid: int = 3001, steps: list | None = None, **top: Any) -> dict:
+    """A trace document around ``evs``: process/thread names, ``ProfilerStep#N`` annotations over ``steps``
+    ([(start, end), ...]), the 2.4 header fields and ``top``."""
+    meta = [{"name": "process_name", "ph": "M", "ts": 1000.0, "pid": device, "tid": 0,
+             "args": {"name": f"GPU {device}"}},
+            {"name": "thread_name", "ph": "M", "ts": 1000.0, "pid": pid, "tid": pid,
+             "args": {"name": f"thread {pid} (python)"}}]
+    ann = [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": pid, "tid": pid,
+            "ts": round(a, 3), "dur": round(b - a, 3), "args": {"External id": 0}}
+           for i, (a, b) in enumerate(steps or [])]
+    doc = {"schemaVersion": 1, "deviceProperties": [{"id": device, "name": "NVIDIA H100 80GB HBM3"}],
+           "displayTimeUnit": "ms", "baseTimeNanoseconds": BASE_NS, "traceEvents": meta + ann + evs,
+           "traceName": name}
+    doc.update(top)
+    return doc
+
+
+def small_kernels_events(n_events: int = 400_000, seed: int = 0, n_steps: int = 10) -> dict:
+    """Many short kernels (1-3 µs), each with its runtime launch and ac2g flow, a cpu_op over every four, in
+    ``n_steps`` profiler steps: a launch-bound trace.
+
+    Example:
+        >>> doc = small_kernels_events(200)
+        >>> 200 <= len(doc["traceEvents"]) < 220
+        True
+    """
+    rng = random.Random(seed)
+    evs: list[dict[str, Any]] = []
+    pid = tid = 3001
+    t, gpu_free, corr = 1000.0, 1000.0, 1
+    while len(evs) < n_events:
+        op_start = t
+        for _ in range(4):
+            lt = t + rng.uniform(0.5, 1.5)
+            gs = max(gpu_free, lt + rng.uniform(3, 6))
+            gd = rng.uniform(1, 3)
+            gpu_free = gs + gd
+            _launched(evs, corr, (pid, tid), lt, (0, 7), gs, gd, rng.choice(_SMALL_KERNELS))
+            corr += 1
+            t = lt + 3.0
+        evs.append({"ph": "X", "cat": "cpu_op", "name": "aten::add_", "pid": pid, "tid": tid,
+                    "ts": round(op_start, 3), "dur": round(t - op_start, 3),
+                    "args": {"External id": corr, "Record function id": 0, "Ev Idx": len(evs)}})
+        t += rng.uniform(0.2, 1.0)
+    cut = [1000.0 + (t - 1000.0) * i / n_steps for i in range(n_steps + 1)]
+    return _doc(evs, "small_kernels.json", steps=list(zip(cut, cut[1:])))
+
+
+_COLLECTIVES = [("allreduce", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
+                ("_allgather_base", "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
+                ("_reduce_scatter_base", "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)")]
+
+
+def _rank_step(evs: list, rng: random.Random, rank: int, t: float, corr: int, per_step: int) -> tuple[float, int]:
+    """One training step of one rank: compute kernels on stream 7, and after every three a collective (its
+    record_param_comms cpu_op, launch and NCCL kernel) on the rank's NCCL stream, the same sequence on every rank.
+    Returns (end, corr)."""
+    host, free = (rank, rank), {7: t, 20 + rank: t}
+    for i in range(per_step):
+        lt = t + rng.uniform(1, 3)
+        if i % 4 == 3:
+            coll, kname = _COLLECTIVES[i // 4 % 3]  # every rank issues the same collectives in the same order
+            s = 20 + rank  # DDP's process group: one NCCL stream of its own
+            nelems = 1 << (20 + 2 * (i // 4 % 3))
+            evs.append({"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": rank, "tid": rank,
+                        "ts": round(t, 3), "dur": 12.0,
+                        "args": {"External id": corr, "Collective name": coll, "Process Group Name": "0",
+                                 "Process Group Description": "default_pg", "Group size": 8,
+                                 "In msg nelems": nelems, "Out msg nelems": nelems, "dtype": "BFloat16",
+                                 "In split size": "[]", "Out split size": "[]", "Global rank start": 0,
+                                 "Global rank stride": 1, "Rank": rank}})
+            gs = max(free[s], free[7], lt + 5)
+            gd = rng.uniform(20, 200)
+            _launched(evs, corr, host, lt, (rank, s), gs, gd, kname,
+                      extra={"Collective name": coll, "In msg nelems": nelems, "Out msg nelems": nelems,
+                             "Group size": 8, "dtype": "BFloat16", "Process Group Name": "0", "Rank": rank})
+        else:
+            s = 7
+            gs = max(free[s], lt + rng.uniform(5, 15))
+            gd = rng.uniform(5, 60)
+            _launched(evs, corr, host, lt, (rank, s), gs, gd, rng.choice(_SMALL_KERNELS[:3] + ["ampere_sgemm_128x64_tn"]))
+        free[s] = gs + gd
+        corr += 1
+        t = lt + rng.uniform(3, 8)
+    return max(t, *free.values()), corr
+
+
+def rank_collectives_events(n_events: int = 340_000, ranks: int = 8, seed: int = 0, n_steps: int = 10) -> list[dict]:
+    """One trace per rank of a data-parallel run (``distributedInfo`` rank r of ``ranks``, GPU r), about
+    ``n_events`` events in all: compute kernels, and NCCL collectives on a stream of their own, in ``n_steps``
+    profiler steps; the ranks' clocks start a few µs apart. Write each as its own file in one folder.
+
+    Example:
+        >>> docs = rank_collectives_events(800, ranks=2)
+        >>> [d["distributedInfo"]["rank"] for d in docs], len(docs[0]["traceEvents"]) > 300
+        ([0, 1], True)
+    """
+    docs = []
+    per_step = max(4, n_events // ranks // n_steps // 4)
+    for rank in range(ranks):
+        rng = random.Random(seed * 1000 + rank)
+        evs: list[dict[str, Any]] = []
+        t, corr, steps = 1000.0 + rng.uniform(0, 20), 1, []
+        for _ in range(n_steps):
+            end, corr = _rank_step(evs, rng, rank, t, corr, per_step)
+            steps.append((t, end))
+            t = end + rng.uniform(5, 30)
+        info = {"backend": "nccl", "rank": rank, "world_size": ranks, "pg_count": 1,
+                "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl",
+                               "ranks": list(range(ranks)), "group_size": ranks}], "nccl_version": "2.21.5"}
+        docs.append(_doc(evs, f"rank{rank}.json", device=rank, pid=rank, steps=steps, distributedInfo=info))
+    return docs
+
+
+_PY_FRAMES = ["torch/nn/modules/module.py(1739): _wrapped_call_impl", "torch/nn/modules/module.py(1750): _call_impl",
+              "train.py(88): forward", "transformers/models/llama/modeling_llama.py(412): forward",
+              "torch/_dynamo/eval_frame.py(745): _fn", "torch/utils/checkpoint.py(488): checkpoint",
+              "torch/nn/functional.py(2910): layer_norm", "torch/autograd/function.py(575): apply",
+              "<built-in method matmul of type object at 0x7f1c2a3b4c50>", "threading.py(1012): run"]
+
+
+def python_stacks_events(n_events: int = 380_000, seed: int = 0, n_steps: int = 10) -> dict:
+    """A ``with_stack=True`` trace: each op sits under a Python call stack of 30-60 nested ``python_function``
+    events (ids and parent ids as kineto writes them), then its cpu_op, launch and kernel.
+
+    Example:
+        >>> doc = python_stacks_events(500)
+        >>> sum(e.get("cat") == "python_function" for e in doc["traceEvents"]) > 400
+        True
+    """
+    rng = random.Random(seed)
+    evs: list[dict[str, Any]] = []
+    pid = tid = 3001
+    t, gpu_free, corr, py_id = 1000.0, 1000.0, 1, 1
+    while len(evs) < n_events:
+        depth = rng.randint(30, 60)
+        total = depth * 0.4 + 20
+        parent = 0
+        for level in range(depth):
+            evs.append({"ph": "X", "cat": "python_function", "name": rng.choice(_PY_FRAMES), "pid": pid, "tid": tid,
+                        "ts": round(t + 0.2 * level, 3), "dur": round(total - 0.4 * level, 3),
+                        "args": {"Python parent id": parent, "Python id": py_id, "Python thread": 0}})
+            parent, py_id = py_id, py_id + 1
+        op_t = t + 0.2 * depth
+        evs.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": pid, "tid": tid, "ts": round(op_t, 3),
+                    "dur": 15.0, "args": {"External id": corr, "Record function id": 0, "Ev Idx": len(evs)}})
+        lt = op_t + 2
+        gs = max(gpu_free, lt + rng.uniform(5, 20))
+        gd = rng.uniform(10, 40)
+        gpu_free = gs + gd
+        _launched(evs, corr, (pid, tid), lt, (0, 7), gs, gd, "ampere_sgemm_128x64_tn")
+        corr += 1
+        t += total + rng.uniform(0.5, 3)
+    cut = [1000.0 + (t - 1000.0) * i / n_steps for i in range(n_steps + 1)]
+    return _doc(evs, "python_stacks.json", steps=list(zip(cut, cut[1:])), with_stack=1)
+
+
+def huge_events(n_events: int = 600, seed: int = 0, inputs: int = 2500, n_steps: int = 5) -> dict:
+    """Few events with very large args: ``n_events`` cpu_ops, each with ``inputs`` entries in its ``Input Dims``,
+    ``Input type``, ``Input Strides`` and ``Concrete Inputs`` (a traced ``torch.cat`` of a long list), launching a
+    kernel whose templated name runs to a few thousand characters.
+
+    Example:
+        >>> doc = huge_events(4, inputs=10)
+        >>> [len(e["args"]["Input Dims"][0]) for e in doc["traceEvents"] if e["name"] == "aten::cat"]
+        [10, 10, 10, 10]
+    """
+    rng = random.Random(seed)
+    evs: list[dict[str, Any]] = []
+    pid = tid = 3001
+    t, gpu_free = 1000.0, 1000.0
+    for corr in range(1, n_events + 1):
+        dims = [[rng.randint(1, 64), 128, rng.choice([64, 128, 256])] for _ in range(inputs)]
+        evs.append({"ph": "X", "cat": "cpu_op", "name": "aten::cat", "pid": pid, "tid": tid, "ts": round(t, 3),
+                    "dur": 400.0, "args": {"External id": corr, "Record function id": 0, "Ev Idx": corr,
+                                           "Input Dims": [dims, []], "Input type": [["float"] * inputs, "Scalar"],
+                                           "Input Strides": [[[d[1] * d[2], d[2], 1] for d in dims], []],
+                                           "Concrete Inputs": [[""] * inputs, str(corr % 3)]}})
+        tmpl = ", ".join(f"cute::tuple<cute::C<{rng.randint(1, 256)}>, cute::C<{d[2]}>>" for d in dims[:60])
+        name = f"void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<{tmpl}>>(Params{corr % 7})"
+        lt = t + 380
+        gs = max(gpu_free, lt + 10)
+        gpu_free = gs + 300
+        _launched(evs, corr, (pid, tid), lt, (0, 7), gs, 300.0, name)
+        t += 420
+    cut = [1000.0 + (t - 1000.0) * i / n_steps for i in range(n_steps + 1)]
+    return _doc(evs, "huge_events.json", steps=list(zip(cut, cut[1:])), record_shapes=1)

@@ -43,16 +43,24 @@ def plain_text(doc: str) -> str:
     return re.sub(r"``([^`]+)``", r"\1", text).strip()
 
 
-def _steady(trace):
-    """The trace's steps, where a picture of the whole trace would spend its width on start-up (said on stdout)."""
+def _steady(trace, host: bool = True):
+    """The trace's steps, where a picture of the whole trace would spend its width on start-up, then the work drawn,
+    where events that draw nothing (the profiler's span, a step that runs on idle, ...) stretch the range; each
+    window is said on stdout."""
     from asynclab.trace.metrics import steady_window
+    from asynclab.trace.timeline import work_window
 
     found = steady_window(trace)
-    if found is None:
-        return trace
-    start, end, note = found
-    print(f"drew the steps: {note} (--whole draws everything)")
-    return trace.window(start, end)
+    if found is not None:
+        start, end, note = found
+        print(f"drew the steps: {note} (--whole draws everything)")
+        trace = trace.window(start, end)
+    found = work_window(trace, host=host)
+    if found is not None:
+        start, end, note = found
+        print(f"drew the work: {note} (--whole draws everything)")
+        trace = trace.window(start, end)
+    return trace
 
 
 def _cmd_hardware(args: argparse.Namespace) -> int:
@@ -110,7 +118,7 @@ def _cmd_timeline(args: argparse.Namespace) -> int:
             e = None if args.end_ms is None else args.end_ms * 1e3
             trace = trace.window(s, e)
         elif not args.whole:
-            trace = _steady(trace)
+            trace = _steady(trace, args.host)
     except TraceError as err:
         raise UsageError(str(err)) from None
     if len(trace) == 0:
@@ -242,7 +250,8 @@ def _add_trace_commands(sub) -> None:
     p.add_argument("--no-host", dest="host", action="store_false", help="draw only the GPU lanes")
     p.add_argument("--whole", action="store_true",
                    help="draw the whole trace (default: the profiler's steps, where the trace has them and they "
-                        "leave out a tenth of it or more)")
+                        "leave out a tenth of it or more, and within them the work drawn, where events that draw "
+                        "nothing stretch the range by a tenth or more)")
     p.add_argument("--title", default=None, help="figure title")
     p.add_argument("--dpi", type=int, default=200, help="PNG resolution (default 200: sharp zoomed in on a phone)")
     p.set_defaults(func=_cmd_timeline)

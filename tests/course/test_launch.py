@@ -35,6 +35,8 @@ def test_every_notebook_has_its_links_install_cell_and_gpu_request():
         assert launch.colab_url(item.notebook) in title and launch.kaggle_url(item.notebook) in title, item.notebook
         first_code = next(c for c in nb["cells"] if c["cell_type"] == "code")
         assert "".join(first_code["source"]) == launch.install_cell(), item.notebook
+        assert first_code["metadata"]["jupyter"]["source_hidden"] is True, item.notebook  # folded to its first line
+        assert launch.install_cell().startswith("# On Colab or Kaggle: install this course's package")
         assert nb["metadata"]["accelerator"] == "GPU" and nb["metadata"]["colab"]["gpuType"] == "T4"
 
 

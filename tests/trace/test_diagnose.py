@@ -1,8 +1,10 @@
-"""`asynclab diagnose` on training steps with one planted mistake each, recorded on an NVIDIA H100 with their fixes."""
+"""`asynclab diagnose` on training steps with one planted mistake each, recorded with their fixes on an NVIDIA H100 (one
+case, ``mask_hostbound``, on an NVIDIA H200: each case's entry names its GPU)."""
 from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +15,7 @@ from asynclab import cli
 from asynclab.trace.diagnose import diagnose
 from asynclab.trace.findings import KINDS
 from asynclab.trace import TraceError, load_trace
+from tracegen import TraceBuilder
 
 HERE = Path(__file__).parents[1]
 CASES_DIR = HERE / "fixtures" / "diagnose"
@@ -39,8 +42,16 @@ def test_every_kind_that_one_gpu_can_show_is_planted():
 
 
 def _measured_saving(case: str) -> float:
-    bad, fixed = CASES[case]["bad"]["step_ms"], CASES[case]["fixed"]["step_ms"]
-    return (bad - fixed) / bad
+    """The fix's saving, a share of the bad step: the median over the processes that timed both steps (the timing
+    beside the trace, and the later ``runs`` in fresh processes): a step the host sets varies from one process to the
+    next by as much as the fix saves.
+
+    Example: mask_hostbound's savings were 0.105 beside the trace, then 0.052, 0.244, 0.252 and 0.120.
+    """
+    bad, fixed = CASES[case]["bad"], CASES[case]["fixed"]
+    pairs = [(bad["step_ms"], fixed["step_ms"])] + [(bad["runs"][r], fixed["runs"][r]) for r in bad.get("runs", {})
+                                                     if r in fixed.get("runs", {})]
+    return float(np.median([(b - f) / b for b, f in pairs]))
 
 
 #: Cases the replay does not yet predict to the issue's targets (one set of rules for all traces, never tuned to a
@@ -81,9 +92,14 @@ _ALL_FIXES_MISSED: dict[str, str] = {}
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(reason=_ALL_FIXES_MISSED[c], strict=True))
                                   if c in _ALL_FIXES_MISSED else c for c in sorted(set(CASES) - {"clean", *HARMLESS})])
 def test_the_step_with_every_fix_is_within_a_quarter_of_the_fixed_twin(case):
+    """The twin fixes only the planted mistake: where it still shows another finding over half its step (a step the
+    host sets, whose launches a CUDA graph would capture), the bad step with the planted fix alone is its match."""
     d = diagnose(_trace(case, "bad"))
     measured = CASES[case]["fixed"]["step_ms"]
-    assert 0.75 * measured <= d.all_fixed_ms <= 1.25 * measured, (d.all_fixed_ms, measured)
+    twin = diagnose(_trace(case, "fixed")) if "gpus" not in CASES[case]["fixed"] else None
+    left = twin is not None and any(f.share > 0.5 and f.kind != kind_of(case) for f in twin.findings)
+    predicted = d.fixed_ms[kind_of(case)] if left else d.all_fixed_ms
+    assert 0.75 * measured <= predicted <= 1.25 * measured, (predicted, measured, left)
 
 
 def test_the_step_with_every_fix_leaves_out_a_fix_that_saves_nothing():
@@ -147,6 +163,48 @@ def test_predictions_never_exceed_the_step_and_the_idle_time_is_accounted_for(pa
     idle = sum(f.idle_ms_per_step for f in d.findings if f.kind != "underfilled_gpu") + d.unexplained_ms_per_step
     assert idle == pytest.approx(d.idle_ms_per_step, rel=1e-6, abs=1e-9)
     assert 0 <= d.idle_ms_per_step <= d.profiled_ms * (1 + 1e-9)
+    _assert_the_printed_idle_adds_up(d.text())
+
+
+def _assert_the_printed_idle_adds_up(text: str) -> None:
+    """The text view's idle line: the figures it prints add up, as printed, to the idle time of its first line."""
+    idle = float(re.search(r"idle ([0-9.]+) ms a step", text.splitlines()[0]).group(1))
+    line = re.search(r"^\S+ idle ([0-9.]+) ms/step = (.+)$", text, re.M)
+    assert line is not None, text
+    terms = [float(t.rsplit(" ", 1)[1]) for t in line.group(2).split(" + ")]
+    assert float(line.group(1)) == idle and round(sum(terms), 3) == idle, text
+
+
+def _host_bound_rocm_steps() -> TraceBuilder:
+    """Issue 62's AMD trace (HolisticTraceAnalysis's tests/data/amd_trace, an MI250) in small: each step's host
+    issues 20 hipLaunchKernel of 5 µs kernels, then spends 1.2 ms in AccumulateGrad, which launches nothing."""
+    b = TraceBuilder("rocm")
+    for step in range(4):
+        t0 = step * 2_000
+        b.annotation(t0, 2_000, f"ProfilerStep#{step + 1}")
+        for i in range(20):
+            corr = step * 20 + i + 1
+            b.launch(t0 + 10 + 30 * i, 20, corr=corr)
+            b.kernel(t0 + 32 + 30 * i, 5, corr=corr, stream=0, name=f"elementwise_kernel_{i}")
+        b.cpu_op(t0 + 700, 1_200, "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad")
+    return b
+
+
+def test_the_text_adds_up_to_the_idle_time_where_a_fix_saves_more_than_the_idle_it_explains(capsys, tmp_path):
+    """Issue 62: on a host-bound ROCm trace, launch_bound's fix (a CUDA graph) saves 1.64 ms a step, more than the
+    0.48 ms of idle its launches explain, since it also removes the host's time in AccumulateGrad, which the idle
+    counts as unexplained (1.42 ms): the text printed 1.640 and 1.417 beside an idle of 1.900 ms, which the README
+    says add up. The text now prints the idle as the sum of what each finding explains and the unexplained, and says
+    that a finding's ms/step is its saving."""
+    path = _host_bound_rocm_steps().write(tmp_path / "rocm_host_bound.json")
+    d = diagnose(path)
+    f = d.finding("launch_bound")
+    assert f is not None and f.lost_ms_per_step > f.idle_ms_per_step + d.unexplained_ms_per_step / 2, d.text()
+    assert cli.main(["diagnose", str(path)]) == 0
+    out = capsys.readouterr().out
+    _assert_the_printed_idle_adds_up(out)
+    assert "GPU idle 1.900 ms/step = launch_bound 0.483 + unexplained idle 1.417" in out, out
+    assert "its ms/step above is what its fix saves" in out
 
 
 def test_the_unchanged_replay_reproduces_the_profiled_steps():

@@ -373,3 +373,21 @@ def test_png_is_sharp_for_a_phone_and_small(tmp_path):
     with Image.open(path) as img:
         assert img.size[0] >= 1200 and img.mode == "P"  # 200 dpi, at most 256 colours
     assert Path(path).stat().st_size < 250_000
+
+
+def test_work_window_covers_the_work_drawn_not_the_events_that_draw_nothing():
+    """Issue 62: the profiler's span, a ProfilerStep that runs on idle and the script's Python function stretch the
+    trace to 60 ms around 2 ms of work; the work window is what draw_timeline draws: the launches, the kernels and the
+    "forward" bracket (host=False: the kernels alone), and the picture of it is filled by its bars."""
+    from asynclab.trace.timeline import work_window
+
+    tr = load_trace(FIX / "sparse_work.json")
+    start, end, note = work_window(tr)
+    assert (start, end) == (36_005.0, 37_930.0)
+    assert note.startswith("left out 36.005 ms before the work drawn and 22.070 ms after, where only"), note
+    assert work_window(tr, host=False)[:2] == (36_040.0, 37_930.0)
+    tl = draw_timeline(tr.window(start, end))
+    xs = np.array([x for kind in ("compute", "launch") for x in bar_extents(tl, kind)])
+    lo, hi = tl.ax.get_xlim()
+    assert (xs.max() - xs.min()) / (hi - lo) > 0.95
+    assert work_window(simple_trace().to_dict()) is None and work_window(FIX / "pt24_base_time.json") is None

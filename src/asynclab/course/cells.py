@@ -8,8 +8,8 @@ workload function is the code that queues GPU work. The harness times every work
 clocks, synchronize and profiler are the simulated card's: one code path, two machines.
 
 A cell's recording (``reference/cells.json`` and ``reference/cell_<name>.json.gz`` in the lesson's package folder)
-is made by executing the notebook on a GPU with ``ASYNCLAB_RECORD=1`` (``scripts/record_cells.py``); it keeps a
-fingerprint of the code it ran, and ``tests/course/test_cells.py`` fails when a cell no longer matches its recording.
+is made by executing the notebook on a GPU with ``ASYNCLAB_RECORD=1`` (every cell), or ``ASYNCLAB_RECORD=stale`` (the
+cells with no recording, or one made from other code); it keeps a fingerprint of the code it ran, and ``tests/course/test_cells.py`` fails when a cell no longer matches its recording.
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import datetime as _dt
 import dis
 import hashlib
 import inspect
+import itertools
 import json
 import os
 import statistics
@@ -31,7 +32,8 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-__all__ = ["CELLS_FILE", "RECORD_ENV", "Measured", "global_names", "fingerprint", "median_of", "source_fingerprint", "run_cell", "recorded",
+__all__ = ["CELLS_FILE", "RECORD_ENV", "Measured", "global_names", "fingerprint", "median_of", "source_fingerprint", "run_cell",
+           "setup_params", "recorded",
            "write_recording", "guess_text", "answer_line"]
 
 #: The file, in a lesson's reference folder, that holds the recordings of its experiment cells.
@@ -40,11 +42,11 @@ CELLS_FILE = "cells.json"
 RECORD_ENV = "ASYNCLAB_RECORD"
 
 
-#: Fields of Python's syntax tree that say nothing about what code does, or that some Python versions lack:
-#: a fingerprint leaves them out, so that every Python (3.9 to 3.13) gives a function the same fingerprint.
 #: The instructions that read a global name (a function's own globals, or a module's names at its top level).
 _GLOBAL_READS = frozenset({"LOAD_GLOBAL", "LOAD_NAME"})
 
+#: Fields of Python's syntax tree that say nothing about what code does, or that some Python versions lack:
+#: a fingerprint leaves them out, so that every Python (3.9 to 3.13) gives a function the same fingerprint.
 _NOT_CODE = frozenset({"ctx", "type_comment", "type_params", "kind", "type_ignores"})
 
 
@@ -158,6 +160,9 @@ class Measured:
     notes: list[str] = field(default_factory=list)
     recording_trace: Path | None = None
     failed: str | None = None
+    #: ``setup``'s arguments as the cell defines them (``def setup(n=2**20)`` gives ``{"n": 1048576}``), so that a
+    #: figure or a claim reads a size from the code that ran, not a copy of it
+    params: dict[str, Any] = field(default_factory=dict)
 
     @property
     def predicted(self) -> bool:
@@ -211,7 +216,8 @@ class Measured:
             trace = load_trace(self.recording_trace)
         ref = self.reference
         return Measured(dict(ref["ms"]), dict(ref.get("times", {})), dict(ref.get("returned", {})), trace,
-                        self.recorded_on or "", ref.get("fingerprint"))
+                        self.recorded_on or "", ref.get("fingerprint"),
+                        params=dict(self.params) if self.same_code else {})  # same code, same defaults
 
     def answer(self, guess: Any, of: Callable[["Measured"], Any] | str, what: str, unit: str = "ms",
                fmt: str = "{:.3g}") -> str:
@@ -220,12 +226,15 @@ class Measured:
         is shown with ``fmt`` and ``unit``, a text as it is.
 
         Example:
-            >>> m = Measured({"a": 2.0}, {}, {}, None, "live on X", None, {"gpu": "H", "ms": {"a": 3.0}})
+            >>> m = Measured({"a": 2.0}, {}, {}, None, "live on X", None, {"gpu": "H", "ms": {"a": 3.0}}, same_code=True)
             >>> print(m.answer(None, "a", "a's time"))
             a's time
               your guess     none yet: write it in the cell above
               live on X      2 ms
               recorded on H  3 ms
+            >>> m.same_code = False  # the learner changed the cell's code: the recording is of the code before
+            >>> print(m.answer(4, "a", "a's time").splitlines()[-1])
+              recorded on H, of the original code  3 ms
         """
         mine, ref = self._pair(of, unit, fmt)
         return answer_line(what, guess, mine, ref, unit)
@@ -248,8 +257,9 @@ class Measured:
             return f"{fmt.format(value)} {unit}".strip() if isinstance(value, (int, float)) else str(value)
 
         theirs = self.recording()
+        where = "" if theirs is None else theirs.where if self.same_code else f"{theirs.where}, of the original code"
         try:
-            ref = (theirs.where, show(pick(theirs))) if theirs is not None else None
+            ref = (where, show(pick(theirs))) if theirs is not None else None
         except (KeyError, AttributeError):  # the learner's code has workloads the recording lacks
             ref = None
         return (self.where, self.failed or show(pick(self))), ref
@@ -263,6 +273,9 @@ class Measured:
             >>> m.claim("a takes over 1 ms", lambda m: m.ms["a"] > 1, lambda m: f"{m.ms['a']:g} ms")
             PASS (predicted): a takes over 1 ms [2 ms]
             PASS (recorded on H): a takes over 1 ms [3 ms]
+            >>> Measured({"a": 2.0}, {}, {}, None, "live on X", None).claim("a is short", lambda m: m.ms["a"] < 1,
+            ...                                                             lambda m: f"{m.ms['a']:g} ms")
+            DIFFERS (live on X): a is short [2 ms]
         """
         from asynclab.course.claims import claim
 
@@ -270,7 +283,7 @@ class Measured:
             print(f"n/a: {statement} [{self.failed}]")
         else:
             claim(statement, test(self), evidence=evidence(self), live=True,
-                  source="predicted" if self.predicted else "live")
+                  source="predicted" if self.predicted else self.where)
         theirs = self.recording() if self.same_code else None
         if theirs is not None:
             claim(statement, test(theirs), evidence=evidence(theirs), live=False, source=theirs.where)
@@ -334,7 +347,7 @@ def _timing_loop(workloads: Mapping[str, Callable[..., Any]], setup: Callable[[]
     from asynclab.gpu.record import record
 
     tell = progress or (lambda what, k, n: None)
-    runs, done = len(workloads) * (warmup + repeats + 1), iter(range(1, 1 << 30))
+    runs, done = len(workloads) * (warmup + repeats + 1), itertools.count(1)
     state = setup() if setup is not None else None
     sync = _synchronize_all
 
@@ -436,7 +449,7 @@ def run_cell(workloads: Any, setup: Callable[[], Any] | None = None, *, live: bo
         ('simulated H100 (predicted)', 1073741824.0, True)
     """
     workloads = _checked(workloads, setup, repeats, warmup)
-    out = str(path) if path is not None else None
+    out, params = str(path) if path is not None else None, setup_params(setup)
     if live:
         from asynclab.gpu import hardware
 
@@ -453,17 +466,36 @@ def run_cell(workloads: Any, setup: Callable[[], Any] | None = None, *, live: bo
             simulate(lambda: box.update(_timing_loop(workloads, setup, repeats, warmup, out, progress)), gpus=gpus,
                      card=card, values=values)
         except SimulationLimit as err:  # our limit, not the learner's mistake: said in one line, nothing measured
-            return Measured({}, {}, {}, None, where, fingerprint(workloads, setup),
+            return Measured({}, {}, {}, None, where, fingerprint(workloads, setup), params=params,
                             failed=f"not predicted here: {err}; on a GPU this cell measures it")
         except ValueError as err:
             if "nothing ran" not in str(err):
                 raise
-            return Measured({}, {}, {}, None, where, fingerprint(workloads, setup),
+            return Measured({}, {}, {}, None, where, fingerprint(workloads, setup), params=params,
                             failed="nothing to time: the code queued no work on the GPU")
         finally:
             progress.done()
     ms = {name: statistics.median(ts) for name, ts in box["times"].items()}
-    return Measured(ms, box["times"], box["returned"], box["trace"], where, fingerprint(workloads, setup))
+    return Measured(ms, box["times"], box["returned"], box["trace"], where, fingerprint(workloads, setup),
+                    params=params)
+
+
+def setup_params(setup: Callable[..., Any] | None) -> dict[str, Any]:
+    """The arguments ``setup`` runs with, as its definition gives them (a measured cell calls ``setup()``).
+
+    Example:
+        >>> def setup(n=2**20, spin_ms=20):
+        ...     pass
+        >>> setup_params(setup), setup_params(None)
+        ({'n': 1048576, 'spin_ms': 20}, {})
+    """
+    if setup is None:
+        return {}
+    try:
+        signature = inspect.signature(setup)
+    except (TypeError, ValueError):  # a builtin or a C function: nothing to read
+        return {}
+    return {name: p.default for name, p in signature.parameters.items() if p.default is not inspect.Parameter.empty}
 
 
 def recorded(folder: Path, name: str) -> dict[str, Any] | None:

@@ -64,6 +64,18 @@ class LessonRun:
         return bool(self.hw.p2p) and self.hw.p2p[0][1] and self.hw.p2p[1][0]
 
     @property
+    def where(self) -> str:
+        """Where this lesson's live runs are measured, as an output line names it: ``"live on NVIDIA H200"`` (``"live
+        on 2x NVIDIA H200"`` for a two-GPU lesson), or ``"not live here"``.
+
+        Example:
+            >>> g = hardware.GPU(0, "NVIDIA H200", 140.0, 132, "9.0")
+            >>> LessonRun(lesson(3), hardware.Hardware(gpus=(g,))).where, LessonRun(lesson(3), hardware.Hardware()).where
+            ('live on NVIDIA H200', 'not live here')
+        """
+        return f"live on {self.hw.named(self.lesson.gpus)}" if self.live else "not live here"
+
+    @property
     def device(self) -> str:
         """Where live experiments run: ``"cuda"`` when this lesson is live, else ``"cpu"``."""
         return "cuda" if self.live else "cpu"
@@ -118,11 +130,13 @@ class LessonRun:
         recording = cells.recorded(self.lesson.reference_dir, key)
         gpu = (recording or {}).get("gpu") or self.reference_gpu
         card = "H200" if "H200" in gpu else "H100"
-        record = self.live and os.environ.get(cells.RECORD_ENV) == "1"
+        mode = os.environ.get(cells.RECORD_ENV)
         path = self.trace_path(f"cell_{key}") if self.live else None
         measured = cells.run_cell(what, setup, live=self.live, card=card, gpus=max(1, self.lesson.gpus),
                                   repeats=repeats, warmup=warmup, values=values, path=path)
-        if record:
+        # "1": every cell recorded again; "stale": only a cell with no recording, or one of other code than the cell's
+        stale = recording is None or recording.get("fingerprint") != measured.code
+        if self.live and (mode == "1" or (mode == "stale" and stale)):
             cells.write_recording(self.lesson.reference_dir, key, measured, self.hw.gpus[0].name)
             recording = cells.recorded(self.lesson.reference_dir, key)
             measured.notes.append("(this run is the cell's recording)")

@@ -32,16 +32,40 @@ def latest_peer_start(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     out = np.full(len(rows), np.nan)
     if "rank" not in events or not len(rows):
         return out
-    comm = events[(events["kind"] == "comm") & events["rank"].notna()]
-    if comm["rank"].nunique() < 2:
+    rank = events["rank"]
+    at = np.flatnonzero((events["kind"].to_numpy(dtype=object) == "comm") & rank.notna().to_numpy(dtype=bool))
+    if len(at) < 2:
         return out
-    comm = comm.sort_values("start_us", kind="stable")
-    seq = comm.groupby(["rank", "name"], sort=False).cumcount()
-    key = pd.MultiIndex.from_arrays([comm["name"], seq])
-    latest = pd.Series(comm["start_us"].to_numpy(np.float64), index=key).groupby(level=[0, 1]).max()
-    per_row = pd.Series(latest.reindex(key).to_numpy(), index=comm.index)
-    known = np.isin(rows, per_row.index)
-    out[known] = per_row.loc[rows[known]].to_numpy(np.float64)
+    comm_rank = rank.to_numpy(dtype=np.float64, na_value=np.nan)[at]
+    if len(np.unique(comm_rank)) < 2:
+        return out
+    order = at[np.argsort(events["start_us"].to_numpy(np.float64)[at], kind="stable")]  # the kernels in time order
+    start = events["start_us"].to_numpy(np.float64)[order]
+    name = pd.factorize(events["name"].to_numpy(dtype=object)[order])[0]
+    per_rank = pd.factorize(rank.to_numpy(dtype=np.float64, na_value=np.nan)[order])[0]
+    seq = _cumcount(name * (int(per_rank.max()) + 1) + per_rank)  # the n-th kernel of its name on its rank
+    key = pd.factorize(name * (len(order) + 1) + seq)[0]  # a collective: the n-th kernel of one name on every rank
+    latest = np.full(int(key.max()) + 1, -np.inf)
+    np.maximum.at(latest, key, start)
+    hit = pd.Index(events.index.to_numpy()[order]).get_indexer(rows)
+    known = hit >= 0
+    out[known] = latest[key[hit[known]]]
+    return out
+
+
+def _cumcount(group: np.ndarray) -> np.ndarray:
+    """Each element's place among the earlier elements of its group (``groupby().cumcount()`` of integer codes).
+
+    Example:
+        >>> _cumcount(np.array([3, 1, 3, 3, 1])).tolist()
+        [0, 0, 1, 2, 1]
+    """
+    order = np.argsort(group, kind="stable")
+    g = group[order]
+    first = np.r_[0, np.flatnonzero(g[1:] != g[:-1]) + 1]
+    runs = np.diff(np.r_[first, len(g)])
+    out = np.empty(len(group), dtype=np.int64)
+    out[order] = np.arange(len(g)) - np.repeat(first, runs)
     return out
 
 

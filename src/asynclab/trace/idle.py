@@ -282,9 +282,9 @@ def _last_work_before(view: GpuView, at: np.ndarray) -> np.ndarray:
 
 def _host_ranges(view: GpuView, pattern: str, kinds: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
     h = view.host
-    rows = h[h["kind"].isin(kinds).to_numpy(dtype=bool)]
-    rows = rows[name_matches(rows["name"], pattern)]
-    return union(rows["start_us"].to_numpy(np.float64), rows["end_us"].to_numpy(np.float64))
+    at = np.flatnonzero(h["kind"].isin(kinds).to_numpy(dtype=bool))  # two columns of the rows, not the whole rows
+    at = at[name_matches(h["name"].iloc[at], pattern)]
+    return union(h["start_us"].to_numpy(np.float64)[at], h["end_us"].to_numpy(np.float64)[at])
 
 
 def _clip_to(s: np.ndarray, e: np.ndarray, rs: np.ndarray, re_: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -203,6 +203,9 @@ def _blocks(grids: list) -> np.ndarray:
         >>> _blocks([[8, 2, 1], None, [1, 1]]).tolist()
         [16.0, nan, nan]
     """
+    fast = _blocks_of_int_grids(grids)
+    if fast is not None:
+        return fast
     try:  # the common case in one pass: every grid a list of three integers, or absent
         out = np.fromiter((g[0] * g[1] * g[2] if type(g) is list and len(g) == 3 else -1 for g in grids),
                           dtype=np.int64, count=len(grids)).astype(np.float64)
@@ -211,6 +214,26 @@ def _blocks(grids: list) -> np.ndarray:
     except (TypeError, ValueError, OverflowError):  # a grid of other values: judged one by one
         return np.array([float(g[0] * g[1] * g[2]) if type(g) is list and len(g) == 3
                          and all(type(v) is int and v >= 0 for v in g) else np.nan for g in grids])
+
+
+def _blocks_of_int_grids(grids: list) -> np.ndarray | None:
+    """:func:`_blocks` in numpy where every grid that is a list holds three integers from 0 to 2**21 (their product fits
+    an int64), as kineto writes them; else None.
+
+    Example:
+        >>> _blocks_of_int_grids([[8, 2, 1], None, [4, 1, 1]]).tolist(), _blocks_of_int_grids([[8, -2, 1]])
+        ([16.0, nan, 4.0], None)
+    """
+    at = [i for i, g in enumerate(grids) if type(g) is list]
+    try:
+        a = np.array([grids[i] for i in at]) if at else np.zeros((0, 3), dtype=np.int64)
+    except ValueError:  # lists of different lengths
+        return None
+    if a.dtype.kind not in "iub" or a.ndim != 2 or a.shape[1] != 3 or (len(a) and (a.min() < 0 or a.max() >= 1 << 21)):
+        return None
+    out = np.full(len(grids), np.nan)
+    out[at] = (a[:, 0].astype(np.int64) * a[:, 1] * a[:, 2]).astype(np.float64)
+    return out
 
 
 def _device_of(dev_arg, pid_num, in_dev, from_dev, pids) -> np.ndarray:

@@ -12,9 +12,10 @@ import pandas as pd
 from asynclab.trace import Trace, fmt_us, load_trace
 from asynclab.trace.image import SAVE_DPI, save_image
 from asynclab.trace.marks import MIN_BAR_PX, FittedLabel, draw_callout, parse_callout, widen
+from asynclab.trace.metrics import STEADY_MIN_LEFT_OUT
 from asynclab.trace.palette import FINDING_COLORS, KIND_COLORS, KIND_LABELS, lab
 
-__all__ = ["draw_timeline", "Timeline", "KIND_COLORS", "KIND_LABELS", "FINDING_COLORS"]
+__all__ = ["draw_timeline", "work_window", "Timeline", "KIND_COLORS", "KIND_LABELS", "FINDING_COLORS"]
 
 _GPU_DRAW = ("compute", "comm", "h2d", "d2h", "d2d", "p2p", "memset", "sync", "other")
 _HOST_DRAW = ("cpu_op", "launch", "host_sync")
@@ -358,6 +359,52 @@ def _frame(trace: Any, start_us, end_us, annotation, occurrence, unit: str | Non
     span = max(w1 - w0, 1e-3)
     unit, scale = (unit, _SCALES[unit]) if unit in _SCALES else _unit(span)
     return _Frame(tr, w0, w1, span, unit, scale)
+
+
+def work_window(trace: Any, host: bool = True) -> tuple[float, float, str] | None:
+    """Where a picture of the trace should look when events that draw nothing stretch its time range: from the
+    first to the last thing :func:`draw_timeline` draws (the lanes' GPU work, their host ops and runtime calls, the
+    ``record_function`` brackets; with ``host=False`` the GPU lanes' work only), with a sentence that says what it
+    leaves out and which events reach there; None where what is drawn covers all but
+    :data:`~asynclab.trace.metrics.STEADY_MIN_LEFT_OUT` of the range (or nothing is drawn). The range is the trace's
+    window when it has one. What stretches a range without drawing: the profiler's own span (the "Spans" row), a
+    ``ProfilerStep`` that runs on after its work, Python function events, GPU-side annotations, the ops of host
+    threads that launch nothing (instants, counters and flows are never read as events).
+
+    Example:
+        >>> from asynclab.trace import EXAMPLE_TRACE
+        >>> span = {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans",
+        ...         "tid": "PyTorch Profiler", "ts": 0, "dur": 1000}
+        >>> start, end, note = work_window({"traceEvents": EXAMPLE_TRACE["traceEvents"] + [span]})
+        >>> start, end
+        (0.0, 6.0)
+        >>> print(note)
+        left out 0.0 µs before the work drawn and 994.0 µs after, where only "PyTorch Profiler (0)" reaches
+    """
+    tr = trace if isinstance(trace, Trace) else load_trace(trace)
+    ev = tr.events
+    if not len(ev):
+        return None
+    lo, hi = tr.meta["window"] if "window" in tr.meta else (float(ev["start_us"].min()), float(ev["end_us"].max()))
+    lanes, is_gpu_lane = _choose_lanes(tr, host, False)
+    sel = _select(ev, lanes, is_gpu_lane, tr.meta.get("kind_by_name"))
+    brackets = _bracket_rows(ev, sel.ok & ~sel.on_gpu & (ev["kind"] == "annotation").to_numpy(dtype=bool), None)
+    start = np.concatenate([sel.S, ev["start_us"].to_numpy(np.float64)[brackets]])
+    end = np.concatenate([sel.E, ev["end_us"].to_numpy(np.float64)[brackets]])
+    if not len(start):
+        return None
+    a, b = max(float(start.min()), lo), min(float(end.max()), hi)
+    if (a - lo) + (hi - b) < STEADY_MIN_LEFT_OUT * (hi - lo):
+        return None
+    s, e = ev["start_us"].to_numpy(np.float64), ev["end_us"].to_numpy(np.float64)
+    reach = np.maximum(a - s, e - b)
+    far = pd.Series(reach, index=ev["name"].astype(str).to_numpy())[reach > 0]
+    names = far.groupby(level=0).max().sort_values(ascending=False, kind="stable").index.tolist()  # farthest first
+    shown = [f'"{n}"' for n in names[:3]]
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    who = (", ".join(shown[:-1]) + " and " + shown[-1] if len(shown) > 1 else shown[0]) + more
+    return a, b, (f"left out {fmt_us(a - lo)} before the work drawn and {fmt_us(hi - b)} after, where only {who} "
+                  f"reach{'es' if len(names) == 1 else ''}")
 
 
 def _choose_lanes(tr: Trace, host: bool, host_syncs: bool) -> tuple[list[str], np.ndarray]:

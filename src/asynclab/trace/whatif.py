@@ -13,7 +13,7 @@ from asynclab.trace.replay import ALLOC, Graph, comm_keys, host_time_in, replay,
 
 __all__ = ["TRANSFORMS", "REPLAYED_KINDS", "rank_skew_cuts", "NEEDS_FIRST", "FIRST_SHARE", "fixed", "pinned_rate", "pinned_default", "PINNED_BYTES_PER_US",
            "PCIE5_PINNED_BYTES_PER_US", "GRAPH_LAUNCH_US", "OWN_WORK_MIN_US",
-           "profiler_free", "context", "span"]
+           "profiler_free", "context", "span", "SIZE_FROM_DATA"]
 
 #: Host-to-device rate of pinned memory when the trace has no large pinned copy to measure it from (bytes/µs:
 #: 25 GB/s, PCIe 4.0 x16 in practice).
@@ -29,6 +29,11 @@ SM_DRAW = 2.22
 GRAPH_LAUNCH_US = 0.5
 #: A Python call this long (µs) that launches nothing is the host's own work, which a CUDA graph does not replace.
 OWN_WORK_MIN_US = 50.0
+#: Ops whose output's size the data decides (selecting by a boolean mask, ``nonzero``, ``unique``): the host reads
+#: the size back from the GPU, a sync, before it can go on. The fix keeps the work on the GPU at a size known ahead
+#: (a multiply by the mask, ``ignore_index``, ``nonzero_static``): it replaces each such op by one plain op.
+SIZE_FROM_DATA = (r"^aten::(?:index|_index_put_impl_|index_put_?|masked_select|masked_scatter|nonzero|unique\w*"
+                  r"|_unique2?|repeat_interleave)$")
 _KERNEL_LAUNCH = re.compile(r"(?:LaunchKernel|MemsetAsync)")
 _LOADER = r"DataLoader.*__next__"
 _SYNC = r"Synchroni[sz]e"
@@ -91,11 +96,16 @@ def _remove_host_time(g: Graph, starts: np.ndarray, ends: np.ndarray, lo: float,
 
 def _fix_host_sync(g: Graph, lo: float, hi: float, ctx: dict) -> None:
     """The host no longer waits: a synchronize call goes (its time after the wait, the host's wake-up, too), and a
-    read of the GPU's memory costs only its own time."""
+    read of the GPU's memory costs only its own time. A read inside an op whose output's size the data decides
+    (:data:`SIZE_FROM_DATA`) goes with that op's host time, all but one plain op's (``ctx["op_us"]``): the fix keeps
+    the work on the GPU at a size known ahead."""
     hm, _ = _in(g, lo, hi)
     m = hm & g.h_block & (ctx["waited"] == "host_sync")
     _unblock(g, m & ctx["sync"], 0.0)
     _unblock(g, m & ~ctx["sync"])
+    s, e, inside = _enclosing(g, np.flatnonzero(m), ctx, "size_ops")
+    s, e = s[inside], e[inside]
+    _remove_host_time(g, s, np.maximum(s, e - ctx["op_us"]), lo, hi)
 
 
 def _waited(g: Graph, alloc: np.ndarray) -> np.ndarray:
@@ -187,9 +197,17 @@ def _fix_small_copies(g: Graph, lo: float, hi: float, ctx: dict) -> None:
 
 def _outer_ops(g: Graph, calls: np.ndarray, ctx: dict) -> tuple[np.ndarray, np.ndarray]:
     """The outermost op around each host call (the call itself where it is in none)."""
+    starts, ends, _ = _enclosing(g, calls, ctx, "outer_ops")
+    return starts, ends
+
+
+def _enclosing(g: Graph, calls: np.ndarray, ctx: dict, ops: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The op of ``ctx[ops]`` (per thread, outermost ops: see :func:`_outermost`) around each host call, the call
+    itself where it is in none: (starts, ends, whether it is in one)."""
     starts, ends = g.h_start[calls].copy(), g.h_end[calls].copy()
+    found = np.zeros(len(calls), dtype=bool)
     tids = ctx["call_tids"][calls] if len(calls) else np.zeros(0, dtype=object)
-    for tid, (os_, oe) in ctx["outer_ops"].items():
+    for tid, (os_, oe) in ctx[ops].items():
         m = np.flatnonzero(tids == tid)
         if not len(m) or not len(os_):
             continue
@@ -197,18 +215,20 @@ def _outer_ops(g: Graph, calls: np.ndarray, ctx: dict) -> tuple[np.ndarray, np.n
         kk = np.maximum(k, 0)
         inside = (k >= 0) & (oe[kk] >= ends[m])
         starts[m[inside]], ends[m[inside]] = os_[kk[inside]], oe[kk[inside]]
-    return starts, ends
+        found[m[inside]] = True
+    return starts, ends, found
 
 
 def _own_work(h: pd.DataFrame, calls: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """The host's own work: (starts, ends) of the Python calls of :data:`OWN_WORK_MIN_US` or more, outside PyTorch's
     own files and C functions, during which no thread made a runtime call (a data pipeline, a logger; PyTorch's
     own Python is what a CUDA graph replaces)."""
-    py = h[(h["kind"] == "python").to_numpy(dtype=bool)]
+    py = h.loc[(h["kind"] == "python").to_numpy(dtype=bool), ["name", "start_us", "end_us"]]  # the columns read
     s, e = py["start_us"].to_numpy(np.float64), py["end_us"].to_numpy(np.float64)
     at = np.sort(calls["start_us"].to_numpy(np.float64))
-    ours = ~py["name"].astype(str).str.contains(_TORCH_FILE, regex=True).to_numpy(dtype=bool)
-    keep = (np.searchsorted(at, e) == np.searchsorted(at, s)) & (e - s >= OWN_WORK_MIN_US) & ours
+    keep = (np.searchsorted(at, e) == np.searchsorted(at, s)) & (e - s >= OWN_WORK_MIN_US)
+    cand = np.flatnonzero(keep)  # of those, the calls outside PyTorch's own files (the names of a few rows searched)
+    keep[cand] = ~name_matches(py["name"].iloc[cand], _TORCH_FILE)
     cs, ce = _clock_waits(py, at)
     order = np.argsort(np.concatenate([s[keep], cs]), kind="stable")
     return np.concatenate([s[keep], cs])[order], np.concatenate([e[keep], ce])[order]
@@ -367,14 +387,36 @@ def _fix_rank_skew(g: Graph, lo: float, hi: float, ctx: dict) -> None:
     """The late rank's extra host work goes (see :func:`rank_skew_cuts`): before each collective, its longest gaps
     between runtime calls since the collective before are cut by what it spent there beyond the rank that spent least."""
     hm, _ = _in(g, lo, hi)
-    for launch, (prev, cut) in ctx.get("skew_cuts", {}).items():
-        if not hm[launch]:
-            continue
-        calls = np.arange(prev + 1, launch + 1)
-        gaps = np.clip(g.h_gap[calls], 0.0, None)
-        order = np.argsort(-gaps, kind="stable")
-        before = np.concatenate([[0.0], np.cumsum(gaps[order])[:-1]])  # what the longer gaps already gave
-        g.h_gap[calls[order]] = gaps[order] - np.clip(cut - before, 0.0, gaps[order])
+    todo = [(launch, prev, cut) for launch, (prev, cut) in ctx.get("skew_cuts", {}).items() if hm[launch]]
+    if not todo:
+        return
+    launch, prev, cut = (np.array(c) for c in zip(*todo))
+    n = launch - prev  # each collective's calls since the one before: prev + 1 .. launch (the ranges are disjoint)
+    seg = np.repeat(np.arange(len(n)), n)
+    first = np.cumsum(n) - n
+    calls = np.repeat(prev + 1, n) + np.arange(len(seg)) - np.repeat(first, n)
+    gaps = np.clip(g.h_gap[calls], 0.0, None)
+    order = np.lexsort((-gaps, seg))  # each range's gaps, the longest first (stable)
+    calls, seg, gaps = calls[order], seg[order], gaps[order]
+    before = _exclusive_cumsum(gaps, np.arange(len(seg)) - np.repeat(first, n))  # what the longer gaps already gave
+    g.h_gap[calls] = gaps - np.clip(cut[seg] - before, 0.0, gaps)
+
+
+def _exclusive_cumsum(x: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """Within each run of ``x`` (``pos``: each element's place in its run, runs one after another), the sum of the
+    elements before it, added one by one as ``np.cumsum`` adds them.
+
+    Example:
+        >>> _exclusive_cumsum(np.array([3.0, 1.0, 5.0, 2.0, 4.0]), np.array([0, 1, 2, 0, 1])).tolist()
+        [0.0, 3.0, 4.0, 0.0, 2.0]
+    """
+    out = np.zeros(len(x))
+    by_pos = np.argsort(pos, kind="stable")
+    bounds = np.r_[0, np.cumsum(np.bincount(pos))]
+    for k in range(1, len(bounds) - 1):  # as many passes as the longest run is long
+        at = by_pos[bounds[k]:bounds[k + 1]]
+        out[at] = out[at - 1] + x[at - 1]
+    return out
 
 
 TRANSFORMS: dict[str, Callable[[Graph, float, float, dict], None]] = {
@@ -413,9 +455,13 @@ def context(g: Graph, steps: pd.DataFrame, sms: int | None = None, pinned: float
     names = h.loc[g.h_label, "name"]
     eager = name_matches(names, _KERNEL_LAUNCH) & ~name_matches(names, "Graph")
     alloc = name_matches(names, ALLOC)
+    ops = h[h["kind"] == "cpu_op"]
+    outer = _outermost(ops)
+    op_us = np.concatenate([e - s for s, e in outer.values()]) if outer else np.zeros(0)
     return {"waited": _waited(g, alloc), "eager_launch": eager, "alloc": alloc, "sync": name_matches(names, _SYNC),
             "call_tids": h.loc[g.h_label, "tid"].to_numpy(dtype=object),
-            "outer_ops": _outermost(h[h["kind"] == "cpu_op"]), "own_work": _own_work(h, h.loc[g.h_label]),
+            "size_ops": _outermost(ops[name_matches(ops["name"], SIZE_FROM_DATA)]),
+            "op_us": float(np.median(op_us)) if len(op_us) else 0.0, "outer_ops": outer, "own_work": _own_work(h, h.loc[g.h_label]),
             "pinned": pinned_rate(g.work, pinned), "steps": steps,
             "call_us": float(np.median(g.h_dur[~g.h_block])) if (~g.h_block).any() else 5.0, "sms": sms,
             "blocks": g.work["blocks"].to_numpy(dtype=np.float64, na_value=np.nan) if "blocks" in g.work
