@@ -207,6 +207,19 @@ def test_devices_and_limits():
         assert sim.device == 1
 
 
+def test_a_typo_on_a_stand_in_raises_what_the_real_class_raises():
+    """A name the real Stream, Event or CUDAGraph lacks is the learner's typo: the AttributeError a GPU raises, word for
+    word. A name they have and the stand-in lacks is a limit of ours."""
+    with SimGPU():
+        event, side, graph = torch.cuda.Event(), torch.cuda.Stream(), torch.cuda.CUDAGraph()
+        for obj, typo, real in ((event, "synchronise", "Event"), (side, "wait_steam", "Stream"),
+                                (graph, "replayy", "CUDAGraph")):
+            with pytest.raises(AttributeError, match=f"^'{real}' object has no attribute '{typo}'$"):
+                getattr(obj, typo)
+        with pytest.raises(SimulationLimit, match="does not cover event.ipc_handle"):
+            event.ipc_handle()
+
+
 def test_limit_messages_name_the_call():
     assert "does not cover tensor.foo" in limit_message(SimulationLimit("tensor.foo"))
     assert limit_message(ValueError("no")) is None

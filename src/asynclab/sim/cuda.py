@@ -32,6 +32,22 @@ class SimulationLimit(RuntimeError):
         super().__init__(f"the simulated GPU does not cover {call}" + (f": {instead}" if instead else ""))
 
 
+def unknown_attribute(real: type, what: str, name: str, instead: str = "") -> Exception:
+    """What reaching for ``name`` on a stand-in that lacks it raises: the real class's own AttributeError where the real
+    class lacks it too (a typo is the learner's, as on a GPU), else a :class:`SimulationLimit` (a limit of ours).
+
+    Example:
+        >>> import torch.cuda.streams
+        >>> unknown_attribute(torch.cuda.streams.Event, "event", "synchronise")
+        AttributeError("'Event' object has no attribute 'synchronise'")
+        >>> unknown_attribute(torch.cuda.streams.Event, "event", "ipc_handle")
+        SimulationLimit('the simulated GPU does not cover event.ipc_handle')
+    """
+    if not hasattr(real, name):
+        return AttributeError(f"'{real.__name__}' object has no attribute '{name}'")
+    return SimulationLimit(f"{what}.{name}", instead)
+
+
 _STACK: list["Simulation"] = []  # the running simulations: the session's (if any) first, a check's on top
 
 
@@ -194,8 +210,10 @@ class Stream:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
-        raise SimulationLimit(f"stream.{name}", "write it with wait_stream, wait_event, record_event, synchronize "
-                                                "or query")
+        import torch.cuda.streams
+
+        raise unknown_attribute(torch.cuda.streams.Stream, "stream", name, "write it with wait_stream, wait_event, "
+                                "record_event, synchronize or query")
 
     def __repr__(self) -> str:
         kind = "default stream" if self.is_default else "stream"
@@ -293,7 +311,10 @@ class Event:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
-        raise SimulationLimit(f"event.{name}", "write it with record, wait, query, synchronize or elapsed_time")
+        import torch.cuda.streams
+
+        raise unknown_attribute(torch.cuda.streams.Event, "event", name, "write it with record, wait, query, "
+                                "synchronize or elapsed_time")
 
     def __repr__(self) -> str:
         return "<simulated event>"
@@ -334,6 +355,35 @@ class device:  # noqa: N801 - the name torch.cuda uses
 
     def __exit__(self, *exc: Any) -> None:
         active().device = self._before
+
+
+class device_of(device):  # noqa: N801 - the name torch.cuda uses
+    """A stand-in for ``torch.cuda.device_of(obj)``: the GPU ``obj`` lives on is the current device inside the block;
+    for an object on the CPU, the block changes nothing (as PyTorch's).
+
+    Example:
+        >>> import torch
+        >>> from asynclab.sim.device import SimGPU
+        >>> with SimGPU(devices=2):
+        ...     y = torch.ones(4, device="cuda:1")
+        ...     with torch.cuda.device_of(y):
+        ...         inside = torch.cuda.current_device()
+        ...     with torch.cuda.device_of(torch.ones(4)):
+        ...         cpu = torch.cuda.current_device()
+        >>> inside, cpu
+        (1, 0)
+    """
+
+    def __init__(self, obj: Any) -> None:
+        self.index = obj.get_device() if obj.is_cuda else None
+
+    def __enter__(self) -> None:
+        if self.index is not None:
+            super().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.index is not None:
+            super().__exit__(*exc)
 
 
 def device_properties(sim: Any) -> Any:
@@ -378,7 +428,7 @@ def _fakes() -> dict[str, Any]:
         return real("graph")(cuda_graph, pool, stream, capture_error_mode)
 
     fakes = {
-        "Stream": Stream, "Event": Event, "StreamContext": StreamContext, "device": device,
+        "Stream": Stream, "Event": Event, "StreamContext": StreamContext, "device": device, "device_of": device_of,
         "stream": StreamContext, "set_stream": set_stream, "set_device": set_device,
         "current_stream": lambda device=None: active().current(device),
         "default_stream": lambda device=None: default_stream_of(active().index(device)),

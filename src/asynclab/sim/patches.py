@@ -23,7 +23,7 @@ __all__ = ["ACCELERATOR", "CLOCK_DEFAULTS", "CPU_CLOCKS", "FOREACH", "HOST_CACHE
            "replaced"]
 
 #: torch.cuda's names that have stand-ins on a simulated GPU.
-TORCH_CUDA = ("Stream", "Event", "StreamContext", "device", "stream", "set_stream", "set_device", "current_stream",
+TORCH_CUDA = ("Stream", "Event", "StreamContext", "device", "device_of", "stream", "set_stream", "set_device", "current_stream",
               "default_stream", "current_device", "synchronize", "_sleep", "empty_cache", "set_sync_debug_mode",
               "get_sync_debug_mode", "get_device_capability", "get_device_name", "get_device_properties", "is_bf16_supported",
               "is_available", "device_count", "memory_allocated", "max_memory_allocated", "memory_reserved",
