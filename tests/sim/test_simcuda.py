@@ -402,3 +402,48 @@ def test_a_wrong_argument_fails_as_it_does_on_a_gpu():
             side.wait_event(None)
         with pytest.raises(TypeError, match="incompatible function arguments"):
             torch.cuda.Event().record(5)
+
+
+def _reach(fn):
+    """Call ``fn`` as learner code does, from a line of this file: what it returned or raised."""
+    try:
+        return fn(), None
+    except Exception as err:  # noqa: BLE001 - every outcome is sorted below
+        return None, err
+
+
+def _fair(err: Exception | None, line: str) -> bool:
+    """What a learner gets is fair: no error, the real signature's own TypeError, or a limit of ours naming their line."""
+    if err is None or isinstance(err, TypeError) and "argument" in str(err):
+        return True
+    message = limit_message(err)
+    return message is not None and line in message
+
+
+def test_every_public_name_of_torch_cuda_is_stood_in_or_refused_with_the_learners_line():
+    """Sweep: each public function of torch.cuda, called in a simulation (with no arguments, as a first try), returns,
+    raises the TypeError its signature raises on a GPU, or is refused as a limit that names the learner's line; each
+    public name of torch.cuda's Stream and Event is on the stand-in or refused as a limit; ExternalStream is refused."""
+    import inspect
+
+    unfair = []
+    with SimGPU():
+        for name in sorted(n for n in dir(torch.cuda) if not n.startswith("_")):
+            fn = getattr(torch.cuda, name)
+            if not inspect.isfunction(fn) or name in ("lru_cache", "classproperty", "cast"):  # helpers it imports
+                continue
+            _, err = _reach(fn)
+            if not _fair(err, "return fn(), None"):
+                unfair.append(f"torch.cuda.{name}: {type(err).__name__}: {err}")
+        stand_ins = {torch.cuda.streams.Stream: torch.cuda.Stream(), torch.cuda.streams.Event: torch.cuda.Event()}
+        for real, obj in stand_ins.items():
+            for name in sorted(n for n in dir(real) if not n.startswith("_")):
+                _, err = _reach(lambda: getattr(obj, name))
+                if err is not None and not isinstance(err, SimulationLimit):
+                    unfair.append(f"{real.__name__}.{name}: {type(err).__name__}: {err}")
+        if not torch.cuda.is_available():
+            _, err = _reach(lambda: torch.cuda.ExternalStream(0))
+            if not _fair(err, "_reach(lambda: torch.cuda.ExternalStream(0))"):
+                unfair.append(f"ExternalStream(0): {type(err).__name__}: {err}")
+    assert not unfair, "\n".join(unfair)
+    assert "device_of" in dir(torch.cuda) and "Stream" in dir(torch.cuda)  # the sweep saw the names it must

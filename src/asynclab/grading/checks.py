@@ -1,6 +1,7 @@
 """Lesson claims checked on the data shown (strict on references), and exercise answer checks."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -213,7 +214,15 @@ def check(name: str, *answer, **kwargs) -> Verdict:
     except TypeError:
         params = ", ".join(inspect.signature(fn).parameters)
         return Verdict(False, f"this check takes ({params}); see the exercise text.")
+    from asynclab.grading import compiled
     from asynclab.sim.patches import answer_clocks
 
-    with answer_clocks((*answer, *kwargs.values())):  # clocks the answer bound early read the check's time
-        return fn(*answer, **kwargs)
+    given = (*answer, *kwargs.values())
+    is_compiled = compiled.compiled_in(given)
+    if is_compiled and compiled.too_old():
+        return Verdict(False, f"{compiled.too_old()}.", judged=False)
+    with answer_clocks(given), compiled.eager_compile():  # clocks the answer bound early read the check's time
+        verdict = fn(*answer, **kwargs)
+    if is_compiled and verdict.judged:
+        verdict = dataclasses.replace(verdict, message=f"{verdict.message.rstrip()} ({compiled.EAGER_NOTE}.)")
+    return verdict

@@ -705,6 +705,16 @@ class Simulation:
             self._ended[thread] = self._hosts.pop(here)
             self._slept.pop(here, None)
 
+    def handed_from(self) -> float | None:
+        """The calling thread's time, where it is part of the host program the check runs (else None): what it hands
+        another thread (a queue's item, a future's result) leaves at this time."""
+        return self._hosts[threading.get_ident()] if threading.get_ident() in self._hosts else None
+
+    def handed_to(self, t: float) -> None:
+        """The calling thread received what another handed over at ``t``: it goes on no earlier."""
+        if threading.get_ident() in self._hosts:
+            self.host = max(self.host, t)
+
     def joined(self, thread: threading.Thread) -> None:
         """The calling thread joined ``thread``: it has waited until ``thread`` ended."""
         if thread in self._ended and not thread.is_alive():
@@ -819,13 +829,16 @@ class Simulation:
         self.index(device)
 
     def sleep(self, seconds: float) -> None:
-        """``time.sleep`` in learner code during a check: the host's time moves on, and the GPU's work with it. A
-        notebook kernel's own daemon thread really sleeps: it is not the host program the check runs."""
+        """``time.sleep`` in learner code during a check: the host's time moves on, and the GPU's work with it. The
+        other threads that run get to this time first (see :meth:`await_others`), so a loop that polls what another
+        thread sets sees it from the sleep in which, in its time, it was set. A notebook kernel's own daemon thread
+        really sleeps: it is not the host program the check runs."""
         if not self._simulated_thread() and getattr(self, "_patches", None):
             self._patches[0].originals["sleep"](seconds)
             return
         self.slept += max(0.0, float(seconds)) * 1e3
         self.host += max(0.0, float(seconds)) * 1e3
+        self.await_others()
 
     def now(self) -> float:
         """The host's time, in ms."""

@@ -25,7 +25,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from asynclab.sim import methods  # noqa: F401 - registers the tensor methods a simulated GPU tensor runs
-from asynclab.sim import graphs, patches
+from asynclab.sim import graphs, handoffs, patches
 from asynclab.sim.cuda import Simulation, SimulationLimit, Stream
 from asynclab.sim.figures import card_figures, rates
 from asynclab.sim.hostmem import PinnedMemory
@@ -716,7 +716,8 @@ class SimGPU(Simulation):
         # parameters on the simulated GPU, as it does for a GPU's (it checks a parameter's type and groups by device)
         self._installed = [patches.install("threading.Thread", _threads(threading.Thread.run, threading.Thread.join)),
                            patches.install("threading.Condition", _signals(threading.Condition.notify,
-                                                                           threading.Condition.wait))]
+                                                                           threading.Condition.wait)),
+                           *handoffs.install()]
         here = {"_group_tensors_by_device_and_dtype": _grouped, "_host_emptyCache": self.pinned.empty_cache}
         for path, names in {**patches.FOREACH, **patches.HOST_CACHE}.items():  # and clip_grad_norm_'s foreach kernels,
             owner = patches.owner_of(path)  # the caching host allocator's cache; each where this PyTorch has it

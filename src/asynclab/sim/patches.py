@@ -53,6 +53,11 @@ FOREACH = {"torch.optim.optimizer": ("_foreach_supported_types", "_group_tensors
            "torch.nn.utils.clip_grad": ("_group_tensors_by_device_and_dtype",)}
 #: The caching host allocator's cache, given back to the driver (PyTorch 2.5 and later): a simulated process's own.
 HOST_CACHE = {"torch._C": ("_host_emptyCache",)}
+#: Where Python hands a result from one thread to another besides a Condition and a join (see asynclab.sim.handoffs):
+#: the item or the result carries the sender's time to the receiver.
+HANDOFFS = {"queue.Queue": ("put", "get"), "queue": ("SimpleQueue",),
+            "concurrent.futures.Future": ("set_result", "set_exception", "result", "exception"),
+            "asyncio.BaseEventLoop": ("call_soon_threadsafe",), "selectors.DefaultSelector": ("select",)}
 #: Everything that is ever patched: owner (its import path) -> the names replaced on it. Besides these, a check
 #: points the names of ``time``'s functions that an answer bound before it ran (``from time import perf_counter``,
 #: a default argument, ``functools.partial``) at the ``time`` module's own (:func:`answer_clocks`).
@@ -64,6 +69,7 @@ TABLE: dict[str, tuple[str, ...]] = {
     **{path: ("__defaults__",) for path in CLOCK_DEFAULTS},
     "threading.Thread": ("run", "join"),
     "threading.Condition": ("notify", "wait"),
+    **HANDOFFS,
     **{path: ("synchronize",) for path in WAITS[1:]},
     "torch.accelerator": ACCELERATOR,
     **FOREACH,
