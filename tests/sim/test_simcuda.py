@@ -385,9 +385,9 @@ def test_a_thread_woken_by_a_notify_holds_the_others_back_before_it_runs():
         ready.wait()
         time.sleep(0.05)  # the check's thread moves 50 ms on; the waiter's clock stays where it started
         with cond:  # the waiter cannot return from its wait while this thread holds the lock
-            assert gpu.horizon == pytest.approx(gpu.host)
+            assert gpu.threads.horizon == pytest.approx(gpu.host)
             cond.notify()
-            assert gpu.horizon < gpu.host - 40.0
+            assert gpu.threads.horizon < gpu.host - 40.0
         worker.join()
 
 

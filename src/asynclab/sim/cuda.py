@@ -12,7 +12,6 @@ belongs to.
 """
 from __future__ import annotations
 
-import _thread
 import contextlib
 import linecache
 import os
@@ -22,6 +21,7 @@ from typing import Any, Iterator
 
 from asynclab.sim import patches
 from asynclab.sim.figures import card_figures, rates
+from asynclab.sim.hostthreads import HostThreads
 
 
 class SimulationLimit(RuntimeError):
@@ -606,13 +606,8 @@ class Simulation:
 
     def __init__(self) -> None:
         self._watchers: list[Any] = []  # called whenever the host's time moves on (see watch_host)
-        self._owner = threading.get_ident()  # the thread that runs the check; its threads get clocks of their own
-        self._hosts: dict[int, float] = {self._owner: 0.0}  # each host thread's time, in ms
-        self._slept: dict[int, float] = {self._owner: 0.0}  # how long each has slept (its CPU-time clocks stood still)
-        self._ended: dict[threading.Thread, float] = {}  # when each thread started in the simulation ended
-        self._blocked: set[int] = set()  # threads blocked in a join or a wait: their clocks hold no one back
-        self._waiting: dict[Any, list[int]] = {}  # a condition -> the threads waiting on it, in the order they came
-        self._signals: dict[Any, float] = {}  # the latest time each condition was signalled at (see signalled)
+        #: the host program's threads and their clocks (a thread started in the check keeps its own)
+        self.threads = HostThreads(on_move=self._moved)
         self._ready: dict[Stream, float] = {}
         self._recorded: dict[Event, float] = {}
         self.capture: list[tuple] | None = None  # while a CUDA graph is captured: its stream calls and work, in order
@@ -620,124 +615,19 @@ class Simulation:
         self.sync_debug_mode = 0
         self.timer_reads = 0  # how often learner code read a host clock or an event's elapsed time
 
-    def _thread(self) -> int:
-        """The host thread whose clock the calling thread reads: its own if it started in this simulation, else the
-        check's (a thread from before the check shares the check's clock)."""
-        here = threading.get_ident()
-        return here if here in self._hosts else self._owner
-
     @property
     def host(self) -> float:
         """The calling host thread's logical time, in ms: the simulations move it on as the thread launches, waits
-        and sleeps. Each thread started during the simulation keeps a clock of its own, as threads run side by side:
-        one that waits does not hold up the others (it catches up with them only when joined)."""
-        return self._hosts[self._thread()]
+        and sleeps. Each thread started during the simulation keeps a clock of its own (see :attr:`threads`)."""
+        return self.threads.now
 
     @host.setter
     def host(self, t: float) -> None:
-        self._hosts[self._thread()] = t
+        self.threads.now = t
+
+    def _moved(self) -> None:
         for watcher in self._watchers:
             watcher()
-
-    @property
-    def horizon(self) -> float:
-        """How far the GPU's work may have happened, in ms: the earliest clock of the host threads that run now (the
-        caller's included; one blocked in a join or a wait is left out). A thread that waits for a copy does not
-        make it land for another thread that reads the memory earlier in its own time."""
-        here = self._thread()
-        running = [t for i, t in list(self._hosts.items()) if i == here or i not in self._blocked]
-        return min(running)
-
-    #: Real seconds a thread that waits for the others' time to catch up gives them without any moving on, before it
-    #: goes ahead (one stuck outside the simulation's view, as in a lock's ``acquire``, must not hold it forever).
-    STALL_S = 0.25
-
-    def await_others(self) -> None:
-        """The calling thread's clock moved past those of other threads that run (it waited for the GPU): as threads
-        run side by side, give those the real time to reach its time first, so what they do earlier in their time
-        (read memory that a copy has not yet reached) happens before what this one does next."""
-        if len(self._hosts) < 2:
-            return
-        here, pause = self._thread(), _thread.allocate_lock()
-        pause.acquire()
-        last, still = None, 0.0
-        while still < self.STALL_S:
-            mine = self._hosts.get(here, self.host)
-            behind = {i: t for i, t in dict(self._hosts).items() if i != here and i not in self._blocked and t < mine}
-            if not behind:
-                return
-            last, still = behind, (still + 0.001 if behind == last else 0.0)
-            pause.acquire(timeout=0.001)
-
-    @contextlib.contextmanager
-    def blocked(self, cond: Any = None) -> Iterator[None]:
-        """The calling thread is blocked (in a join, or a wait on ``cond``) meanwhile: other threads' GPU time is not
-        held back by its clock, until it returns or a ``notify`` of ``cond`` wakes it."""
-        here = threading.get_ident()
-        self._blocked.add(here)
-        waiters = self._waiting.setdefault(cond, []) if cond is not None else []
-        waiters.append(here)
-        try:
-            yield
-        finally:
-            self._blocked.discard(here)
-            if here in waiters:
-                waiters.remove(here)
-
-    @property
-    def slept(self) -> float:
-        """How long the calling host thread has slept, in ms (its CPU-time clocks stood still meanwhile)."""
-        return self._slept[self._thread()]
-
-    @slept.setter
-    def slept(self, ms: float) -> None:
-        self._slept[self._thread()] = ms
-
-    def thread_started(self) -> None:
-        """The calling thread was just started by the check's code: its clock starts at the check's time."""
-        here = threading.get_ident()
-        self._hosts[here], self._slept[here] = self._hosts[self._owner], 0.0
-
-    def thread_ended(self, thread: threading.Thread) -> None:
-        """``thread`` (the calling one) is done: keep when it ended, for a ``join``, and free its clock."""
-        here = threading.get_ident()
-        if here != self._owner and here in self._hosts:
-            self._ended[thread] = self._hosts.pop(here)
-            self._slept.pop(here, None)
-
-    def handed_from(self) -> float | None:
-        """The calling thread's time, where it is part of the host program the check runs (else None): what it hands
-        another thread (a queue's item, a future's result) leaves at this time."""
-        return self._hosts[threading.get_ident()] if threading.get_ident() in self._hosts else None
-
-    def handed_to(self, t: float) -> None:
-        """The calling thread received what another handed over at ``t``: it goes on no earlier."""
-        if threading.get_ident() in self._hosts:
-            self.host = max(self.host, t)
-
-    def joined(self, thread: threading.Thread) -> None:
-        """The calling thread joined ``thread``: it has waited until ``thread`` ended."""
-        if thread in self._ended and not thread.is_alive():
-            self.host = max(self.host, self._ended[thread])
-
-    def signalled(self, cond: Any, n: int = 1) -> None:
-        """The calling thread signals ``cond`` now (a ``notify`` of ``n``): whoever it wakes goes on from this time,
-        and runs from now on, before the operating system gets to it (a thread just woken must hold back what other
-        threads' GPU work may have done by its time)."""
-        for woken in list(self._waiting.get(cond, []))[:n]:
-            self._blocked.discard(woken)
-        if threading.get_ident() in self._hosts:  # (never current_thread(): a thread starting up signals too)
-            self._signals[cond] = max(self._signals.get(cond, 0.0), self.host)
-
-    def woken(self, cond: Any) -> None:
-        """The calling thread was woken from a wait on ``cond``: it catches up with the time it was signalled at."""
-        if threading.get_ident() in self._hosts and cond in self._signals:
-            self.host = max(self.host, self._signals[cond])
-
-    def _simulated_thread(self) -> bool:
-        """Whether the calling thread is part of the host program the check runs (the check's thread, one it
-        started, or a non-daemon thread): a notebook kernel's own daemon threads are not, and keep real time."""
-        return threading.get_ident() in self._hosts or not threading.current_thread().daemon
 
     def watch_host(self, watcher: Any) -> None:
         """Call ``watcher()`` whenever the host's time moves on (a host array that shows copies as they land)."""
@@ -774,7 +664,7 @@ class Simulation:
         start, whole = first - self._host_clock(cpu) * per_ms, isinstance(first, int)
 
         def read() -> Any:
-            if not self._simulated_thread() or self not in _STACK:
+            if not self.threads.simulated() or self not in _STACK:
                 return real()
             self.host += self.CLOCK_READ_MS
             self.timer_read("clock", self.host)
@@ -809,7 +699,7 @@ class Simulation:
         self.timer_reads += 1
 
     def _host_clock(self, cpu: bool) -> float:
-        return self.host - (self.slept if cpu else 0.0)
+        return self.host - (self.threads.slept if cpu else 0.0)
 
     def spin(self, cycles: int) -> None:
         """``torch.cuda._sleep``: only a simulation that runs kernels can spin one."""
@@ -830,15 +720,15 @@ class Simulation:
 
     def sleep(self, seconds: float) -> None:
         """``time.sleep`` in learner code during a check: the host's time moves on, and the GPU's work with it. The
-        other threads that run get to this time first (see :meth:`await_others`), so a loop that polls what another
-        thread sets sees it from the sleep in which, in its time, it was set. A notebook kernel's own daemon thread
-        really sleeps: it is not the host program the check runs."""
-        if not self._simulated_thread() and getattr(self, "_patches", None):
+        other threads that run get to this time first (:meth:`HostThreads.await_others`), so a loop that polls what
+        another thread sets sees it from the sleep in which, in its time, it was set. A notebook kernel's own daemon
+        thread really sleeps: it is not the host program the check runs."""
+        if not self.threads.simulated() and getattr(self, "_patches", None):
             self._patches[0].originals["sleep"](seconds)
             return
-        self.slept += max(0.0, float(seconds)) * 1e3
+        self.threads.slept += max(0.0, float(seconds)) * 1e3
         self.host += max(0.0, float(seconds)) * 1e3
-        self.await_others()
+        self.threads.await_others()
 
     def now(self) -> float:
         """The host's time, in ms."""
@@ -847,7 +737,7 @@ class Simulation:
     def wait_until(self, t: float, sleep: bool = False) -> None:
         """The host waits until ``t`` (``sleep``: asleep, using no CPU time, as on a blocking event)."""
         if sleep:
-            self.slept += max(0.0, t - self.host)
+            self.threads.slept += max(0.0, t - self.host)
         self.host = max(self.host, t)
 
     def host_sync(self, call: str, t: float, sleep: bool = False) -> None:

@@ -123,20 +123,20 @@ def _threads(run: Callable, join: Callable) -> dict[str, Callable]:
         gpu = gpu_of(required=False)
         if gpu is None:
             return run(thread)
-        gpu.thread_started()
+        gpu.threads.started()
         try:
             with _Placement(gpu):
                 return run(thread)
         finally:
-            gpu.thread_ended(thread)
+            gpu.threads.ended(thread)
 
     def timed_join(thread: threading.Thread, timeout: float | None = None) -> None:
         gpu = gpu_of(required=False)
         if gpu is None:
             return join(thread, timeout)
-        with gpu.blocked():
+        with gpu.threads.blocked():
             join(thread, timeout)
-        gpu.joined(thread)
+        gpu.threads.joined(thread)
     return {"run": placed_run, "join": timed_join}
 
 
@@ -146,17 +146,17 @@ def _signals(notify: Callable, wait: Callable) -> dict[str, Callable]:
     def timed_notify(cond: threading.Condition, n: int = 1) -> None:
         gpu = gpu_of(required=False)
         if gpu is not None:
-            gpu.signalled(cond, n)
+            gpu.threads.signalled(cond, n)
         notify(cond, n)
 
     def timed_wait(cond: threading.Condition, timeout: float | None = None) -> bool:
         gpu = gpu_of(required=False)
         if gpu is None:
             return wait(cond, timeout)
-        with gpu.blocked(cond):
+        with gpu.threads.blocked(cond):
             woken = wait(cond, timeout)
         if woken:
-            gpu.woken(cond)
+            gpu.threads.woken(cond)
         return woken
     return {"notify": timed_notify, "wait": timed_wait}
 
@@ -270,7 +270,7 @@ class SimGPU(Simulation):
         self._busy = True
         try:
             with torch.inference_mode(False):  # the GPU's work, whatever mode the host is in when it happens
-                while self._queue and self._queue[0][0] <= (self.horizon if upto is None else upto):
+                while self._queue and self._queue[0][0] <= (self.threads.horizon if upto is None else upto):
                     heapq.heappop(self._queue)[-1]()
         finally:
             self._busy = False
@@ -327,7 +327,7 @@ class SimGPU(Simulation):
         if self.capture is not None:
             raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
         super().wait_until(t, sleep)
-        self.await_others()
+        self.threads.await_others()
         self.catch_up(self.host)
         if self.failed:
             what = self.failed.pop(0)
@@ -463,7 +463,7 @@ class SimGPU(Simulation):
             >>> gpu.on_sms(0, 10.0, 1.0, 0.5), gpu.on_sms(0, 10.0, 1.0, 0.25)  # room for both: side by side
             ((10.0, 11.0), (10.0, 11.0))
         """
-        past = min(ready, self.horizon)
+        past = min(ready, self.threads.horizon)
         stretches = [k for k in self._on_sms.get(device, ()) if k.end > past]
         self._on_sms[device] = stretches
         later = [k for k in stretches if k.end > ready and k.holds_from(ready, priority)]

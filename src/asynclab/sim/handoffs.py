@@ -1,6 +1,6 @@
 """Hand-offs between host threads in a simulation: what one thread passes another carries the sender's time.
 
-A simulated host thread keeps a clock of its own (see :class:`asynclab.sim.cuda.Simulation`). When it hands a
+A simulated host thread keeps a clock of its own (see :mod:`asynclab.sim.hostthreads`). When it hands a
 result to another thread, the receiver goes on no earlier than the sender's time at the hand-off, as on a real
 machine. Python hands results across threads in many ways; each stand-in here covers one:
 
@@ -46,14 +46,14 @@ _LOCK = threading.Lock()
 def _sent() -> float | None:
     """The calling thread's time, where it is part of the simulated host program; else None."""
     gpu = gpu_of(required=False)
-    return gpu.handed_from() if gpu is not None else None
+    return gpu.threads.handed_from() if gpu is not None else None
 
 
 def _received(t: float | None) -> None:
     """The calling thread received what another handed over at ``t``: it goes on no earlier."""
     gpu = gpu_of(required=False)
     if gpu is not None and t is not None:
-        gpu.handed_to(t)
+        gpu.threads.handed_to(t)
 
 
 class _Times:
@@ -108,7 +108,7 @@ def _simple_queue(base: type) -> type:
             gpu = gpu_of(required=False)
             if gpu is None:
                 return super().get(block, timeout)
-            with gpu.blocked():
+            with gpu.threads.blocked():
                 item = super().get(block, timeout)
             _received(times.take(self))
             return item
@@ -171,7 +171,7 @@ def _selector(select: Callable) -> dict[str, Callable]:
         gpu = gpu_of(required=False)
         if gpu is None or timeout is not None and timeout <= 0:
             return select(selector, timeout)
-        with gpu.blocked():
+        with gpu.threads.blocked():
             return select(selector, timeout)
     return {"select": blocked_select}
 

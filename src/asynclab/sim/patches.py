@@ -55,7 +55,7 @@ FOREACH = {"torch.optim.optimizer": ("_foreach_supported_types", "_group_tensors
 HOST_CACHE = {"torch._C": ("_host_emptyCache",)}
 #: Where Python hands a result from one thread to another besides a Condition and a join (see asynclab.sim.handoffs):
 #: the item or the result carries the sender's time to the receiver.
-HANDOFFS = {"queue.Queue": ("put", "get"), "queue": ("SimpleQueue",),
+THREAD_HANDOFFS = {"queue.Queue": ("put", "get"), "queue": ("SimpleQueue",),
             "concurrent.futures.Future": ("set_result", "set_exception", "result", "exception"),
             "asyncio.BaseEventLoop": ("call_soon_threadsafe",), "selectors.DefaultSelector": ("select",)}
 #: Everything that is ever patched: owner (its import path) -> the names replaced on it. Besides these, a check
@@ -69,7 +69,7 @@ TABLE: dict[str, tuple[str, ...]] = {
     **{path: ("__defaults__",) for path in CLOCK_DEFAULTS},
     "threading.Thread": ("run", "join"),
     "threading.Condition": ("notify", "wait"),
-    **HANDOFFS,
+    **THREAD_HANDOFFS,
     **{path: ("synchronize",) for path in WAITS[1:]},
     "torch.accelerator": ACCELERATOR,
     **FOREACH,
