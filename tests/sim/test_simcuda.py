@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import asynclab as al
-from asynclab.sim.cuda import Simulation, SimulationLimit, device_index, limit_message
+from asynclab.sim.cuda import Simulation, device_index
+from asynclab.sim.limits import SimulationLimit, limit_message
 from asynclab.sim.device import SimGPU
 
 no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="the stand-ins stand in only without a GPU")
@@ -63,11 +64,12 @@ def test_a_two_gpu_lesson_on_a_machine_with_one_gpu():
         import torch
         torch.cuda.is_available, torch.cuda.device_count = (lambda: True), (lambda: 1)  # a machine with one GPU
         import asynclab as al
-        from asynclab.sim.cuda import SimulationLimit, limit_message, stand_in_for_cuda
+        from asynclab.sim.cuda import gpus_here, stand_in_for_cuda
+        from asynclab.sim.limits import SimulationLimit, limit_message
         print("one-GPU lesson:", stand_in_for_cuda(1))
         print("two-GPU lesson:", stand_in_for_cuda(2))
         print("outside a check:", torch.cuda.is_available(), torch.cuda.device_count())
-        print(limit_message(SimulationLimit("torch.cuda.memory_allocated()")))
+        print(limit_message(SimulationLimit("torch.cuda.memory_allocated()"), gpus_here()))
         check = al.check
         al.check = lambda *args: print(check(*args).right, check(*args).message)
     """) + solution

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 import asynclab as al
-from asynclab.sim.cuda import SimulationLimit
+from asynclab.sim.limits import SimulationLimit
 from asynclab.sim.figures import card_figures, check_figures
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -54,13 +54,14 @@ def raised(err: BaseException) -> Verdict:
     Example:
         >>> print(raised(ZeroDivisionError("division by zero")))
         Not yet: your function raised ZeroDivisionError: division by zero
-        >>> from asynclab.sim.cuda import SimulationLimit
+        >>> from asynclab.sim.limits import SimulationLimit
         >>> print(raised(SimulationLimit("tensor.pin_memory()")))  # doctest: +ELLIPSIS
         Not judged here: the simulated GPU does not cover tensor.pin_memory(). This machine has ..., so the check ...
     """
-    from asynclab.sim.cuda import limit_message
+    from asynclab.sim.cuda import gpus_here
+    from asynclab.sim.limits import limit_message
 
-    limit = limit_message(err)
+    limit = limit_message(err, gpus_here())
     if limit is not None:
         return Verdict(False, limit, judged=False)
     return Verdict(False, f"your function raised {type(err).__name__}: {err}")
@@ -101,7 +102,7 @@ def not_judged(call: str, instead: str = "") -> Verdict:
         >>> print(not_judged("a clock bound before the check"))  # doctest: +ELLIPSIS
         Not judged here: the simulated GPU does not cover a clock bound before the check. This machine has ...
     """
-    from asynclab.sim.cuda import SimulationLimit
+    from asynclab.sim.limits import SimulationLimit
 
     return raised(SimulationLimit(call, instead))
 
