@@ -101,7 +101,7 @@ class _Placement(TorchFunctionMode):
             made = self.gpu.made(out, self.gpu.index(device), name)  # torch.tensor: host data, a blocking copy
             return made.requires_grad_() if out.requires_grad else made  # (a no-op where autograd does not run)
         out = func(*args, **kwargs)
-        if not on_gpu:
+        if not on_gpu and not self.gpu.gpu_working:  # the GPU's own work computing its values is no host work
             self.gpu.host_work(name, args, out)
         return self.gpu.pin(out) if pinned and isinstance(out, torch.Tensor) else out
 
@@ -275,6 +275,18 @@ class SimGPU(Simulation):
                     heapq.heappop(self._queue)[-1]()
         finally:
             self._busy = False
+
+    @property
+    def gpu_working(self) -> bool:
+        """Whether the GPU's work is happening now (:meth:`catch_up`): the operators its kernels run to compute their
+        values are the GPU's, never the host's tensor work, whatever the host called that let them happen (a
+        ``synchronize``, a CUDA graph's ``replay``, a read of a clock).
+
+        Example:
+            >>> SimGPU().gpu_working
+            False
+        """
+        return self._busy
 
     def cuda_graph(self, keep_graph: bool = False) -> graphs.CUDAGraph:
         """``torch.cuda.CUDAGraph()`` on this simulated GPU."""
