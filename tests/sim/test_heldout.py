@@ -20,11 +20,6 @@ MISSES = {
                              "small fp32 product as two or three kernels (split-K and its reduction, a scaling) of 1 "
                              "to 7 us on an H200, where the model prices one kernel at the card's 2 us floor for "
                              "products: predicted 0.41 ms, measured 0.89",
-    ("print_loss", "bad"): "a host-bound step: the host's figures are the references' host's (14.8 us an operator from "
-                           "Python), and the H200's host ran these steps more slowly and less evenly (1.54 to 1.85 ms "
-                           "in three runs; the fixed step 1.45 to 1.86)",
-    ("numpy_metric", "bad"): "a host-bound step, as print_loss: the references' host's figures, on a host that ran "
-                             "it at 1.77 to 1.94 ms",
 }
 
 

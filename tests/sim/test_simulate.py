@@ -743,3 +743,26 @@ def test_computing_the_gpus_values_costs_the_host_nothing(graph):
     operators = 61 * 0.0148  # ms: the host's time for 61 operators from Python (host_op_us + launch_us)
     spin = 4_000_000 / card_figures("H100")["spin_cycles_per_ms"]
     assert timed[0] < spin + 0.5 * operators, timed  # the GPU's time: 60 kernels of 16 MiB after the spin
+
+
+def test_a_convolution_costs_the_host_its_librarys_time_where_the_card_measured_it():
+    """cuDNN plans a convolution and a batch norm on the host before launching them: an H200's host took 55 and 51 µs
+    (scaled to the references' host), four and five times an operator's; the H100's card has no such figure and
+    prices them as a matrix product and an operator."""
+    import time
+
+    def step():
+        x = torch.randn(8, 64, 16, 16, device="cuda", requires_grad=True)
+        conv, norm = nn.Conv2d(64, 64, 3, padding=1).cuda(), nn.BatchNorm2d(64).cuda()
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        norm(conv(x)).sum().backward()
+        return (time.perf_counter() - start) * 1e3
+
+    h200 = card_figures("H200")["host_library_us"]
+    assert set(h200) == {"convolution", "convolution_backward", "native_batch_norm", "native_batch_norm_backward"}
+    assert "host_library_us" not in card_figures("H100")
+    timed = {card: al.simulate(step, card=card, values=False).meta["simulated"]["returned"] for card in ("H100", "H200")}
+    assert timed["H200"] - timed["H100"] > 0.8 * sum(h200.values()) / 1e3 - 0.1, timed  # ms: the library's, not an op's
+    with pytest.raises(ValueError, match="host_library_us must give positive numbers"):
+        check_figures({**card_figures("H200"), "host_library_us": {"convolution": -1.0}})
