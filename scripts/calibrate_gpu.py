@@ -38,7 +38,9 @@ MEASURED = ("memory_gbps", "matmul_tflops.fp32", "matmul_tflops.tf32", "matmul_t
             "shared_memory_kib", "l2_cache_mb", "peer_copy_us", "autograd_record_us", "autograd_node_us",
             "optimizer_param_us.SGD", "optimizer_param_us.Adam", "optimizer_param_us.AdamW",
             "optimizer_step_us.SGD", "optimizer_step_us.Adam", "optimizer_step_us.AdamW", "backward_call_us", "host_alloc_us",
-            "host_alloc_gbps", *(f"matmul_tflops_by_side.{dtype}" for dtype in ("fp32", "tf32", "bf16", "fp16")))
+            "host_alloc_gbps", *(f"matmul_tflops_by_side.{dtype}" for dtype in ("fp32", "tf32", "bf16", "fp16")),
+            *(f"host_library_us.{name}" for name in ("convolution", "convolution_backward", "native_batch_norm",
+                                                    "native_batch_norm_backward")))
 #: The optimizers whose Python per parameter is measured (SGD with momentum, as training runs it).
 OPTIMIZERS = {"SGD": {"lr": 1e-3, "momentum": 0.9}, "Adam": {"lr": 1e-3}, "AdamW": {"lr": 1e-3}}
 
@@ -202,6 +204,54 @@ def measure_host_python(op_us: float, ref_op_us: float) -> dict[str, Any]:
         out["optimizer_param_us"][name] = max(0.1, slope - sim_slope)
         out["optimizer_step_us"][name] = max(0.1, fixed - sim_fixed)
     return out
+
+
+#: The operators whose library does host-side work first (cuDNN: plans, heuristics, layouts), by the name the
+#: simulation sees: each on a small bf16 image batch, so that the GPU stays far behind the host.
+LIBRARY_OPERATORS = ("convolution", "convolution_backward", "native_batch_norm", "native_batch_norm_backward")
+
+
+def measure_host_library(op_us: float, ref_op_us: float, launch_us: float) -> dict[str, Any]:
+    """The host's time per call of each of :data:`LIBRARY_OPERATORS` from Python (a 3 x 3 convolution of 64 channels
+    and a batch norm in training mode, on 8 bf16 images of 16 x 16, their weights requiring grad as a model's do), as
+    a ratio to an operator's (``op_us``, in the same run) scaled to the references' host (an operator ``ref_op_us``),
+    less the references' ``launch_us``. A backward operator's time is its backward call's less that of a multiply by
+    a one-number weight (two leaves as well; its backward runs three operators), plus three operators': the engine's
+    time is autograd's figures'."""
+    import torch
+    import torch.nn.functional as F
+
+    x = torch.randn(8, 64, 16, 16, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    w = torch.randn(64, 64, 3, 3, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    mean, var = torch.zeros(64, device="cuda"), torch.ones(64, device="cuda")
+    scale = torch.ones(64, device="cuda", requires_grad=True)  # a model's, in float32 (as under autocast)
+    shift = torch.zeros(64, device="cuda", requires_grad=True)
+    k = torch.ones(1, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    forward = {"convolution": lambda: F.conv2d(x, w, padding=1),
+               "native_batch_norm": lambda: F.batch_norm(x, mean, var, scale, shift, training=True)}
+    with torch.no_grad():
+        total = {name: _host_us(fn, n=500) for name, fn in forward.items()}
+    plain = _backward_call_us(lambda: x * k)
+    for name, fn in forward.items():
+        total[f"{name}_backward"] = _backward_call_us(fn) - plain + 3 * op_us
+    return {"host_library_us": {name: max(0.1, total[name] / op_us * ref_op_us - launch_us)
+                                for name in LIBRARY_OPERATORS}}
+
+
+def _backward_call_us(forward: Callable[[], Any]) -> float:
+    """The median host time (µs) of 25 backward calls through ``forward()`` (one operator on leaves), after two."""
+    import torch
+
+    times = []
+    for _ in range(27):
+        y = forward()
+        grad = torch.ones_like(y)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        torch.autograd.backward(y, grad)
+        times.append((time.perf_counter() - t0) * 1e6)
+    torch.cuda.synchronize()
+    return statistics.median(times[2:])
 
 
 def _host_timer() -> Callable[[], float]:
@@ -582,7 +632,9 @@ def main(argv: list[str] | None = None) -> int:
     meta = meta_of()
     measured = measure_compute()
     old = card_figures(args.card)
-    measured.update(measure_host_python(measured.pop("op_total_us"), old["host_op_us"] + old["launch_us"]))
+    op_us, ref_op_us = measured.pop("op_total_us"), old["host_op_us"] + old["launch_us"]
+    measured.update(measure_host_python(op_us, ref_op_us))
+    measured.update(measure_host_library(op_us, ref_op_us, old["launch_us"]))
     measured["copy_gbps"] = measure_copies()
     measured.update(measure_copy_latency())
     measured.update(measure_allocator())

@@ -216,6 +216,9 @@ def on_this_torch(answer: Answer) -> Answer | str:
     if ".as_subclass(" in answer.code and torch.__version__ < "2.4":
         return (f"PyTorch {torch.__version__} makes a new tensor type of a simulated GPU tensor without asking it "
                 "(as_subclass), so the simulated GPU cannot keep it: the check says it cannot judge this here")
+    if "torch.compile" in answer.code and not hasattr(torch.compiler, "set_stance"):
+        return (f"PyTorch {torch.__version__} cannot run a compiled function as the Python it compiles "
+                "(torch.compiler.set_stance, 2.6 and later): the check says it cannot judge this here")
     pins = ('to("cpu", non_blocking=True)', "pin_memory=True", ".pin_memory()")
     if answer.exercise in ("01.no_sync_loop", "08.quiet_logger") and any(p in answer.code for p in pins) \
             and torch.__version__ < "2.4":  # these two checks count host reads under a dispatch mode

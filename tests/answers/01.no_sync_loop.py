@@ -826,3 +826,33 @@ def fast_loop(losses):
     return host.sum().item()
 
 al.check("01.no_sync_loop", fast_loop)
+
+# %% right: the running sum in a torch.compile'd function, read once with .item() after it
+@torch.compile
+def running_total(losses):
+    total = torch.zeros((), device=losses[0].device)
+    for loss in losses:
+        total = total + loss
+    return total
+
+def fast_loop(losses):
+    return running_total(losses).item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% right: the whole loop decorated with @torch.compile, one .item() at its end
+@torch.compile
+def fast_loop(losses):
+    return torch.stack(losses).sum().item()
+
+al.check("01.no_sync_loop", fast_loop)
+
+# %% wrong "50 host reads": torch.compile'd, but each step's loss read with float() inside the loop
+@torch.compile
+def fast_loop(losses):
+    total = 0.0
+    for loss in losses:
+        total += float(loss)
+    return total
+
+al.check("01.no_sync_loop", fast_loop)

@@ -1244,3 +1244,218 @@ def my_time_ms(fn):
     return m.median * 1e3
 
 al.check("02.event_timer", my_time_ms)
+
+# %% right: asyncio.run, fn() then await asyncio.to_thread(torch.cuda.synchronize), wall clock around it
+import asyncio
+
+def my_time_ms(fn):
+    async def timed():
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        await asyncio.to_thread(torch.cuda.synchronize)
+        return (time.perf_counter() - t0) * 1e3
+    return asyncio.run(timed())
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: loop.run_in_executor(None, ...) waits on end.synchronize() of two CUDA events
+import asyncio
+
+def my_time_ms(fn):
+    async def timed():
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, end.synchronize)
+        return start.elapsed_time(end)
+    return asyncio.run(timed())
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: asyncio Future set from a worker thread with loop.call_soon_threadsafe after it synchronizes
+import asyncio
+import threading
+
+def my_time_ms(fn):
+    async def timed():
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        def waiter():
+            torch.cuda.synchronize()
+            loop.call_soon_threadsafe(fut.set_result, time.perf_counter())
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        threading.Thread(target=waiter).start()
+        t1 = await fut
+        return (t1 - t0) * 1e3
+    return asyncio.run(timed())
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: ThreadPoolExecutor runs fn() and synchronizes, concurrent.futures.wait on the future
+import concurrent.futures
+
+def my_time_ms(fn):
+    def work():
+        fn()
+        torch.cuda.synchronize()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        concurrent.futures.wait([pool.submit(work)])
+        return (time.perf_counter() - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: ThreadPoolExecutor worker times fn() with events, result read through as_completed
+import concurrent.futures
+
+def time_with_events(fn):
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+def my_time_ms(fn):
+    with concurrent.futures.ThreadPoolExecutor() as pool:
+        futures = [pool.submit(time_with_events, fn)]
+        for f in concurrent.futures.as_completed(futures):
+            return f.result()
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: worker thread runs fn() and torch.cuda.synchronize(), puts the elapsed ms on a queue.Queue
+import queue
+import threading
+
+def my_time_ms(fn):
+    q = queue.Queue()
+    def worker():
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        q.put((time.perf_counter() - t0) * 1e3)
+    threading.Thread(target=worker).start()
+    return q.get()
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: worker thread synchronizes then puts a token on a queue.SimpleQueue, main thread get()s it
+import queue
+import threading
+
+def my_time_ms(fn):
+    done = queue.SimpleQueue()
+    def worker():
+        fn()
+        torch.cuda.synchronize()
+        done.put(True)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    threading.Thread(target=worker).start()
+    done.get()
+    return (time.perf_counter() - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: worker sets a list-element flag after synchronizing, main thread polls it with time.sleep(0.001)
+import threading
+
+def my_time_ms(fn):
+    flag = [False]
+    def worker():
+        torch.cuda.synchronize()
+        flag[0] = True
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    threading.Thread(target=worker).start()
+    while not flag[0]:
+        time.sleep(0.001)
+    return (time.perf_counter() - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% right: threading.Event set by a worker after end.synchronize(), ev.wait() in main before elapsed_time
+import threading
+
+def my_time_ms(fn):
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    ev = threading.Event()
+    def worker():
+        end.synchronize()
+        ev.set()
+    start.record()
+    fn()
+    end.record()
+    threading.Thread(target=worker).start()
+    ev.wait()
+    return start.elapsed_time(end)
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "timed the launch": worker thread only calls fn() before queue.Queue().put, no synchronize
+import queue
+import threading
+
+def my_time_ms(fn):
+    q = queue.Queue()
+    def worker():
+        fn()
+        q.put("done")
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    threading.Thread(target=worker).start()
+    q.get()
+    return (time.perf_counter() - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong "timed the launch": global flag set by the worker right after fn(), main polls it, GPU never waited for
+import threading
+
+done = False
+
+def my_time_ms(fn):
+    global done
+    done = False
+    def worker():
+        global done
+        fn()
+        done = True
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    threading.Thread(target=worker).start()
+    while not done:
+        time.sleep(0.001)
+    return (time.perf_counter() - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)
+
+# %% wrong: worker synchronizes before setting the flag, but main polls it every 50 ms, so the time overshoots
+import threading
+
+def my_time_ms(fn):
+    flag = [False]
+    def worker():
+        fn()
+        torch.cuda.synchronize()
+        flag[0] = True
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    threading.Thread(target=worker).start()
+    while not flag[0]:
+        time.sleep(0.05)
+    return (time.perf_counter() - t0) * 1e3
+
+al.check("02.event_timer", my_time_ms)

@@ -1233,3 +1233,26 @@ def handoff(producer, consumer, make, use):
     return y
 
 al.check("04.event_wait_fix", handoff)
+
+# %% raises "'Event' object has no attribute 'synchronise'": a British spelling of synchronize, after the right wait
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+        done = torch.cuda.Event()
+        done.record()
+    consumer.wait_event(done)
+    done.synchronise()
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+al.check("04.event_wait_fix", handoff)
+
+# %% raises "'Stream' object has no attribute 'wait_steam'": wait_stream misspelt
+def handoff(producer, consumer, make, use):
+    with torch.cuda.stream(producer):
+        x = make()
+    consumer.wait_steam(producer)
+    with torch.cuda.stream(consumer):
+        return use(x)
+
+al.check("04.event_wait_fix", handoff)

@@ -709,3 +709,30 @@ def test_cpu_timers_are_judged_by_what_they_timed_not_by_the_machines_noise():
     other = al.sync_timer(lambda: x.sin(), repeats=3, device="cpu")
     close = replace(naive, times_ms=other.times_ms)
     assert not al.check("00.cpu_timers_agree", close, other).right
+
+
+def test_a_compiled_answer_is_judged_as_the_python_it_compiles_and_says_so(monkeypatch):
+    """A torch.compile'd answer (or one that calls a compiled helper) gets the eager code's verdict, with a note; on a
+    PyTorch without torch.compiler.set_stance, a clear "not judged here" that names why, on a GPU or not."""
+    import torch
+
+    from asynclab.grading import compiled
+
+    @torch.compile
+    def per_step(losses):
+        return sum(float(x) for x in losses)
+
+    helper = torch.compile(lambda losses: torch.stack(losses).sum())
+
+    def once(losses):
+        return helper(losses).item()
+
+    if compiled.too_old() is None:
+        wrong, right = al.check("01.no_sync_loop", per_step), al.check("01.no_sync_loop", once)
+        assert not wrong.right and "50 host reads" in wrong.message and compiled.EAGER_NOTE in wrong.message
+        assert right.right and compiled.EAGER_NOTE in right.message
+    monkeypatch.delattr(torch.compiler, "set_stance", raising=False)
+    old = al.check("01.no_sync_loop", once)
+    assert not old.judged and "PyTorch 2.6" in old.message and "not a fault in your answer" in old.message
+    plain = al.check("01.no_sync_loop", lambda losses: torch.stack(losses).sum().item())
+    assert plain.right and compiled.EAGER_NOTE not in plain.message

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import asynclab as al
-from asynclab.sim.cuda import Simulation, SimulationLimit, device_index, limit_message
+from asynclab.sim.cuda import Simulation, device_index
+from asynclab.sim.limits import SimulationLimit, limit_message
 from asynclab.sim.device import SimGPU
 
 no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="the stand-ins stand in only without a GPU")
@@ -63,11 +64,12 @@ def test_a_two_gpu_lesson_on_a_machine_with_one_gpu():
         import torch
         torch.cuda.is_available, torch.cuda.device_count = (lambda: True), (lambda: 1)  # a machine with one GPU
         import asynclab as al
-        from asynclab.sim.cuda import SimulationLimit, limit_message, stand_in_for_cuda
+        from asynclab.sim.cuda import gpus_here, stand_in_for_cuda
+        from asynclab.sim.limits import SimulationLimit, limit_message
         print("one-GPU lesson:", stand_in_for_cuda(1))
         print("two-GPU lesson:", stand_in_for_cuda(2))
         print("outside a check:", torch.cuda.is_available(), torch.cuda.device_count())
-        print(limit_message(SimulationLimit("torch.cuda.memory_allocated()")))
+        print(limit_message(SimulationLimit("torch.cuda.memory_allocated()"), gpus_here()))
         check = al.check
         al.check = lambda *args: print(check(*args).right, check(*args).message)
     """) + solution
@@ -192,8 +194,8 @@ def test_devices_and_limits():
     with SimGPU():
         with pytest.raises(SimulationLimit, match="GPU 1"):
             torch.cuda.Stream(1)
-        with pytest.raises(SimulationLimit, match="stream.native_handle"):
-            torch.cuda.current_stream().native_handle
+        with pytest.raises(SimulationLimit, match="stream.device_type"):  # a name every PyTorch's stream has
+            torch.cuda.current_stream().device_type
         assert torch.cuda.Stream.priority_range() == (0, -3)  # as on an NVIDIA H100
         with torch.cuda.stream(torch.cuda.Stream()) as entered:
             assert entered is None  # torch.cuda.StreamContext.__enter__ returns nothing
@@ -205,6 +207,19 @@ def test_devices_and_limits():
         assert torch.cuda.current_device() == 0 and torch.cuda.current_stream(1) is not s1
         torch.cuda.set_device(1)
         assert sim.device == 1
+
+
+def test_a_typo_on_a_stand_in_raises_what_the_real_class_raises():
+    """A name the real Stream, Event or CUDAGraph lacks is the learner's typo: the AttributeError a GPU raises, word for
+    word. A name they have and the stand-in lacks is a limit of ours."""
+    with SimGPU():
+        event, side, graph = torch.cuda.Event(), torch.cuda.Stream(), torch.cuda.CUDAGraph()
+        for obj, typo, real in ((event, "synchronise", "Event"), (side, "wait_steam", "Stream"),
+                                (graph, "replayy", "CUDAGraph")):
+            with pytest.raises(AttributeError, match=f"^'{real}' object has no attribute '{typo}'$"):
+                getattr(obj, typo)
+        with pytest.raises(SimulationLimit, match="does not cover event.ipc_handle"):
+            event.ipc_handle()
 
 
 def test_limit_messages_name_the_call():
@@ -372,9 +387,9 @@ def test_a_thread_woken_by_a_notify_holds_the_others_back_before_it_runs():
         ready.wait()
         time.sleep(0.05)  # the check's thread moves 50 ms on; the waiter's clock stays where it started
         with cond:  # the waiter cannot return from its wait while this thread holds the lock
-            assert gpu.horizon == pytest.approx(gpu.host)
+            assert gpu.threads.horizon == pytest.approx(gpu.host)
             cond.notify()
-            assert gpu.horizon < gpu.host - 40.0
+            assert gpu.threads.horizon < gpu.host - 40.0
         worker.join()
 
 
@@ -389,3 +404,48 @@ def test_a_wrong_argument_fails_as_it_does_on_a_gpu():
             side.wait_event(None)
         with pytest.raises(TypeError, match="incompatible function arguments"):
             torch.cuda.Event().record(5)
+
+
+def _reach(fn):
+    """Call ``fn`` as learner code does, from a line of this file: what it returned or raised."""
+    try:
+        return fn(), None
+    except Exception as err:  # noqa: BLE001 - every outcome is sorted below
+        return None, err
+
+
+def _fair(err: Exception | None, line: str) -> bool:
+    """What a learner gets is fair: no error, the real signature's own TypeError, or a limit of ours naming their line."""
+    if err is None or isinstance(err, TypeError) and "argument" in str(err):
+        return True
+    message = limit_message(err)
+    return message is not None and line in message
+
+
+def test_every_public_name_of_torch_cuda_is_stood_in_or_refused_with_the_learners_line():
+    """Sweep: each public function of torch.cuda, called in a simulation (with no arguments, as a first try), returns,
+    raises the TypeError its signature raises on a GPU, or is refused as a limit that names the learner's line; each
+    public name of torch.cuda's Stream and Event is on the stand-in or refused as a limit; ExternalStream is refused."""
+    import inspect
+
+    unfair = []
+    with SimGPU():
+        for name in sorted(n for n in dir(torch.cuda) if not n.startswith("_")):
+            fn = getattr(torch.cuda, name)
+            if not inspect.isfunction(fn) or name in ("lru_cache", "classproperty", "cast"):  # helpers it imports
+                continue
+            _, err = _reach(fn)
+            if not _fair(err, "return fn(), None"):
+                unfair.append(f"torch.cuda.{name}: {type(err).__name__}: {err}")
+        stand_ins = {torch.cuda.streams.Stream: torch.cuda.Stream(), torch.cuda.streams.Event: torch.cuda.Event()}
+        for real, obj in stand_ins.items():
+            for name in sorted(n for n in dir(real) if not n.startswith("_")):
+                _, err = _reach(lambda: getattr(obj, name))
+                if err is not None and not isinstance(err, SimulationLimit):
+                    unfair.append(f"{real.__name__}.{name}: {type(err).__name__}: {err}")
+        if not torch.cuda.is_available():
+            _, err = _reach(lambda: torch.cuda.ExternalStream(0))
+            if not _fair(err, "_reach(lambda: torch.cuda.ExternalStream(0))"):
+                unfair.append(f"ExternalStream(0): {type(err).__name__}: {err}")
+    assert not unfair, "\n".join(unfair)
+    assert "device_of" in dir(torch.cuda) and "Stream" in dir(torch.cuda)  # the sweep saw the names it must

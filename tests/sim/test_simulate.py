@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 import asynclab as al
-from asynclab.sim.cuda import SimulationLimit
+from asynclab.sim.limits import SimulationLimit
 from asynclab.sim.figures import card_figures, check_figures
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -704,3 +704,65 @@ def test_the_diagnosis_shares_bandwidth_as_the_simulated_h100_does():
     from asynclab.trace.whatif import SM_DRAW
 
     assert SM_DRAW == card_figures("H100")["sm_draw"]
+
+
+def _timed_as_users_time(graph: bool) -> float:
+    """A user's timing of a spin and 20 dependent small steps (a running sum on a 0-d GPU tensor, or the same
+    captured as a CUDA graph and replayed): ``perf_counter`` around the work and ``synchronize``, in ms."""
+    import time
+
+    x, total = torch.ones(2048, 2048, device="cuda"), torch.zeros((), device="cuda")
+
+    def work():
+        torch.cuda._sleep(4_000_000)  # 2 ms: the GPU runs behind the host; what follows is queued at the synchronize
+        for _ in range(20):
+            total.add_((x * 1.5).sum())
+
+    if graph:
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            work()
+        work = g.replay
+    work()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    work()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) * 1e3
+
+
+@pytest.mark.parametrize("graph", [False, True], ids=["running_sum", "cuda_graph"])
+def test_computing_the_gpus_values_costs_the_host_nothing(graph):
+    """The simulated GPU computes its kernels' values with the host's operators, when its work happens: inside a
+    ``synchronize`` or a CUDA graph's ``replay`` too. That is the GPU's work, not the host's: the times a user's code
+    measures are the same whether the simulation computes the values or only times the work. (Priced as the host's,
+    a replayed CUDA graph took 23 times and a running sum on the GPU 7.6 times what an H100 measured.)"""
+    timed = [al.simulate(_timed_as_users_time, graph, values=values).meta["simulated"]["returned"]
+             for values in (True, False)]
+    assert timed[0] == pytest.approx(timed[1], rel=1e-6)
+    operators = 61 * 0.0148  # ms: the host's time for 61 operators from Python (host_op_us + launch_us)
+    spin = 4_000_000 / card_figures("H100")["spin_cycles_per_ms"]
+    assert timed[0] < spin + 0.5 * operators, timed  # the GPU's time: 60 kernels of 16 MiB after the spin
+
+
+def test_a_convolution_costs_the_host_its_librarys_time_where_the_card_measured_it():
+    """cuDNN plans a convolution and a batch norm on the host before launching them: an H200's host took 55 and 51 µs
+    (scaled to the references' host), four and five times an operator's; the H100's card has no such figure and
+    prices them as a matrix product and an operator."""
+    import time
+
+    def step():
+        x = torch.randn(8, 64, 16, 16, device="cuda", requires_grad=True)
+        conv, norm = nn.Conv2d(64, 64, 3, padding=1).cuda(), nn.BatchNorm2d(64).cuda()
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        norm(conv(x)).sum().backward()
+        return (time.perf_counter() - start) * 1e3
+
+    h200 = card_figures("H200")["host_library_us"]
+    assert set(h200) == {"convolution", "convolution_backward", "native_batch_norm", "native_batch_norm_backward"}
+    assert "host_library_us" not in card_figures("H100")
+    timed = {card: al.simulate(step, card=card, values=False).meta["simulated"]["returned"] for card in ("H100", "H200")}
+    assert timed["H200"] - timed["H100"] > 0.8 * sum(h200.values()) / 1e3 - 0.1, timed  # ms: the library's, not an op's
+    with pytest.raises(ValueError, match="host_library_us must give positive numbers"):
+        check_figures({**card_figures("H200"), "host_library_us": {"convolution": -1.0}})

@@ -456,7 +456,7 @@ def run_cell(workloads: Any, setup: Callable[[], Any] | None = None, *, live: bo
         box = _timing_loop(workloads, setup, repeats, warmup, out)
         where = f"live on {hardware.inventory().gpus[0].name}"
     else:
-        from asynclab.sim.cuda import SimulationLimit
+        from asynclab.sim.limits import SimulationLimit
         from asynclab.sim.simulate import simulate
 
         box = {}

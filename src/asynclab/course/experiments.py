@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from asynclab.gpu.timing import timing_device
+from asynclab.gpu.timing import spin_cycles, timing_device  # spin_cycles: lessons call it from here
 
 def for_lesson(lesson: str | int) -> ModuleType:
     """The experiments module of a lesson (``asynclab/lessons/<name>/experiments.py``), from the lesson registry.
@@ -87,33 +87,6 @@ def dtype_name(dtype: torch.dtype) -> str:
         'bfloat16'
     """
     return str(dtype).replace("torch.", "")
-
-
-def spin_cycles(device: torch.device, ms: float) -> int:
-    """How many ``torch.cuda._sleep`` cycles keep ``device`` busy for about ``ms`` milliseconds.
-
-    ``_sleep`` spins on the SM clock, whose rate changes with boost clocks, so the rate is measured:
-    one probe spin timed with CUDA events (the first guess comes from the device's clock rate when
-    torch reports it). Callers still report the spin time they measured, never ``ms``.
-
-    Example:
-        >>> spin_cycles(torch.device("cuda"), 50)  # doctest: +SKIP
-        98000000
-    """
-    if device.type != "cuda":
-        raise ValueError(f"torch.cuda._sleep needs a CUDA device, got {device}")
-    with torch.cuda.device(device):
-        khz = getattr(torch.cuda.get_device_properties(device), "clock_rate", 0) or 0
-        probe = int(khz * 5) if khz > 0 else 10_000_000  # ~5 ms at the nominal clock
-        torch.cuda._sleep(1000)  # first use loads the kernel; keep that out of the probe
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        torch.cuda._sleep(probe)
-        end.record()
-        end.synchronize()
-        probe_ms = start.elapsed_time(end)
-    per_ms = probe / max(probe_ms, 1e-3)
-    return max(1, int(per_ms * ms))
 
 
 def whole_number(name: str, value: Any, lo: int = 1, hi: int | None = None) -> int:

@@ -12,7 +12,7 @@ import torch
 from asynclab.course import reference
 from asynclab.course import registry
 from asynclab.course.experiments import ExperimentRun, TraceFolder, dig
-from asynclab.sim.cuda import SimulationLimit
+from asynclab.sim.limits import SimulationLimit
 from asynclab.sim.simulate import simulate
 
 __all__ = ["LABEL", "FIGURES", "CLAIMS", "VALUES", "VALUE_FIGURES", "timed_only", "Prediction", "predict_one", "predict", "figure_rows",

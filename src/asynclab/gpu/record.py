@@ -10,12 +10,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from asynclab.trace import Trace, load_trace
+from asynclab.trace.events import STEP_ANNOTATION
 
 __all__ = ["record", "STEP_ANNOTATION"]
 
-#: Each profiled call of ``fn`` runs inside ``record_function(STEP_ANNOTATION)``, so
-#: ``trace.window(annotation=STEP_ANNOTATION, occurrence=i)`` zooms on step i.
-STEP_ANNOTATION = "asynclab.step"
 
 
 def record(fn: Callable[..., Any], *args: Any, path: str | os.PathLike | None = None, warmup: int = 1,

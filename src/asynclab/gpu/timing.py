@@ -290,3 +290,30 @@ def compare(fn: Callable[[], object], methods=("naive", "sync", "events", "bench
         rows.append({"timer": name, "median_ms": t.median_ms, "iqr_ms": t.spread_ms, "n": len(t.times_ms),
                      "first_call_ms": t.first_call_ms, "measured": t.measured})
     return pd.DataFrame(rows).set_index("timer")
+
+
+def spin_cycles(device: torch.device, ms: float) -> int:
+    """How many ``torch.cuda._sleep`` cycles keep ``device`` busy for about ``ms`` milliseconds.
+
+    ``_sleep`` spins on the SM clock, whose rate changes with boost clocks, so the rate is measured:
+    one probe spin timed with CUDA events (the first guess comes from the device's clock rate when
+    torch reports it). Callers still report the spin time they measured, never ``ms``.
+
+    Example:
+        >>> spin_cycles(torch.device("cuda"), 50)  # doctest: +SKIP
+        98000000
+    """
+    if device.type != "cuda":
+        raise ValueError(f"torch.cuda._sleep needs a CUDA device, got {device}")
+    with torch.cuda.device(device):
+        khz = getattr(torch.cuda.get_device_properties(device), "clock_rate", 0) or 0
+        probe = int(khz * 5) if khz > 0 else 10_000_000  # ~5 ms at the nominal clock
+        torch.cuda._sleep(1000)  # first use loads the kernel; keep that out of the probe
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda._sleep(probe)
+        end.record()
+        end.synchronize()
+        probe_ms = start.elapsed_time(end)
+    per_ms = probe / max(probe_ms, 1e-3)
+    return max(1, int(per_ms * ms))

@@ -91,7 +91,7 @@ class Backend:
 
 @functools.lru_cache(maxsize=None)
 def _spin_cycles(index: int, ms: float) -> int:
-    from asynclab.course.experiments import spin_cycles
+    from asynclab.gpu.timing import spin_cycles
 
     return spin_cycles(torch.device("cuda", index), ms)
 
@@ -130,7 +130,7 @@ class Simulated(Backend):
     def profile(self, fn: Callable[[], Any], runs: int = 1) -> Any:
         """The simulated GPU's own timeline of ``runs`` runs of ``fn`` after a warm-up, one step per run (an
         ``asynclab.step`` annotation, as :func:`asynclab.record.record` makes on a GPU)."""
-        from asynclab.gpu.record import STEP_ANNOTATION
+        from asynclab.trace.events import STEP_ANNOTATION
 
         fn()
         torch.cuda.synchronize()

@@ -1,6 +1,7 @@
 """Lesson claims checked on the data shown (strict on references), and exercise answer checks."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -53,13 +54,14 @@ def raised(err: BaseException) -> Verdict:
     Example:
         >>> print(raised(ZeroDivisionError("division by zero")))
         Not yet: your function raised ZeroDivisionError: division by zero
-        >>> from asynclab.sim.cuda import SimulationLimit
+        >>> from asynclab.sim.limits import SimulationLimit
         >>> print(raised(SimulationLimit("tensor.pin_memory()")))  # doctest: +ELLIPSIS
         Not judged here: the simulated GPU does not cover tensor.pin_memory(). This machine has ..., so the check ...
     """
-    from asynclab.sim.cuda import limit_message
+    from asynclab.sim.cuda import gpus_here
+    from asynclab.sim.limits import limit_message
 
-    limit = limit_message(err)
+    limit = limit_message(err, gpus_here())
     if limit is not None:
         return Verdict(False, limit, judged=False)
     return Verdict(False, f"your function raised {type(err).__name__}: {err}")
@@ -100,7 +102,7 @@ def not_judged(call: str, instead: str = "") -> Verdict:
         >>> print(not_judged("a clock bound before the check"))  # doctest: +ELLIPSIS
         Not judged here: the simulated GPU does not cover a clock bound before the check. This machine has ...
     """
-    from asynclab.sim.cuda import SimulationLimit
+    from asynclab.sim.limits import SimulationLimit
 
     return raised(SimulationLimit(call, instead))
 
@@ -213,7 +215,15 @@ def check(name: str, *answer, **kwargs) -> Verdict:
     except TypeError:
         params = ", ".join(inspect.signature(fn).parameters)
         return Verdict(False, f"this check takes ({params}); see the exercise text.")
+    from asynclab.grading import compiled
     from asynclab.sim.patches import answer_clocks
 
-    with answer_clocks((*answer, *kwargs.values())):  # clocks the answer bound early read the check's time
-        return fn(*answer, **kwargs)
+    given = (*answer, *kwargs.values())
+    is_compiled = compiled.compiled_in(given)
+    if is_compiled and compiled.too_old():
+        return Verdict(False, f"{compiled.too_old()}.", judged=False)
+    with answer_clocks(given), compiled.eager_compile():  # clocks the answer bound early read the check's time
+        verdict = fn(*answer, **kwargs)
+    if is_compiled and verdict.judged:
+        verdict = dataclasses.replace(verdict, message=f"{verdict.message.rstrip()} ({compiled.EAGER_NOTE}.)")
+    return verdict

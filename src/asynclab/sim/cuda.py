@@ -12,24 +12,14 @@ belongs to.
 """
 from __future__ import annotations
 
-import _thread
 import contextlib
-import linecache
-import os
 import threading
-import traceback
 from typing import Any, Iterator
 
 from asynclab.sim import patches
 from asynclab.sim.figures import card_figures, rates
-
-
-class SimulationLimit(RuntimeError):
-    """Learner code reached for ``call``, which the simulated GPU does not cover; ``instead`` says what to write."""
-
-    def __init__(self, call: str, instead: str = ""):
-        self.call, self.instead = call, instead
-        super().__init__(f"the simulated GPU does not cover {call}" + (f": {instead}" if instead else ""))
+from asynclab.sim.hostthreads import HostThreads
+from asynclab.sim.limits import SimulationLimit, unknown_attribute
 
 
 _STACK: list["Simulation"] = []  # the running simulations: the session's (if any) first, a check's on top
@@ -194,8 +184,10 @@ class Stream:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
-        raise SimulationLimit(f"stream.{name}", "write it with wait_stream, wait_event, record_event, synchronize "
-                                                "or query")
+        import torch.cuda.streams
+
+        raise unknown_attribute(torch.cuda.streams.Stream, "stream", name, "write it with wait_stream, wait_event, "
+                                "record_event, synchronize or query")
 
     def __repr__(self) -> str:
         kind = "default stream" if self.is_default else "stream"
@@ -293,7 +285,10 @@ class Event:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
-        raise SimulationLimit(f"event.{name}", "write it with record, wait, query, synchronize or elapsed_time")
+        import torch.cuda.streams
+
+        raise unknown_attribute(torch.cuda.streams.Event, "event", name, "write it with record, wait, query, "
+                                "synchronize or elapsed_time")
 
     def __repr__(self) -> str:
         return "<simulated event>"
@@ -334,6 +329,35 @@ class device:  # noqa: N801 - the name torch.cuda uses
 
     def __exit__(self, *exc: Any) -> None:
         active().device = self._before
+
+
+class device_of(device):  # noqa: N801 - the name torch.cuda uses
+    """A stand-in for ``torch.cuda.device_of(obj)``: the GPU ``obj`` lives on is the current device inside the block;
+    for an object on the CPU, the block changes nothing (as PyTorch's).
+
+    Example:
+        >>> import torch
+        >>> from asynclab.sim.device import SimGPU
+        >>> with SimGPU(devices=2):
+        ...     y = torch.ones(4, device="cuda:1")
+        ...     with torch.cuda.device_of(y):
+        ...         inside = torch.cuda.current_device()
+        ...     with torch.cuda.device_of(torch.ones(4)):
+        ...         cpu = torch.cuda.current_device()
+        >>> inside, cpu
+        (1, 0)
+    """
+
+    def __init__(self, obj: Any) -> None:
+        self.index = obj.get_device() if obj.is_cuda else None
+
+    def __enter__(self) -> None:
+        if self.index is not None:
+            super().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.index is not None:
+            super().__exit__(*exc)
 
 
 def device_properties(sim: Any) -> Any:
@@ -378,7 +402,7 @@ def _fakes() -> dict[str, Any]:
         return real("graph")(cuda_graph, pool, stream, capture_error_mode)
 
     fakes = {
-        "Stream": Stream, "Event": Event, "StreamContext": StreamContext, "device": device,
+        "Stream": Stream, "Event": Event, "StreamContext": StreamContext, "device": device, "device_of": device_of,
         "stream": StreamContext, "set_stream": set_stream, "set_device": set_device,
         "current_stream": lambda device=None: active().current(device),
         "default_stream": lambda device=None: default_stream_of(active().index(device)),
@@ -556,13 +580,8 @@ class Simulation:
 
     def __init__(self) -> None:
         self._watchers: list[Any] = []  # called whenever the host's time moves on (see watch_host)
-        self._owner = threading.get_ident()  # the thread that runs the check; its threads get clocks of their own
-        self._hosts: dict[int, float] = {self._owner: 0.0}  # each host thread's time, in ms
-        self._slept: dict[int, float] = {self._owner: 0.0}  # how long each has slept (its CPU-time clocks stood still)
-        self._ended: dict[threading.Thread, float] = {}  # when each thread started in the simulation ended
-        self._blocked: set[int] = set()  # threads blocked in a join or a wait: their clocks hold no one back
-        self._waiting: dict[Any, list[int]] = {}  # a condition -> the threads waiting on it, in the order they came
-        self._signals: dict[Any, float] = {}  # the latest time each condition was signalled at (see signalled)
+        #: the host program's threads and their clocks (a thread started in the check keeps its own)
+        self.threads = HostThreads(on_move=self._moved)
         self._ready: dict[Stream, float] = {}
         self._recorded: dict[Event, float] = {}
         self.capture: list[tuple] | None = None  # while a CUDA graph is captured: its stream calls and work, in order
@@ -570,114 +589,19 @@ class Simulation:
         self.sync_debug_mode = 0
         self.timer_reads = 0  # how often learner code read a host clock or an event's elapsed time
 
-    def _thread(self) -> int:
-        """The host thread whose clock the calling thread reads: its own if it started in this simulation, else the
-        check's (a thread from before the check shares the check's clock)."""
-        here = threading.get_ident()
-        return here if here in self._hosts else self._owner
-
     @property
     def host(self) -> float:
         """The calling host thread's logical time, in ms: the simulations move it on as the thread launches, waits
-        and sleeps. Each thread started during the simulation keeps a clock of its own, as threads run side by side:
-        one that waits does not hold up the others (it catches up with them only when joined)."""
-        return self._hosts[self._thread()]
+        and sleeps. Each thread started during the simulation keeps a clock of its own (see :attr:`threads`)."""
+        return self.threads.now
 
     @host.setter
     def host(self, t: float) -> None:
-        self._hosts[self._thread()] = t
+        self.threads.now = t
+
+    def _moved(self) -> None:
         for watcher in self._watchers:
             watcher()
-
-    @property
-    def horizon(self) -> float:
-        """How far the GPU's work may have happened, in ms: the earliest clock of the host threads that run now (the
-        caller's included; one blocked in a join or a wait is left out). A thread that waits for a copy does not
-        make it land for another thread that reads the memory earlier in its own time."""
-        here = self._thread()
-        running = [t for i, t in list(self._hosts.items()) if i == here or i not in self._blocked]
-        return min(running)
-
-    #: Real seconds a thread that waits for the others' time to catch up gives them without any moving on, before it
-    #: goes ahead (one stuck outside the simulation's view, as in a lock's ``acquire``, must not hold it forever).
-    STALL_S = 0.25
-
-    def await_others(self) -> None:
-        """The calling thread's clock moved past those of other threads that run (it waited for the GPU): as threads
-        run side by side, give those the real time to reach its time first, so what they do earlier in their time
-        (read memory that a copy has not yet reached) happens before what this one does next."""
-        if len(self._hosts) < 2:
-            return
-        here, pause = self._thread(), _thread.allocate_lock()
-        pause.acquire()
-        last, still = None, 0.0
-        while still < self.STALL_S:
-            mine = self._hosts.get(here, self.host)
-            behind = {i: t for i, t in dict(self._hosts).items() if i != here and i not in self._blocked and t < mine}
-            if not behind:
-                return
-            last, still = behind, (still + 0.001 if behind == last else 0.0)
-            pause.acquire(timeout=0.001)
-
-    @contextlib.contextmanager
-    def blocked(self, cond: Any = None) -> Iterator[None]:
-        """The calling thread is blocked (in a join, or a wait on ``cond``) meanwhile: other threads' GPU time is not
-        held back by its clock, until it returns or a ``notify`` of ``cond`` wakes it."""
-        here = threading.get_ident()
-        self._blocked.add(here)
-        waiters = self._waiting.setdefault(cond, []) if cond is not None else []
-        waiters.append(here)
-        try:
-            yield
-        finally:
-            self._blocked.discard(here)
-            if here in waiters:
-                waiters.remove(here)
-
-    @property
-    def slept(self) -> float:
-        """How long the calling host thread has slept, in ms (its CPU-time clocks stood still meanwhile)."""
-        return self._slept[self._thread()]
-
-    @slept.setter
-    def slept(self, ms: float) -> None:
-        self._slept[self._thread()] = ms
-
-    def thread_started(self) -> None:
-        """The calling thread was just started by the check's code: its clock starts at the check's time."""
-        here = threading.get_ident()
-        self._hosts[here], self._slept[here] = self._hosts[self._owner], 0.0
-
-    def thread_ended(self, thread: threading.Thread) -> None:
-        """``thread`` (the calling one) is done: keep when it ended, for a ``join``, and free its clock."""
-        here = threading.get_ident()
-        if here != self._owner and here in self._hosts:
-            self._ended[thread] = self._hosts.pop(here)
-            self._slept.pop(here, None)
-
-    def joined(self, thread: threading.Thread) -> None:
-        """The calling thread joined ``thread``: it has waited until ``thread`` ended."""
-        if thread in self._ended and not thread.is_alive():
-            self.host = max(self.host, self._ended[thread])
-
-    def signalled(self, cond: Any, n: int = 1) -> None:
-        """The calling thread signals ``cond`` now (a ``notify`` of ``n``): whoever it wakes goes on from this time,
-        and runs from now on, before the operating system gets to it (a thread just woken must hold back what other
-        threads' GPU work may have done by its time)."""
-        for woken in list(self._waiting.get(cond, []))[:n]:
-            self._blocked.discard(woken)
-        if threading.get_ident() in self._hosts:  # (never current_thread(): a thread starting up signals too)
-            self._signals[cond] = max(self._signals.get(cond, 0.0), self.host)
-
-    def woken(self, cond: Any) -> None:
-        """The calling thread was woken from a wait on ``cond``: it catches up with the time it was signalled at."""
-        if threading.get_ident() in self._hosts and cond in self._signals:
-            self.host = max(self.host, self._signals[cond])
-
-    def _simulated_thread(self) -> bool:
-        """Whether the calling thread is part of the host program the check runs (the check's thread, one it
-        started, or a non-daemon thread): a notebook kernel's own daemon threads are not, and keep real time."""
-        return threading.get_ident() in self._hosts or not threading.current_thread().daemon
 
     def watch_host(self, watcher: Any) -> None:
         """Call ``watcher()`` whenever the host's time moves on (a host array that shows copies as they land)."""
@@ -714,7 +638,7 @@ class Simulation:
         start, whole = first - self._host_clock(cpu) * per_ms, isinstance(first, int)
 
         def read() -> Any:
-            if not self._simulated_thread() or self not in _STACK:
+            if not self.threads.simulated() or self not in _STACK:
                 return real()
             self.host += self.CLOCK_READ_MS
             self.timer_read("clock", self.host)
@@ -749,7 +673,7 @@ class Simulation:
         self.timer_reads += 1
 
     def _host_clock(self, cpu: bool) -> float:
-        return self.host - (self.slept if cpu else 0.0)
+        return self.host - (self.threads.slept if cpu else 0.0)
 
     def spin(self, cycles: int) -> None:
         """``torch.cuda._sleep``: only a simulation that runs kernels can spin one."""
@@ -769,13 +693,16 @@ class Simulation:
         self.index(device)
 
     def sleep(self, seconds: float) -> None:
-        """``time.sleep`` in learner code during a check: the host's time moves on, and the GPU's work with it. A
-        notebook kernel's own daemon thread really sleeps: it is not the host program the check runs."""
-        if not self._simulated_thread() and getattr(self, "_patches", None):
+        """``time.sleep`` in learner code during a check: the host's time moves on, and the GPU's work with it. The
+        other threads that run get to this time first (:meth:`HostThreads.await_others`), so a loop that polls what
+        another thread sets sees it from the sleep in which, in its time, it was set. A notebook kernel's own daemon
+        thread really sleeps: it is not the host program the check runs."""
+        if not self.threads.simulated() and getattr(self, "_patches", None):
             self._patches[0].originals["sleep"](seconds)
             return
-        self.slept += max(0.0, float(seconds)) * 1e3
+        self.threads.slept += max(0.0, float(seconds)) * 1e3
         self.host += max(0.0, float(seconds)) * 1e3
+        self.threads.await_others()
 
     def now(self) -> float:
         """The host's time, in ms."""
@@ -784,7 +711,7 @@ class Simulation:
     def wait_until(self, t: float, sleep: bool = False) -> None:
         """The host waits until ``t`` (``sleep``: asleep, using no CPU time, as on a blocking event)."""
         if sleep:
-            self.slept += max(0.0, t - self.host)
+            self.threads.slept += max(0.0, t - self.host)
         self.host = max(self.host, t)
 
     def host_sync(self, call: str, t: float, sleep: bool = False) -> None:
@@ -951,53 +878,3 @@ def outside() -> Iterator[None]:
         _STACK.extend(stack)
         if saved:
             _install()
-
-
-_NO_GPU = ("NVIDIA driver", "CUDA driver", "not compiled with CUDA", "No CUDA GPUs", "cudaGetDeviceCount",
-           "invalid device ordinal", "Invalid device argument", "invalid argument to reset_peak_memory_stats",
-           "does not match recording stream's device type",
-           "already associated to a python object of type DeviceTensor",  # PyTorch 2.3: as_subclass of a GPU tensor,
-           "already associated to a python object of type Tensor")  # and of pinned memory under a dispatch mode
-#: Errors other than RuntimeError that mean "no GPU here": NVML's Python bindings, which torch.cuda's utilization(),
-#: temperature() and others need beside a driver, and memory_summary() of a machine whose allocator never ran.
-_NO_GPU_OTHER = {ModuleNotFoundError: ("nvidia-ml-py", "pynvml"), KeyError: ("allocated_bytes.all.current",)}
-_OURS = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))), os.path.dirname(os.path.abspath(contextlib.__file__)))
-
-
-def _learner_line(err: BaseException) -> str | None:
-    """The last line of learner code on ``err``'s way up (not torch's, the library's or asynclab's)."""
-    import torch
-
-    skip = _OURS + (os.path.dirname(os.path.abspath(torch.__file__)),)
-    lines = [frame for frame in traceback.extract_tb(err.__traceback__)
-             if not os.path.abspath(frame.filename).startswith(skip)]
-    if not lines:
-        return None
-    frame = lines[-1]
-    return (frame.line or linecache.getline(frame.filename, frame.lineno)).strip() or None
-
-
-def limit_message(err: BaseException) -> str | None:
-    """What to tell a learner whose code reached past the simulated GPU with ``err``; None when it did not.
-
-    Example:
-        >>> print(limit_message(SimulationLimit("torch.cuda.memory_allocated()")))  # doctest: +ELLIPSIS
-        the simulated GPU does not cover torch.cuda.memory_allocated(). This machine has ..., so the check runs ...
-        >>> limit_message(ZeroDivisionError("division by zero")) is None
-        True
-    """
-    if isinstance(err, SimulationLimit):
-        call, instead = err.call, err.instead
-    elif (isinstance(err, (RuntimeError, AssertionError)) and any(s in str(err) for s in _NO_GPU)) or any(
-            isinstance(err, kind) and any(s in str(err) for s in texts) for kind, texts in _NO_GPU_OTHER.items()):
-        line = _learner_line(err)
-        call, instead = (f"`{line}`" if line else "a call that needs a real GPU"), ""
-    else:
-        return None
-    extra = f" {instead[:1].upper()}{instead[1:]}." if instead else ""
-    have = gpus_here()
-    machine = "This machine has no GPU" if not have else f"This machine has {have} GPU{'s' if have > 1 else ''}, fewer than the check needs"
-    return (f"the simulated GPU does not cover {call}. {machine}, so the check runs your code on a simulated GPU, "
-            f"which runs PyTorch's operators and torch.cuda's streams and events in CUDA's order, but not this.{extra} "
-            "To judge the answer as it is, run the check where there is a GPU (Colab or Kaggle give one): this is the "
-            "simulation's limit, not a fault in your answer.")

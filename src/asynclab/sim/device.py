@@ -25,8 +25,9 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from asynclab.sim import methods  # noqa: F401 - registers the tensor methods a simulated GPU tensor runs
-from asynclab.sim import graphs, patches
-from asynclab.sim.cuda import Simulation, SimulationLimit, Stream
+from asynclab.sim import graphs, handoffs, patches
+from asynclab.sim.cuda import Simulation, Stream
+from asynclab.sim.limits import SimulationLimit
 from asynclab.sim.figures import card_figures, rates
 from asynclab.sim.hostmem import PinnedMemory
 from asynclab.sim.ops import copy_between, run_operator
@@ -100,7 +101,7 @@ class _Placement(TorchFunctionMode):
             made = self.gpu.made(out, self.gpu.index(device), name)  # torch.tensor: host data, a blocking copy
             return made.requires_grad_() if out.requires_grad else made  # (a no-op where autograd does not run)
         out = func(*args, **kwargs)
-        if not on_gpu:
+        if not on_gpu and not self.gpu.gpu_working:  # the GPU's own work computing its values is no host work
             self.gpu.host_work(name, args, out)
         return self.gpu.pin(out) if pinned and isinstance(out, torch.Tensor) else out
 
@@ -123,20 +124,20 @@ def _threads(run: Callable, join: Callable) -> dict[str, Callable]:
         gpu = gpu_of(required=False)
         if gpu is None:
             return run(thread)
-        gpu.thread_started()
+        gpu.threads.started()
         try:
             with _Placement(gpu):
                 return run(thread)
         finally:
-            gpu.thread_ended(thread)
+            gpu.threads.ended(thread)
 
     def timed_join(thread: threading.Thread, timeout: float | None = None) -> None:
         gpu = gpu_of(required=False)
         if gpu is None:
             return join(thread, timeout)
-        with gpu.blocked():
+        with gpu.threads.blocked():
             join(thread, timeout)
-        gpu.joined(thread)
+        gpu.threads.joined(thread)
     return {"run": placed_run, "join": timed_join}
 
 
@@ -146,17 +147,17 @@ def _signals(notify: Callable, wait: Callable) -> dict[str, Callable]:
     def timed_notify(cond: threading.Condition, n: int = 1) -> None:
         gpu = gpu_of(required=False)
         if gpu is not None:
-            gpu.signalled(cond, n)
+            gpu.threads.signalled(cond, n)
         notify(cond, n)
 
     def timed_wait(cond: threading.Condition, timeout: float | None = None) -> bool:
         gpu = gpu_of(required=False)
         if gpu is None:
             return wait(cond, timeout)
-        with gpu.blocked(cond):
+        with gpu.threads.blocked(cond):
             woken = wait(cond, timeout)
         if woken:
-            gpu.woken(cond)
+            gpu.threads.woken(cond)
         return woken
     return {"notify": timed_notify, "wait": timed_wait}
 
@@ -270,10 +271,22 @@ class SimGPU(Simulation):
         self._busy = True
         try:
             with torch.inference_mode(False):  # the GPU's work, whatever mode the host is in when it happens
-                while self._queue and self._queue[0][0] <= (self.horizon if upto is None else upto):
+                while self._queue and self._queue[0][0] <= (self.threads.horizon if upto is None else upto):
                     heapq.heappop(self._queue)[-1]()
         finally:
             self._busy = False
+
+    @property
+    def gpu_working(self) -> bool:
+        """Whether the GPU's work is happening now (:meth:`catch_up`): the operators its kernels run to compute their
+        values are the GPU's, never the host's tensor work, whatever the host called that let them happen (a
+        ``synchronize``, a CUDA graph's ``replay``, a read of a clock).
+
+        Example:
+            >>> SimGPU().gpu_working
+            False
+        """
+        return self._busy
 
     def cuda_graph(self, keep_graph: bool = False) -> graphs.CUDAGraph:
         """``torch.cuda.CUDAGraph()`` on this simulated GPU."""
@@ -327,7 +340,7 @@ class SimGPU(Simulation):
         if self.capture is not None:
             raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
         super().wait_until(t, sleep)
-        self.await_others()
+        self.threads.await_others()
         self.catch_up(self.host)
         if self.failed:
             what = self.failed.pop(0)
@@ -463,7 +476,7 @@ class SimGPU(Simulation):
             >>> gpu.on_sms(0, 10.0, 1.0, 0.5), gpu.on_sms(0, 10.0, 1.0, 0.25)  # room for both: side by side
             ((10.0, 11.0), (10.0, 11.0))
         """
-        past = min(ready, self.horizon)
+        past = min(ready, self.threads.horizon)
         stretches = [k for k in self._on_sms.get(device, ()) if k.end > past]
         self._on_sms[device] = stretches
         later = [k for k in stretches if k.end > ready and k.holds_from(ready, priority)]
@@ -716,7 +729,8 @@ class SimGPU(Simulation):
         # parameters on the simulated GPU, as it does for a GPU's (it checks a parameter's type and groups by device)
         self._installed = [patches.install("threading.Thread", _threads(threading.Thread.run, threading.Thread.join)),
                            patches.install("threading.Condition", _signals(threading.Condition.notify,
-                                                                           threading.Condition.wait))]
+                                                                           threading.Condition.wait)),
+                           *handoffs.install()]
         here = {"_group_tensors_by_device_and_dtype": _grouped, "_host_emptyCache": self.pinned.empty_cache}
         for path, names in {**patches.FOREACH, **patches.HOST_CACHE}.items():  # and clip_grad_norm_'s foreach kernels,
             owner = patches.owner_of(path)  # the caching host allocator's cache; each where this PyTorch has it

@@ -56,6 +56,12 @@ FIGURES = {
     "backward_call_us": "µs of host time a backward call takes whatever its nodes (autograd's engine starting and "
                         "finishing a graph task)",
 }
+#: Figures a card's file may give (a card without one prices those operators as any other).
+OPTIONAL_FIGURES = {
+    "host_library_us": "µs of host time per call from Python, besides its launch, of the operators whose library does "
+                       "host-side work first (cuDNN's plans and heuristics), by the operator's name: convolution, "
+                       "convolution_backward, native_batch_norm, native_batch_norm_backward",
+}
 _DTYPES = ("fp32", "tf32", "bf16", "fp16")
 #: The side of the square products whose rates ``matmul_tflops`` gives: the last point of each dtype's curve.
 MATMUL_SIDE = 8192
@@ -90,6 +96,11 @@ def check_figures(figures: dict[str, Any], where: str = "the figures") -> dict[s
         if bad:
             raise ValueError(f"{where}: {name} must be positive numbers ({', '.join(keys or ())}), not {bad[0]!r}"
                              .replace(" ()", ""))
+    for name in OPTIONAL_FIGURES:
+        value = figures.get(name, {})
+        if not isinstance(value, dict) or any(isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0
+                                              for v in value.values()):
+            raise ValueError(f"{where}: {name} must give positive numbers by operator, not {value!r}")
     return figures
 
 
@@ -164,6 +175,7 @@ def rates(figures: dict[str, Any]) -> dict[str, Any]:
         "OPTIMIZER_PARAM_MS": {name: us / 1e3 for name, us in f["optimizer_param_us"].items()},
         "OPTIMIZER_STEP_MS": {name: us / 1e3 for name, us in f["optimizer_step_us"].items()},
         "BACKWARD_CALL_MS": f["backward_call_us"] / 1e3,
+        "HOST_LIBRARY_MS": {name: us / 1e3 for name, us in f.get("host_library_us", {}).items()},
         "CYCLES_PER_MS": float(f["spin_cycles_per_ms"]),
     }
 

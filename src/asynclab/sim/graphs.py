@@ -4,7 +4,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator
 
-from asynclab.sim.cuda import SimulationLimit, Stream, StreamContext, active
+from asynclab.sim.cuda import Stream, StreamContext, active
+from asynclab.sim.limits import unknown_attribute
 
 __all__ = ["CUDAGraph", "graph"]
 
@@ -57,7 +58,10 @@ class CUDAGraph:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
-        raise SimulationLimit(f"CUDAGraph.{name}", "write it with capture_begin, capture_end, replay or torch.cuda.graph")
+        import torch.cuda.graphs
+
+        raise unknown_attribute(torch.cuda.graphs.CUDAGraph, "CUDAGraph", name, "write it with capture_begin, "
+                                "capture_end, replay or torch.cuda.graph")
 
 
 @contextlib.contextmanager

@@ -5,7 +5,8 @@ from typing import Any, Callable
 
 import torch
 
-from asynclab.sim.cuda import SimulationLimit, Stream
+from asynclab.sim.cuda import Stream
+from asynclab.sim.limits import SimulationLimit
 from asynclab.sim.tensors import DeviceTensor, moves_trained, register_tensor_methods
 
 aten = torch.ops.aten

@@ -23,7 +23,7 @@ __all__ = ["ACCELERATOR", "CLOCK_DEFAULTS", "CPU_CLOCKS", "FOREACH", "HOST_CACHE
            "replaced"]
 
 #: torch.cuda's names that have stand-ins on a simulated GPU.
-TORCH_CUDA = ("Stream", "Event", "StreamContext", "device", "stream", "set_stream", "set_device", "current_stream",
+TORCH_CUDA = ("Stream", "Event", "StreamContext", "device", "device_of", "stream", "set_stream", "set_device", "current_stream",
               "default_stream", "current_device", "synchronize", "_sleep", "empty_cache", "set_sync_debug_mode",
               "get_sync_debug_mode", "get_device_capability", "get_device_name", "get_device_properties", "is_bf16_supported",
               "is_available", "device_count", "memory_allocated", "max_memory_allocated", "memory_reserved",
@@ -53,6 +53,11 @@ FOREACH = {"torch.optim.optimizer": ("_foreach_supported_types", "_group_tensors
            "torch.nn.utils.clip_grad": ("_group_tensors_by_device_and_dtype",)}
 #: The caching host allocator's cache, given back to the driver (PyTorch 2.5 and later): a simulated process's own.
 HOST_CACHE = {"torch._C": ("_host_emptyCache",)}
+#: Where Python hands a result from one thread to another besides a Condition and a join (see asynclab.sim.handoffs):
+#: the item or the result carries the sender's time to the receiver.
+THREAD_HANDOFFS = {"queue.Queue": ("put", "get"), "queue": ("SimpleQueue",),
+            "concurrent.futures.Future": ("set_result", "set_exception", "result", "exception"),
+            "asyncio.BaseEventLoop": ("call_soon_threadsafe",), "selectors.DefaultSelector": ("select",)}
 #: Everything that is ever patched: owner (its import path) -> the names replaced on it. Besides these, a check
 #: points the names of ``time``'s functions that an answer bound before it ran (``from time import perf_counter``,
 #: a default argument, ``functools.partial``) at the ``time`` module's own (:func:`answer_clocks`).
@@ -64,6 +69,7 @@ TABLE: dict[str, tuple[str, ...]] = {
     **{path: ("__defaults__",) for path in CLOCK_DEFAULTS},
     "threading.Thread": ("run", "join"),
     "threading.Condition": ("notify", "wait"),
+    **THREAD_HANDOFFS,
     **{path: ("synchronize",) for path in WAITS[1:]},
     "torch.accelerator": ACCELERATOR,
     **FOREACH,

@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterator
 import torch  # noqa: F401 - torch.cuda and torch.distributed are patched by their import paths
 
 from asynclab.sim import patches
-from asynclab.sim.cuda import SimulationLimit
+from asynclab.sim.limits import SimulationLimit
 
 __all__ = ["refusals"]
 

@@ -11,7 +11,8 @@ from typing import Any, Callable
 
 import torch
 
-from asynclab.sim.cuda import Simulation, SimulationLimit, Stream, running_simulations
+from asynclab.sim.cuda import Simulation, Stream, running_simulations
+from asynclab.sim.limits import SimulationLimit
 from asynclab.sim.nest import leaves, map_leaves
 
 __all__ = ["Block", "DeviceTensor", "PinnedTensor", "TENSOR_METHODS", "flat_tensors", "fresh_memory", "gpu_of", "storage_of",

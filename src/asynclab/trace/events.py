@@ -9,8 +9,12 @@ import pandas as pd
 
 __all__ = [
     "KINDS", "GPU_KINDS", "WORK_KINDS", "COPY_KINDS", "COMPUTE_KINDS", "TraceError", "TraceWarning",
-    "a_type", "comm_kernel", "name_matches",
+    "a_type", "comm_kernel", "name_matches", "STEP_ANNOTATION",
 ]
+
+#: The range :func:`asynclab.gpu.record.record` (and the simulated GPU's recorder) puts around each profiled call, so
+#: that ``trace.window(annotation=STEP_ANNOTATION, occurrence=i)`` zooms on step i.
+STEP_ANNOTATION = "asynclab.step"
 
 #: Every value the ``kind`` column can take.
 KINDS = (

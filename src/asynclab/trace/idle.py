@@ -9,6 +9,7 @@ import pandas as pd
 from asynclab.trace.collectives import is_point_to_point, latest_peer_start
 from asynclab.trace.events import name_matches
 from asynclab.trace.intervals import union
+from asynclab.trace.replay import GPU_GAP_US, HELD_US  # the GPU's own gap between queued work; a held task
 
 __all__ = ["GpuView", "Pieces", "idle_pieces", "underfilled_pieces", "thin", "SMALL_COPY_BYTES", "MANY_SMALL_COPIES",
            "LAUNCH_STRETCH_FACTOR"]
@@ -18,10 +19,6 @@ SMALL_COPY_BYTES = 64 * 1024
 MANY_SMALL_COPIES = 8
 #: A host call that returned at most this long after the GPU ran dry was waiting for it (µs).
 WAKE_US = 60.0
-#: GPU work launched at least this long before the GPU ran dry was held back by a dependency (µs).
-HELD_US = 10.0
-#: Between queued kernels the GPU itself idles a few µs; a held stretch this short is not a wait (µs).
-GPU_GAP_US = 5.0
 #: The GPU waited for the launches only in stretches up to this many times the host's time per launch; a longer
 #: wait is the host doing something else (named by the op it was in, or unexplained).
 LAUNCH_STRETCH_FACTOR = 4.0

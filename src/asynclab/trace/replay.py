@@ -12,7 +12,7 @@ from asynclab.trace.collectives import latest_peer_start
 from asynclab.trace.events import WORK_KINDS, name_matches
 from asynclab.trace.intervals import union
 
-__all__ = ["Graph", "build_graph", "comm_keys", "replay", "replay_together", "replayed_span", "span_ends", "host_at", "host_time_in", "BLOCKING", "ALLOC", "GPU_GAP_US",
+__all__ = ["Graph", "build_graph", "comm_keys", "replay", "replay_together", "replayed_span", "span_ends", "host_at", "host_time_in", "BLOCKING", "ALLOC", "GPU_GAP_US", "HELD_US",
            "launch_latency", "LAUNCH_LATENCY_US"]
 
 #: Runtime calls that make the host wait for the GPU (a sync, a synchronous copy, the allocator's free).

@@ -40,7 +40,7 @@ def _overlap(b: Backend, overlapped: Callable, late_compute: bool = False) -> An
 
     from asynclab.lessons.copy_overlap.experiments import COLS, MiB, Pipeline
     from asynclab.trace.metrics import hidden_fraction
-    from asynclab.gpu.record import STEP_ANNOTATION
+    from asynclab.trace.events import STEP_ANNOTATION
 
     dev = torch.device("cuda", torch.cuda.current_device())
     # big chunks, compute 1.5x a chunk's copy: the host's launches (slower under the profiler) stay small beside them

@@ -5,7 +5,8 @@ from typing import Any
 
 import torch
 
-from asynclab.sim.cuda import SimulationLimit, in_check
+from asynclab.sim.cuda import in_check
+from asynclab.sim.limits import SimulationLimit
 from asynclab.sim.ops import operator_rule
 
 __all__ = ["SpinBlocks", "spin_blocks_op", "blocks_per_sm_by_threads", "triton_kernel"]
