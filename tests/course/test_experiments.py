@@ -29,11 +29,13 @@ def test_for_lesson_and_helpers():
     assert experiments.for_lesson("01_async_dispatch") is A
     with pytest.raises(ValueError, match="has no experiments module"):
         experiments.for_lesson(0)
-    assert experiments.dtype_name(torch.float16) == "float16"
-    assert experiments.percentile([3.0, 1.0, 2.0], 50) == 2.0
-    assert experiments.percentile([0.0, 10.0], 95) == pytest.approx(9.5)
+    from asynclab.gpu import devices, timing
+
+    assert devices.dtype_name(torch.float16) == "float16"
+    assert timing.percentile([3.0, 1.0, 2.0], 50) == 2.0
+    assert timing.percentile([0.0, 10.0], 95) == pytest.approx(9.5)
     with pytest.raises(ValueError):
-        experiments.spin_cycles(torch.device("cpu"), 10)
+        timing.spin_cycles(torch.device("cpu"), 10)
 
 
 # -- lesson 01 -----------------------------------------------------------------------------------
@@ -549,7 +551,7 @@ def test_asker_headline_names():
 
 
 def test_native_half_is_fp16_below_compute_capability_8(monkeypatch):
-    from asynclab.course.experiments import native_half
+    from asynclab.gpu.devices import native_half
 
     assert native_half("cpu") == torch.bfloat16
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda dev=None: (7, 5))  # a T4

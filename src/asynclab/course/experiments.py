@@ -1,11 +1,7 @@
 """What every lesson's experiments share: devices, spin kernels, percentiles, the table of experiments and run_all."""
 from __future__ import annotations
 
-import contextlib
-import math
-import statistics
 import textwrap
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -13,7 +9,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from asynclab.gpu.timing import spin_cycles, timing_device  # spin_cycles: lessons call it from here
+from asynclab.gpu.devices import gpu_count, resolve_device, sync_all
 
 def for_lesson(lesson: str | int) -> ModuleType:
     """The experiments module of a lesson (``asynclab/lessons/<name>/experiments.py``), from the lesson registry.
@@ -39,56 +35,6 @@ def with_experiments() -> list[str]:
     return [item.number for item in lessons.LESSONS if item.has("experiments")]
 
 
-def on_device(dev: torch.device):
-    """``torch.cuda.device(dev)`` on a GPU (so "current device" means ``dev``), nothing on the CPU.
-
-    Example:
-        >>> with on_device(torch.device("cpu")):
-        ...     pass
-    """
-    return torch.cuda.device(dev) if dev.type == "cuda" else contextlib.nullcontext()
-
-
-def resolve_device(device: Any = None) -> torch.device:
-    """``None`` -> the current CUDA device if there is one, else the CPU; ``"cuda"`` -> ``cuda:<current>``.
-
-    Example:
-        >>> resolve_device("cpu")
-        device(type='cpu')
-    """
-    return timing_device(device)
-
-
-def sync(device: torch.device) -> None:
-    """``torch.cuda.synchronize(device)`` on a GPU, nothing on the CPU (which is already synchronous)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def native_half(device: Any) -> torch.dtype:
-    """The 16-bit type a device computes natively: bf16 from compute capability 8.0 (and on the CPU), fp16 below
-    (Colab's and Kaggle's T4s are 7.5, where bf16 would be emulated, slowly).
-
-    Example:
-        >>> native_half("cpu")
-        torch.bfloat16
-    """
-    dev = torch.device(device)
-    if dev.type == "cuda" and torch.cuda.get_device_capability(dev) < (8, 0):
-        return torch.float16
-    return torch.bfloat16
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    """``torch.bfloat16`` -> ``"bfloat16"``.
-
-    Example:
-        >>> dtype_name(torch.bfloat16)
-        'bfloat16'
-    """
-    return str(dtype).replace("torch.", "")
-
-
 def whole_number(name: str, value: Any, lo: int = 1, hi: int | None = None) -> int:
     """``value`` if it is a whole number from ``lo`` to ``hi``; else a ValueError that names the parameter (a
     learner's own parameter in a Try-it cell gets this one line, not an error from deep in torch).
@@ -106,26 +52,6 @@ def whole_number(name: str, value: Any, lo: int = 1, hi: int | None = None) -> i
         span = f"of at least {lo}" if hi is None else f"from {lo} to {hi}"
         raise ValueError(f"{name} must be a whole number {span}, not {value!r}")
     return value
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Linear-interpolated percentile (q in 0..100) of a list, like ``numpy.percentile``.
-
-    Example:
-        >>> percentile([1.0, 2.0, 3.0, 4.0, 5.0], 25)
-        2.0
-    """
-    xs = sorted(values)
-    if not xs:
-        raise ValueError("percentile of an empty list")
-    pos = (len(xs) - 1) * q / 100.0
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return float(xs[lo] + (xs[hi] - xs[lo]) * (pos - lo))
-
-
-def wall_ms(t0: float) -> float:
-    """Milliseconds since ``t0`` (a ``time.perf_counter()`` value)."""
-    return (time.perf_counter() - t0) * 1e3
 
 
 def dig(results: dict[str, Any], *keys: str | int) -> Any:
@@ -170,26 +96,6 @@ def record_gpu_trace(path: Any, step: Any) -> Any:
     return record(step, path=path, warmup=0, steps=1, cuda_sync_events=True)
 
 
-def gbps(nbytes: float, ms: float) -> float:
-    """Bytes per millisecond as GB/s (10^9 bytes per second, as link speeds are quoted).
-
-    Example:
-        >>> gbps(1_000_000_000, 20.0)
-        50.0
-    """
-    return nbytes / (ms * 1e6)
-
-
-def gpu_count() -> int:
-    """How many CUDA GPUs torch sees (0 without CUDA).
-
-    Example:
-        >>> gpu_count() >= 0
-        True
-    """
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
 def no_gpu(dev: torch.device, note: str, /, **fields: Any) -> dict[str, Any]:
     """What an experiment returns where it cannot run on ``dev``: the device, a ``note`` that says why, and ``fields``
     (its results, None, or its settings).
@@ -213,32 +119,6 @@ def gpu_or_note(device: Any, note: str, /, *, min_gpus: int = 1, **fields: Any) 
     if dev.type != "cuda" or (min_gpus > 1 and not gpu_count() >= min_gpus):
         return dev, no_gpu(dev, note, **fields)
     return dev, None
-
-
-def sync_all() -> None:
-    """Wait for every GPU (``torch.cuda.synchronize`` waits for the current one only)."""
-    for i in range(gpu_count()):
-        torch.cuda.synchronize(i)
-
-
-def median_wall_ms(fn: Any, reps: int, warm: int = 2) -> float:
-    """The median wall time of ``fn()`` over ``reps`` runs after ``warm`` warm-up runs, every GPU idle before each run
-    and waited for after it (ms).
-
-    Example:
-        >>> median_wall_ms(lambda: None, reps=3) >= 0
-        True
-    """
-    for _ in range(warm):
-        fn()
-    times = []
-    for _ in range(reps):
-        sync_all()
-        t0 = time.perf_counter()
-        fn()
-        sync_all()
-        times.append(wall_ms(t0))
-    return statistics.median(times)
 
 
 def run_annotated(label: str, fn: Any) -> None:
@@ -445,6 +325,6 @@ def lesson_run_all(lesson: str, experiments: Sequence[Experiment], cpu_kwargs: d
     return lesson_run
 
 
-__all__ = ["for_lesson", "with_experiments", "on_device", "resolve_device", "sync", "dtype_name", "spin_cycles", "percentile", "wall_ms",
-           "dig", "run_setup", "annotate", "record_gpu_trace", "TraceFolder", "gbps", "gpu_count", "sync_all",
-           "run_annotated", "ExperimentRun", "Experiment", "run_all", "lesson_run_all"]
+__all__ = ["for_lesson", "with_experiments", "whole_number", "dig", "run_setup", "annotate", "record_gpu_trace",
+           "TraceFolder", "no_gpu", "gpu_or_note", "run_annotated", "ExperimentRun", "Experiment", "run_all",
+           "lesson_run_all"]

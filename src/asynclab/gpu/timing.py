@@ -1,12 +1,15 @@
 """Timers that teach: a naive one (wrong on purpose), synchronize-based, CUDA events and torch.utils.benchmark."""
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import torch
+
+from asynclab.gpu.devices import resolve_device, sync, sync_all
 
 
 @dataclass(frozen=True)
@@ -113,29 +116,6 @@ def fmt_ms(ms: float) -> str:
     return f"{ms / 1000:.2f} s"
 
 
-def timing_device(device) -> torch.device:
-    """The device a timer runs on: the current CUDA device for None (the CPU without one); a GPU asked for on a
-    machine without one is an error.
-
-    Example:
-        >>> timing_device("cpu")
-        device(type='cpu')
-    """
-    if device is None:
-        return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
-    device = torch.device(device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"device {device} asked for, but torch sees no CUDA GPU on this machine")
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
-    return device
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def _check_args(fn, repeats: int, warmup: int, inner: int) -> None:
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
@@ -147,25 +127,25 @@ def _first_call(fn: Callable[[], object], device: torch.device, warmup: int) -> 
     """Run the warm-up calls; return the first one's synchronized time in ms."""
     first = None
     for i in range(warmup):
-        _sync(device)
+        sync(device)
         t0 = time.perf_counter()
         fn()
-        _sync(device)
+        sync(device)
         if i == 0:
             first = (time.perf_counter() - t0) * 1e3
     return first
 
 
-def _wall_clock(fn, device, repeats, inner, sync) -> tuple[float, ...]:
+def _wall_clock(fn, device, repeats, inner, synced) -> tuple[float, ...]:
     times = []
     for _ in range(repeats):
-        if sync:
-            _sync(device)
+        if synced:
+            sync(device)
         t0 = time.perf_counter()
         for _ in range(inner):
             fn()
-        if sync:
-            _sync(device)
+        if synced:
+            sync(device)
         times.append((time.perf_counter() - t0) * 1e3 / inner)
     return tuple(times)
 
@@ -182,11 +162,11 @@ def naive_timer(fn: Callable[[], object], *, repeats: int = 10, warmup: int = 1,
         ('naive', 3)
     """
     _check_args(fn, repeats, warmup, inner)
-    device = timing_device(device)
+    device = resolve_device(device)
     first = _first_call(fn, device, warmup)
     what = ("wall clock, no synchronize: only the time to enqueue the work" if device.type == "cuda"
             else "wall clock on the CPU, which runs synchronously, so this is the work")
-    return Timing("naive", what, _wall_clock(fn, device, repeats, inner, sync=False), first, warmup, inner,
+    return Timing("naive", what, _wall_clock(fn, device, repeats, inner, synced=False), first, warmup, inner,
                   what_it_calls(fn))
 
 
@@ -201,11 +181,11 @@ def sync_timer(fn: Callable[[], object], *, repeats: int = 10, warmup: int = 1, 
         'sync'
     """
     _check_args(fn, repeats, warmup, inner)
-    device = timing_device(device)
+    device = resolve_device(device)
     first = _first_call(fn, device, warmup)
     what = (f"wall clock between synchronize({device}) calls: the work, plus launch and sync overhead"
             if device.type == "cuda" else "wall clock on the CPU (nothing to synchronize)")
-    return Timing("sync", what, _wall_clock(fn, device, repeats, inner, sync=True), first, warmup, inner,
+    return Timing("sync", what, _wall_clock(fn, device, repeats, inner, synced=True), first, warmup, inner,
                   what_it_calls(fn))
 
 
@@ -221,11 +201,11 @@ def event_timer(fn: Callable[[], object], *, repeats: int = 10, warmup: int = 1,
         True
     """
     _check_args(fn, repeats, warmup, inner)
-    device = timing_device(device)
+    device = resolve_device(device)
     first = _first_call(fn, device, warmup)
     if device.type != "cuda":
         return Timing("events", "no CUDA device, so no events: wall clock on the CPU",
-                      _wall_clock(fn, device, repeats, inner, sync=False), first, warmup, inner)
+                      _wall_clock(fn, device, repeats, inner, synced=False), first, warmup, inner)
     with torch.cuda.device(device):
         pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(repeats)]
         for start, end in pairs:
@@ -258,7 +238,7 @@ def benchmark_timer(fn: Callable[[], object], *, min_run_time: float = 0.2, warm
         cpp_log.setLevel(level)
 
     _check_args(fn, 1, warmup, 1)
-    device = timing_device(device)
+    device = resolve_device(device)
     first = _first_call(fn, device, warmup)
     timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
     m = timer.blocked_autorange(min_run_time=min_run_time)
@@ -317,3 +297,53 @@ def spin_cycles(device: torch.device, ms: float) -> int:
         probe_ms = start.elapsed_time(end)
     per_ms = probe / max(probe_ms, 1e-3)
     return max(1, int(per_ms * ms))
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (q in 0..100) of a list, like ``numpy.percentile``.
+
+    Example:
+        >>> percentile([1.0, 2.0, 3.0, 4.0, 5.0], 25)
+        2.0
+    """
+    xs = sorted(values)
+    if not xs:
+        raise ValueError("percentile of an empty list")
+    pos = (len(xs) - 1) * q / 100.0
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return float(xs[lo] + (xs[hi] - xs[lo]) * (pos - lo))
+
+
+def wall_ms(t0: float) -> float:
+    """Milliseconds since ``t0`` (a ``time.perf_counter()`` value)."""
+    return (time.perf_counter() - t0) * 1e3
+
+
+def gbps(nbytes: float, ms: float) -> float:
+    """Bytes per millisecond as GB/s (10^9 bytes per second, as link speeds are quoted).
+
+    Example:
+        >>> gbps(1_000_000_000, 20.0)
+        50.0
+    """
+    return nbytes / (ms * 1e6)
+
+
+def median_wall_ms(fn: Any, reps: int, warm: int = 2) -> float:
+    """The median wall time of ``fn()`` over ``reps`` runs after ``warm`` warm-up runs, every GPU idle before each run
+    and waited for after it (ms).
+
+    Example:
+        >>> median_wall_ms(lambda: None, reps=3) >= 0
+        True
+    """
+    for _ in range(warm):
+        fn()
+    times = []
+    for _ in range(reps):
+        sync_all()
+        t0 = time.perf_counter()
+        fn()
+        sync_all()
+        times.append(wall_ms(t0))
+    return statistics.median(times)

@@ -13,7 +13,8 @@ import torch
 
 from asynclab.course.experiments import gpu_or_note
 from asynclab.course.experiments import Experiment, ExperimentRun, lesson_run_all
-from asynclab.course.experiments import dtype_name, native_half, resolve_device, spin_cycles, sync, wall_ms
+from asynclab.gpu.devices import dtype_name, native_half, resolve_device, sync
+from asynclab.gpu.timing import spin_cycles, wall_ms
 from asynclab.gpu.timing import event_timer, naive_timer, paired_ratio, sync_timer
 
 LESSON = "01"

@@ -12,7 +12,9 @@ import torch
 
 from asynclab.course.experiments import annotate as _annotate
 from asynclab.course.experiments import Experiment, ExperimentRun, lesson_run_all
-from asynclab.course.experiments import dig, gbps, resolve_device, spin_cycles, wall_ms
+from asynclab.course.experiments import dig
+from asynclab.gpu.devices import resolve_device
+from asynclab.gpu.timing import gbps, spin_cycles, wall_ms
 from asynclab.course.experiments import record_gpu_trace as _record_trace
 from asynclab.course.experiments import gpu_or_note, no_gpu, whole_number
 

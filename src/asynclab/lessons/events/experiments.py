@@ -11,7 +11,9 @@ from typing import Any, Callable
 import torch
 
 from asynclab.course.experiments import annotate as _annotate
-from asynclab.course.experiments import Experiment, dig, lesson_run_all, resolve_device, spin_cycles, wall_ms
+from asynclab.course.experiments import Experiment, dig, lesson_run_all
+from asynclab.gpu.devices import resolve_device
+from asynclab.gpu.timing import spin_cycles, wall_ms
 from asynclab.course.experiments import record_gpu_trace as _record_trace
 from asynclab.course.experiments import gpu_or_note, no_gpu
 from asynclab.gpu.processes import side_by_side

@@ -89,7 +89,7 @@ def _step(b: Backend, step: Callable, mode: str = "profiled") -> tuple[dict[str,
     """
     import torch
 
-    from asynclab.course.experiments import native_half
+    from asynclab.gpu.devices import native_half
 
     d0, d1 = torch.device("cuda", 0), torch.device("cuda", 1)
     src = torch.empty(b.nbytes(1 << 30) // 4, device=d0)

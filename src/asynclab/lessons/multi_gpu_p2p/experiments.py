@@ -14,8 +14,11 @@ from asynclab.gpu import hardware
 from asynclab.course.experiments import annotate as _annotate
 from asynclab.course.experiments import record_gpu_trace as _record_trace
 from asynclab.course.experiments import Experiment, lesson_run_all
-from asynclab.course.experiments import gbps, native_half, run_annotated, spin_cycles, sync_all, wall_ms
-from asynclab.course.experiments import gpu_or_note, median_wall_ms
+from asynclab.course.experiments import run_annotated
+from asynclab.gpu.devices import native_half, sync_all
+from asynclab.gpu.timing import gbps, spin_cycles, wall_ms
+from asynclab.course.experiments import gpu_or_note
+from asynclab.gpu.timing import median_wall_ms
 
 LESSON = "06"
 

@@ -18,7 +18,9 @@ from torch import nn
 from asynclab.course.experiments import annotate as _annotate
 from asynclab.course.experiments import record_gpu_trace as _record_trace
 from asynclab.course.experiments import Experiment, ExperimentRun, lesson_run_all
-from asynclab.course.experiments import gpu_count, median_wall_ms, resolve_device, run_annotated, sync_all
+from asynclab.course.experiments import run_annotated
+from asynclab.gpu.devices import gpu_count, resolve_device, sync_all
+from asynclab.gpu.timing import median_wall_ms
 from asynclab.course.experiments import gpu_or_note, no_gpu, whole_number
 
 LESSON = "07"

@@ -9,7 +9,9 @@ import torch
 from torch import nn
 
 from asynclab.course.experiments import Experiment, lesson_run_all
-from asynclab.course.experiments import dig, dtype_name, native_half, on_device, resolve_device, spin_cycles, sync
+from asynclab.course.experiments import dig
+from asynclab.gpu.devices import dtype_name, native_half, on_device, resolve_device, sync
+from asynclab.gpu.timing import spin_cycles
 from asynclab.course.experiments import gpu_or_note, whole_number
 from asynclab.gpu.parallel import Parallel
 from asynclab.gpu.timing import event_timer, sync_timer

@@ -97,7 +97,7 @@ class SpinBlocks:
     """
 
     def __init__(self, device: Any, block_us: float = 200.0, warps: int = 32):
-        from asynclab.course.experiments import resolve_device
+        from asynclab.gpu.devices import resolve_device
 
         self.device = resolve_device(device)
         if self.device.type != "cuda":

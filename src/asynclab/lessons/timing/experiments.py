@@ -10,7 +10,8 @@ import torch
 
 from asynclab.course.experiments import gpu_or_note
 from asynclab.course.experiments import Experiment, lesson_run_all
-from asynclab.course.experiments import dtype_name, native_half, on_device, percentile, resolve_device, spin_cycles, sync, wall_ms
+from asynclab.gpu.devices import dtype_name, native_half, on_device, resolve_device, sync
+from asynclab.gpu.timing import percentile, spin_cycles, wall_ms
 from asynclab.gpu.timing import benchmark_timer, event_timer, naive_timer, sync_timer
 
 LESSON = "02"

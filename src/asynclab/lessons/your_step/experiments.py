@@ -10,7 +10,8 @@ from typing import Any, Callable, Iterable
 
 import torch
 
-from asynclab.course.experiments import Experiment, ExperimentRun, dig, dtype_name, lesson_run_all, native_half, sync
+from asynclab.course.experiments import Experiment, ExperimentRun, dig, lesson_run_all
+from asynclab.gpu.devices import dtype_name, native_half, sync
 
 LESSON = "08"
 
@@ -149,7 +150,7 @@ def step_time(device: Any = None, fixes: Iterable[str] = (), batch: int = 256, s
         >>> r["step_ms"] > 0 and r["diagnosis"] is None
         True
     """
-    from asynclab.course.experiments import resolve_device
+    from asynclab.gpu.devices import resolve_device
 
     dev = resolve_device(device)
     if dev.type == "cuda":
@@ -198,7 +199,7 @@ def fix_one_at_a_time(device: Any = None, trace_dir: Any = None, batch: int = 25
         >>> [s["fixes"] for s in r["stages"]]
         [[], ['empty_cache', 'logging', 'pinned', 'workers']]
     """
-    from asynclab.course.experiments import resolve_device
+    from asynclab.gpu.devices import resolve_device
 
     dev = resolve_device(device)
     out = Path(trace_dir) if trace_dir is not None else None
