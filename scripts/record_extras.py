@@ -3,7 +3,7 @@
 
     python3 scripts/record_extras.py LESSON EXPERIMENT [EXPERIMENT ...]
 
-Each experiment is a function of the lesson's experiments module, run with its defaults on ``cuda:0``; its
+Each is a function of the lesson's probes module (or its experiments module), run with its defaults on ``cuda:0``; its
 result goes into ``results.json`` under its name, with ``recorded_on`` (the GPUs, torch, CUDA, driver and
 date), since the rest of that reference may come from another card. For a lesson whose experiments changed
 as a whole, re-record it with ``record_references.py`` instead.
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import importlib
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -58,9 +59,11 @@ def main(argv: list[str]) -> int:
     if lesson not in name_of:
         print(f"record_extras: no lesson {argv[0]}", file=sys.stderr)
         return 2
-    module = importlib.import_module(f"asynclab.lessons.{name_of[lesson]}.experiments")
+    modules = [importlib.import_module(f"asynclab.lessons.{name_of[lesson]}.{part}")
+               for part in ("probes", "experiments")
+               if importlib.util.find_spec(f"asynclab.lessons.{name_of[lesson]}.{part}") is not None]
     for name in argv[1:]:
-        fn = getattr(module, name, None)
+        fn = next((getattr(m, name) for m in modules if callable(getattr(m, name, None))), None)
         if not callable(fn):
             print(f"record_extras: lesson {lesson:02d} has no experiment {name!r}", file=sys.stderr)
             return 2

@@ -187,3 +187,135 @@ def test_the_patch_finder_finds_assignments_and_setattr():
 def test_torch_and_the_standard_library_are_patched_in_one_module():
     made = {m: _patches_made(path.read_text()) for m, path in MODULES.items() if m != "asynclab.sim.patches"}
     assert {m: found for m, found in made.items() if found} == {}
+
+
+# -- sizes, constants and run-time state -----------------------------------------------------------------------------
+#: The longest a module and a class may be (lines, docstrings included): past these a reader can't hold one in mind.
+MODULE_LINES, CLASS_LINES = 700, 350
+
+
+def test_no_module_is_over_700_lines():
+    long = {m: n for m, p in MODULES.items() if (n := len(p.read_text().splitlines())) > MODULE_LINES}
+    assert long == {}
+
+
+def _classes(source: str) -> dict[str, int]:
+    """Each class of a module's source (nested ones too, by their dotted name) and its length in lines."""
+    out: dict[str, int] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                out[prefix + child.name] = child.end_lineno - child.lineno + 1
+                visit(child, prefix + child.name + ".")
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                visit(child, prefix + child.name + ".")
+    visit(ast.parse(source), "")
+    return out
+
+
+def test_the_class_measure_counts_each_class_and_nested_ones():
+    source = "class A:\n    x = 1\n\n    class B:\n        y = 2\n\ndef f():\n    class C:\n        pass\n"
+    assert _classes(source) == {"A": 5, "A.B": 2, "f.C": 2}
+
+
+def test_no_class_is_over_350_lines():
+    long = {f"{m}.{c}": n for m, p in MODULES.items() for c, n in _classes(p.read_text()).items() if n > CLASS_LINES}
+    assert long == {}
+
+
+def _constants(source: str) -> dict[str, str]:
+    """A module's constants: its top-level names in capitals (``GPU_GAP_US = 5.0``), with their values' source."""
+    out = {}
+    for node in ast.parse(source).body:
+        pairs = ([(t, node.value) for t in node.targets] if isinstance(node, ast.Assign)
+                 else [(node.target, node.value)] if isinstance(node, ast.AnnAssign) and node.value else [])
+        out |= {t.id: ast.unparse(v) for t, v in pairs
+                if isinstance(t, ast.Name) and t.id.isupper() and not t.id.startswith("_")}
+    return out
+
+
+def duplicated_constants(constants: dict[str, dict[str, str]]) -> dict[str, list[str]]:
+    """Constants defined in two modules, by name: the modules that define each. The lessons' own settings
+    (``LESSON``, ``EXPERIMENTS``, ``LATE_MS``...) are each lesson's and may share a name across lessons; a lesson's
+    constant that a module of the library defines with the same value is a duplicate.
+
+    Example:
+        >>> duplicated_constants({"asynclab.trace.a": {"GAP_US": "5.0"}, "asynclab.trace.b": {"GAP_US": "5.0"},
+        ...                       "asynclab.lessons.x.e": {"LESSON": "'01'"}, "asynclab.lessons.y.e": {"LESSON": "'02'"}})
+        {'GAP_US': ['asynclab.trace.a', 'asynclab.trace.b']}
+    """
+    def lesson(m: str) -> bool:
+        return m.startswith("asynclab.lessons.")
+
+    out = {}
+    for name in sorted({n for values in constants.values() for n in values}):
+        where = sorted(m for m, values in constants.items() if name in values)
+        library = [m for m in where if not lesson(m)]
+        values = {constants[m][name] for m in library}
+        copied = [m for m in where if lesson(m) and constants[m][name] in values]
+        if len(library) > 1 or (library and copied):
+            out[name] = sorted(library + copied)
+    return out
+
+
+def test_no_constant_is_defined_in_two_modules():
+    constants = {m: _constants(p.read_text()) for m, p in MODULES.items()}
+    assert duplicated_constants(constants) == {}
+
+
+#: Calls that make a container (or a per-thread or per-call state) a module may keep and change at run time.
+_MUTABLE_CALLS = {"list", "dict", "set", "defaultdict", "OrderedDict", "deque", "Counter", "count", "local",
+                  "WeakKeyDictionary", "WeakValueDictionary", "WeakSet"}
+_MUTATORS = {"append", "extend", "insert", "remove", "pop", "popitem", "clear", "update", "add", "discard",
+             "setdefault", "appendleft", "move_to_end"}
+
+
+def changed_at_run_time(source: str) -> list[str]:
+    """The module-level containers a module changes at run time: a top-level name bound to a list, dict or set (or a
+    counter, a ``threading.local``, an instance of one of its classes) that a function appends to, assigns into,
+    advances or rebinds (``global``).
+
+    Example:
+        >>> changed_at_run_time("_SEEN = []\\nRULES = {}\\nFIXED = {'a': 1}\\n"
+        ...                     "def f(x):\\n    _SEEN.append(x)\\n    RULES[x] = 1\\n    return FIXED[x]\\n")
+        ['RULES', '_SEEN']
+    """
+    tree = ast.parse(source)
+    classes = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+
+    def mutable(value: ast.AST) -> bool:
+        if isinstance(value, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)):
+            return True
+        func = value.func if isinstance(value, ast.Call) else None
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+        return name in _MUTABLE_CALLS or name in classes
+
+    top = {t.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None
+           and mutable(node.value) for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+           if isinstance(t, ast.Name)}
+    changed = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Global):
+            changed |= top & set(node.names)
+        elif isinstance(node, ast.Call):
+            func, args = node.func, node.args
+            if isinstance(func, ast.Attribute) and getattr(func.value, "id", None) in top and func.attr in _MUTATORS:
+                changed.add(func.value.id)
+            if getattr(func, "id", None) == "next" and args and getattr(args[0], "id", None) in top:
+                changed.add(args[0].id)
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            changed |= {t.value.id for t in targets if isinstance(t, (ast.Subscript, ast.Attribute))
+                        and getattr(t.value, "id", None) in top}
+    return sorted(changed)
+
+
+#: The most module-level containers the package may change at run time: its registries (exercises, operator rules,
+#: tensor methods) and the one object that says which simulation is running.
+RUN_TIME_CONTAINERS = 5
+
+
+def test_few_module_level_containers_change_at_run_time():
+    found = [f"{m}.{name}" for m, p in MODULES.items() for name in changed_at_run_time(p.read_text())]
+    assert len(found) <= RUN_TIME_CONTAINERS, found

@@ -1,14 +1,14 @@
 """Where the simulated H100's prediction of a lesson's figure or claim misses its recorded reference, and why."""
 from __future__ import annotations
 
-__all__ = ["FIGURES", "CLAIMS", "TARGET", "misses"]
+__all__ = ["FIGURE_MISSES", "CLAIM_MISSES", "TARGET", "misses"]
 
 #: How close a predicted headline figure must come to the recorded one: its ratio within these bounds.
 TARGET = (0.75, 1.25)
 
 #: Figures the cost model misses by more than 25%, by (lesson, experiment, figure), and why: the numbers in each
 #: reason are those of the run that wrote docs/predicted.md (nothing is tuned away to make a figure agree).
-FIGURES: dict[tuple[str, str, str], str] = {
+FIGURE_MISSES: dict[tuple[str, str, str], str] = {
     ("02", "sync_every_iteration", "per_call_batched_us"): "predicted 22.5 µs vs 16.6 µs "
     "recorded: x.add_ on 32 MiB partly stays in the H100's 50 MB L2 cache; the model has HBM's bandwidth only",
     ("05", "dataloader", "plain.step_ms"): "predicted 2.63 ms vs 3.94 ms recorded: each step's "
@@ -33,7 +33,7 @@ FIGURES: dict[tuple[str, str, str], str] = {
 }
 
 #: Claims whose verdict the prediction does not reproduce, by (lesson, experiment, claim), and why.
-CLAIMS: dict[tuple[str, str, str], str] = {
+CLAIM_MISSES: dict[tuple[str, str, str], str] = {
     ("03", "parallel_module", "Parallel gives the outputs of the branches run in turn, on both workloads"): "the "
     "outputs are compared by value, and the predictions run parallel_module timed only: computing its GPU-sized "
     "branches' values on a CPU takes minutes",
@@ -64,7 +64,7 @@ def misses(rows: list[dict]) -> list[tuple[str, str]]:
     for r in rows:
         if "claim" in r:
             if r["predicted"] != r["recorded"]:
-                out.append((f"{r['experiment']}: {r['claim']}", CLAIMS.get((r["lesson"], r["experiment"], r["claim"]))))
+                out.append((f"{r['experiment']}: {r['claim']}", CLAIM_MISSES.get((r["lesson"], r["experiment"], r["claim"]))))
         elif r["ratio"] is not None and not TARGET[0] <= r["ratio"] <= TARGET[1]:
-            out.append((f"{r['experiment']} {r['figure']}", FIGURES.get((r["lesson"], r["experiment"], r["figure"]))))
+            out.append((f"{r['experiment']} {r['figure']}", FIGURE_MISSES.get((r["lesson"], r["experiment"], r["figure"]))))
     return out

@@ -15,7 +15,7 @@ from asynclab.course.experiments import ExperimentRun, TraceFolder, dig
 from asynclab.sim.limits import SimulationLimit
 from asynclab.sim.simulate import simulate
 
-__all__ = ["LABEL", "FIGURES", "CLAIMS", "VALUES", "VALUE_FIGURES", "timed_only", "Prediction", "predict_one", "predict", "figure_rows",
+__all__ = ["LABEL", "HEADLINE_FIGURES", "CLAIMS", "VALUES", "VALUE_FIGURES", "timed_only", "Prediction", "predict_one", "predict", "figure_rows",
            "claim_rows", "Claim"]
 
 #: How every number of this module is labelled.
@@ -31,7 +31,7 @@ TRACED = {("05", "dataloader")}
 VALUE_FIGURES = ("wrong_chunks", "wrong", "same_outputs")
 
 #: The headline figures per lesson: (experiment, path into its results), the numbers the lesson's text and claims use.
-FIGURES: dict[str, list[tuple[str, tuple[str, ...]]]] = {
+HEADLINE_FIGURES: dict[str, list[tuple[str, tuple[str, ...]]]] = {
     "01": [("d2l_benchmark", ("big_synced_s",)), ("d2l_benchmark", ("torch_synced_s",)),
            ("host_runs_ahead", ("finish_ms",)), ("host_runs_ahead", ("enqueue_ms",)), ("host_runs_ahead", ("mm_ms",)),
            ("launch_overhead", ("eager_us_per_op",)), ("overhead_bound", ("flat_level_us",)),
@@ -300,7 +300,7 @@ def _number(value: Any) -> float | None:
 
 
 def figure_rows(lesson: str | int, predictions: dict[str, Prediction]) -> list[dict[str, Any]]:
-    """The lesson's headline figures (:data:`FIGURES`) of the experiments predicted: predicted, recorded, ratio.
+    """The lesson's headline figures (:data:`HEADLINE_FIGURES`) of the experiments predicted: predicted, recorded, ratio.
 
     Example:
         >>> p = {"spin_kernels": Prediction("03", "spin_kernels", {"speedup": 4.0})}
@@ -310,7 +310,7 @@ def figure_rows(lesson: str | int, predictions: dict[str, Prediction]) -> list[d
     item = registry.lesson(lesson)
     ref = reference.results(item.number)
     rows = []
-    for key, path in FIGURES.get(item.number, []):
+    for key, path in HEADLINE_FIGURES.get(item.number, []):
         if key not in predictions:
             continue
         pred = predictions[key]

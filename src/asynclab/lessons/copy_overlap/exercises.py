@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 from asynclab.grading.backend import Backend, run_answer
 from asynclab.grading.checks import Verdict, brief, exercise
+from asynclab.grading.hostreads import LATE_MS  # how late the GPU's numbers are in the read checker: as in the host-read checks
 from asynclab.trace.events import a_type
 
 #: Chunks the overlap checker feeds the learner's loop.
@@ -19,9 +20,6 @@ MIN_HIDDEN = 0.8
 COMPUTE_OVER_COPY = 1.5
 #: Profiled runs of the learner's loop on a GPU; the checker takes the median of their hidden shares.
 RUNS = 3
-#: How late the GPU's numbers are in the read checker, in ms.
-LATE_MS = 20.0
-
 #: The losses' values come from a generator of the checker's own: seeding Python's cannot predict them.
 _TRUTH = random.Random()
 
@@ -38,7 +36,8 @@ def _overlap(b: Backend, overlapped: Callable, late_compute: bool = False) -> An
     the wrong results of two such runs, unprofiled."""
     import torch
 
-    from asynclab.lessons.copy_overlap.experiments import COLS, MiB, Pipeline
+    from asynclab.lessons.copy_overlap import MiB
+    from asynclab.lessons.copy_overlap.experiments import COLS, Pipeline
     from asynclab.trace.metrics import hidden_fraction
     from asynclab.trace.events import STEP_ANNOTATION
 

@@ -17,6 +17,8 @@ from asynclab.gpu.devices import resolve_device
 from asynclab.gpu.timing import gbps, spin_cycles, wall_ms
 from asynclab.course.experiments import record_gpu_trace as _record_trace
 from asynclab.course.experiments import gpu_or_note, no_gpu, whole_number
+from asynclab.lessons.copy_overlap import NO_GPU, MiB
+from asynclab.lessons.copy_overlap.loader import dataloader
 
 LESSON = "05"
 
@@ -25,18 +27,12 @@ CPU_KWARGS: dict[str, dict[str, Any]] = {name: {} for name in (
     "bandwidth", "bidirectional", "non_blocking", "pageable_sizes", "pin_cost", "pipeline", "copy_streams", "early_read",
     "source_mutation", "dataloader")}
 
-#: What each GPU-only experiment returns on a machine without a GPU.
-NO_GPU = "no CUDA GPU: there is no host-to-GPU copy to measure (the CPU's tensors are already in host memory)"
-
-MiB = 1 << 20
 
 #: The copy sizes of the bandwidth sweep: 64 KiB to 1 GiB, in steps of 4x.
 SIZES = tuple(64 * 1024 * 4 ** k for k in range(8))
 
 #: The two kinds of host memory a copy can start from or land in.
 MEMORY = ("pageable", "pinned")
-
-
 
 
 def _host(nbytes: int, memory: str, fill: float = 1.0) -> torch.Tensor:
@@ -626,105 +622,6 @@ def source_mutation(device: Any = None, spin_ms: float = 20.0, n: int = 1 << 20,
 
 
 # -- 6: a training input pipeline ------------------------------------------------------------------------------------
-class _Batches(torch.utils.data.Dataset):
-    """``count`` ready-made batches of images and labels, as a loader with ``batch_size=None`` serves them."""
-
-    def __init__(self, count: int, batch: int, size: int):
-        gen = torch.Generator().manual_seed(0)
-        self.images = torch.randn(count, batch, 3, size, size, generator=gen)
-        self.labels = torch.randint(0, 10, (count, batch), generator=gen)
-
-    def __len__(self) -> int:
-        return len(self.images)
-
-    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.images[i], self.labels[i]
-
-
-def _small_cnn() -> torch.nn.Module:
-    nn = torch.nn
-    return nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                         nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                         nn.Linear(64, 10))
-
-
-def dataloader(device: Any = None, steps: int = 24, batch: int = 256, size: int = 64, workers: int = 0,
-               path_plain: str | Path | None = None, path_pinned: str | Path | None = None) -> dict[str, Any]:
-    """Train a small CNN from a ``DataLoader``, plain against ``pin_memory=True`` with ``non_blocking=True``.
-
-    Both loaders serve the same ``steps`` batches of ``batch`` 3x``size``x``size`` images with ``workers``
-    worker processes. Plain: ``pin_memory=False`` and ``.to(device)``. Pinned: ``pin_memory=True`` and
-    ``.to(device, non_blocking=True)``. The step time is host wall-clock over the steps after the first
-    few (median of per-step times, the GPU synchronized only at the end). With paths, a few steps of each
-    are profiled and the GPU's idle time per step is read from the trace.
-
-    With ``workers=0`` (the default) the loader pins each batch in the training loop's own thread, so
-    the pinned step includes that copy into pinned memory; the trace gives its time per step.
-
-    Returns ``{"plain": {"step_ms", "idle_ms_per_step", "copy_ms_per_step", "pin_ms_per_step"}, "pinned": {...}, "batch_mib",
-    "steps", "workers", "device"}``.
-
-    Example:
-        >>> dataloader("cpu")["plain"] is None
-        True
-    """
-    dev, cpu = gpu_or_note(device, NO_GPU, plain=None, pinned=None, batch_mib=batch * 3 * size * size * 4 / MiB,
-                           steps=steps, workers=workers)
-    if cpu is not None:
-        return cpu
-    data = _Batches(steps, batch, size)
-    results: dict[str, Any] = {}
-    with torch.cuda.device(dev):
-        for name, pinned, path in (("plain", False, path_plain), ("pinned", True, path_pinned)):
-            torch.manual_seed(0)
-            model = _small_cnn().to(dev)
-            opt = torch.optim.SGD(model.parameters(), lr=0.01)
-            loader = torch.utils.data.DataLoader(data, batch_size=None, shuffle=False, num_workers=workers,
-                                                 pin_memory=pinned, persistent_workers=workers > 0)
-
-            def train_step(images: torch.Tensor, labels: torch.Tensor) -> None:
-                images = images.to(dev, non_blocking=pinned)
-                labels = labels.to(dev, non_blocking=pinned)
-                loss = torch.nn.functional.cross_entropy(model(images), labels)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-
-            def epoch(timed: bool) -> list[float]:
-                times, t0 = [], time.perf_counter()
-                for images, labels in loader:
-                    with _annotate("step"):
-                        train_step(images, labels)
-                    times.append(wall_ms(t0))
-                    t0 = time.perf_counter()
-                torch.cuda.synchronize()
-                return times
-
-            epoch(False)  # workers started, kernels loaded, the allocator warm
-            times = epoch(True)
-            skip = min(4, len(times) // 2)
-            stats = {"step_ms": statistics.median(times[skip:]), "idle_ms_per_step": None, "copy_ms_per_step": None,
-                     "pin_ms_per_step": None}
-            if path is not None:
-                stats.update(_loader_trace_stats(_record_trace(path, lambda: epoch(False)), len(data)))
-            results[name] = stats
-            del loader
-    return {**results, "batch_mib": batch * 3 * size * size * 4 / MiB, "steps": steps, "workers": workers,
-            "device": str(dev)}
-
-
-def _loader_trace_stats(trace: Any, steps: int) -> dict[str, float]:
-    """Per step, from a trace of one epoch: GPU idle time (first to last GPU work), H2D copy time, host time pinning."""
-    from asynclab.trace.metrics import idle_gaps
-
-    copies = trace.gpu().query("kind == 'h2d'")
-    pins = trace.find("aten::pin_memory", kinds="cpu_op")
-    return {"idle_ms_per_step": float(idle_gaps(trace)["dur_us"].sum()) / 1e3 / steps,
-            "copy_ms_per_step": float(copies["dur_us"].sum()) / 1e3 / steps,
-            "pin_ms_per_step": float(pins["dur_us"].sum()) / 1e3 / steps}
-
-
-# -- everything, as the recording script runs it ----------------------------------------------------------------------
 def _at(results: dict[str, Any], key: str, nbytes: int) -> float | None:
     """The bandwidth sweep's ``key`` (``"h2d pinned"``) at ``nbytes``, or None."""
     sizes, rates = dig(results, "bandwidth", "sizes"), dig(results, "bandwidth", "gbps", key)
@@ -795,29 +692,3 @@ run_all = lesson_run_all(LESSON, EXPERIMENTS, CPU_KWARGS, headline)
 
 
 # -- probes of the lesson's statements, recorded by scripts/record_extras.py -----------------------------------------
-def pageable_async_return(device: Any = None, spin_ms: float = 20.0,
-                          sizes_mib: tuple[float, ...] = (0.0625, 0.25, 1, 2, 4, 8, 64)) -> dict[str, Any]:
-    """When ``x.to(device, non_blocking=True)`` from pageable memory returns to the host: behind a spin of
-    ``spin_ms`` (the copy cannot start before it ends), the call's host time for each size. A call that returns in
-    far less than the spin did not wait for the copy; one that takes the spin waited for it.
-
-    Example:
-        >>> pageable_async_return("cpu")["returned_ms"] is None
-        True
-    """
-    dev, note = gpu_or_note(device, "no CUDA GPU: host-to-GPU copies need one", returned_ms=None)
-    if note:
-        return note
-    returned = []
-    with torch.cuda.device(dev):
-        cycles = spin_cycles(dev, spin_ms)
-        for mib in sizes_mib:
-            host = torch.ones(int(mib * (1 << 20)) // 4)  # pageable
-            host.to(dev, non_blocking=True)  # warm-up: the staging buffers exist
-            torch.cuda.synchronize(dev)
-            torch.cuda._sleep(cycles)
-            t0 = time.perf_counter()
-            host.to(dev, non_blocking=True)
-            returned.append(wall_ms(t0))
-            torch.cuda.synchronize(dev)
-    return {"device": str(dev), "spin_ms": spin_ms, "sizes_mib": list(sizes_mib), "returned_ms": returned}

@@ -5,9 +5,8 @@ from typing import Any, Callable
 
 from asynclab.grading.backend import Backend, run_answer
 from asynclab.grading.checks import Verdict, exercise
+from asynclab.grading.hostreads import LATE_MS  # how late a checker's producer is: as late as the host-read checks
 
-#: How late the checker's producer is, in ms.
-LATE_MS = 20.0
 
 
 def _handoff(b: Backend, handoff: Callable) -> tuple[bool, bool, dict[str, bool]]:

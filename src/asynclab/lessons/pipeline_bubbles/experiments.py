@@ -15,7 +15,6 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from asynclab.course.experiments import annotate as _annotate
 from asynclab.course.experiments import record_gpu_trace as _record_trace
 from asynclab.course.experiments import Experiment, ExperimentRun, lesson_run_all
 from asynclab.course.experiments import run_annotated
