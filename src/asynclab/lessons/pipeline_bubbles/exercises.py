@@ -6,9 +6,9 @@ import numbers
 import random
 from typing import Any, Callable
 
-from asynclab.trace import schedules
+from asynclab.trace.pipeline import schedules
 from asynclab.grading.checks import Verdict, exercise, not_a_function, raised
-from asynclab.trace.events import a_type
+from asynclab.trace.read.events import a_type
 
 #: Configurations each checker draws at random (new ones every call).
 TRIALS = 12
@@ -48,7 +48,7 @@ def step_time(predict: Callable) -> Verdict:
     """Check ``predict(p, m, t_f, t_b)``: the step time of a GPipe schedule with ``p`` stages, ``m`` micro-batches,
     and ``t_f``/``t_b`` the forward/backward time of one micro-batch on one stage (ms).
 
-    It is compared with the schedule simulator (:func:`asynclab.trace.schedules.simulate`) on configurations drawn at
+    It is compared with the schedule simulator (:func:`asynclab.trace.pipeline.schedules.simulate`) on configurations drawn at
     random, to rounding (1e-6); the simulator is off limits while ``predict`` runs.
 
     Example:
@@ -88,13 +88,13 @@ def pick_m(choose: Callable) -> Verdict:
     a bubble fraction (idle share of the step) of at most ``target``.
 
     Checked against the closed form (p-1)/(m+p-1) and, for the chosen ``m``, against the bubble measured with
-    :func:`asynclab.trace.metrics.bubble_fraction` on the simulator's trace, on configurations drawn at random.
+    :func:`asynclab.trace.analysis.metrics.bubble_fraction` on the simulator's trace, on configurations drawn at random.
 
     Example:
         >>> pick_m(lambda p, target: 1000).right  # enough, but not the fewest
         False
     """
-    from asynclab.trace.metrics import bubble_fraction
+    from asynclab.trace.analysis.metrics import bubble_fraction
 
     if (verdict := not_a_function(choose, "choose")) is not None:
         return verdict

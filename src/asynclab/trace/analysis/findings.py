@@ -81,7 +81,7 @@ class Finding:
     """One mistake found in a trace: its kind, what fixing it would save per step, and where it happens.
 
     ``lost_ms_per_step`` and ``share`` are the saving its fix would bring (by replay, see
-    :class:`asynclab.trace.diagnose.Diagnosis`); ``idle_ms_per_step`` is the profiled GPU idle time it explains.
+    :class:`asynclab.trace.analysis.diagnose.Diagnosis`); ``idle_ms_per_step`` is the profiled GPU idle time it explains.
 
     ``where`` holds ``op`` (the aten op or runtime call), ``kernel`` (the GPU work around it), ``line``
     (the innermost Python line of the learner's code, when the trace has stacks), ``steps`` (the steps

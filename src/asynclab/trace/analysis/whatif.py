@@ -7,9 +7,9 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from asynclab.trace.events import name_matches
-from asynclab.trace.idle import MANY_SMALL_COPIES, SMALL_COPY_BYTES, thin
-from asynclab.trace.replay import ALLOC, Graph, comm_keys, host_time_in, replay, replayed_span
+from asynclab.trace.read.events import name_matches
+from asynclab.trace.analysis.idle import MANY_SMALL_COPIES, SMALL_COPY_BYTES, thin
+from asynclab.trace.analysis.replay import ALLOC, Graph, comm_keys, host_time_in, replay, replayed_span
 
 __all__ = ["TRANSFORMS", "REPLAYED_KINDS", "rank_skew_cuts", "NEEDS_FIRST", "FIRST_SHARE", "fixed", "pinned_rate", "pinned_default", "PINNED_BYTES_PER_US",
            "PCIE5_PINNED_BYTES_PER_US", "GRAPH_LAUNCH_US", "OWN_WORK_MIN_US",
@@ -359,7 +359,7 @@ def rank_skew_cuts(graphs: list[Graph]) -> list[dict[int, tuple[int, float]]]:
 
     Example:
         >>> from asynclab.trace import load_trace
-        >>> from asynclab.trace.replay import build_graph
+        >>> from asynclab.trace.analysis.replay import build_graph
         >>> tr = load_trace("tests/fixtures/diagnose/rank_skew-bad")
         >>> cuts = rank_skew_cuts([build_graph(tr.events, r) for r in (0, 1)])
         >>> [round(sum(c for _, c in r.values()) / 1e3) for r in cuts]  # rank 1 is late: its ms of extra host work
@@ -446,7 +446,7 @@ def context(g: Graph, steps: pd.DataFrame, sms: int | None = None, pinned: float
 
     Example:
         >>> from asynclab.trace import load_trace
-        >>> from asynclab.trace.replay import build_graph
+        >>> from asynclab.trace.analysis.replay import build_graph
         >>> g = build_graph(load_trace("tests/fixtures/diagnose/pageable_copy-bad.json.gz").events, pd.NA)
         >>> context(g, pd.DataFrame({"start_us": [0.0]}))["pinned"] == PINNED_BYTES_PER_US  # no pinned copy there
         True
@@ -473,7 +473,7 @@ def fixed(g: Graph, kinds: tuple[str, ...] | list[str], lo: float, hi: float, ct
 
     Example:
         >>> from asynclab.trace import load_trace
-        >>> from asynclab.trace.replay import build_graph
+        >>> from asynclab.trace.analysis.replay import build_graph
         >>> g = build_graph(load_trace("tests/fixtures/diagnose/host_sync-bad.json.gz").events, pd.NA)
         >>> ctx = context(g, pd.DataFrame({"start_us": [g.h_start[0]]}))
         >>> int(fixed(g, ["host_sync"], 0, 1e12, ctx).h_block.sum()) < int(g.h_block.sum())
@@ -492,7 +492,7 @@ def profiler_free(g: Graph, per_event_us: float, lo: float, hi: float) -> Graph:
 
     Example:
         >>> from asynclab.trace import load_trace
-        >>> from asynclab.trace.replay import build_graph
+        >>> from asynclab.trace.analysis.replay import build_graph
         >>> g = build_graph(load_trace("tests/fixtures/diagnose/host_sync-bad.json.gz").events, pd.NA)
         >>> bool((profiler_free(g, 1.0, 0, 1e12).h_gap <= g.h_gap).all())
         True
@@ -514,7 +514,7 @@ def span(g: Graph, lo: float, hi: float, host_hi: float | None = None) -> float:
 
     Example:
         >>> from asynclab.trace import load_trace
-        >>> from asynclab.trace.replay import build_graph
+        >>> from asynclab.trace.analysis.replay import build_graph
         >>> g = build_graph(load_trace("tests/fixtures/diagnose/host_sync-bad.json.gz").events, pd.NA)
         >>> round(span(g, 0.0, 10.0), 3)
         10.0

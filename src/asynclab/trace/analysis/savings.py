@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from asynclab.trace.events import name_matches
-from asynclab.trace.replay import GPU_GAP_US, build_graph, host_at, replay, replay_together, replayed_span, span_ends
-from asynclab.trace.whatif import (FIRST_SHARE, NEEDS_FIRST, PINNED_BYTES_PER_US, REPLAYED_KINDS, context, fixed,
+from asynclab.trace.read.events import name_matches
+from asynclab.trace.analysis.replay import GPU_GAP_US, build_graph, host_at, replay, replay_together, replayed_span, span_ends
+from asynclab.trace.analysis.whatif import (FIRST_SHARE, NEEDS_FIRST, PINNED_BYTES_PER_US, REPLAYED_KINDS, context, fixed,
                                    profiler_free, rank_skew_cuts)
 
 __all__ = ["Savings", "MIN_SHARE", "predict_savings", "predict_savings_of_ranks", "outlier_steps", "profiler_cost_per_op", "startup_end",
@@ -29,7 +29,7 @@ class Savings:
     ``step_ms`` is the replayed steady step, ``fixed_ms`` maps a finding kind to the replayed step with its fix and
     ``all_fixed_ms`` is the step with every fix applied; ``profiled_ms`` is the same steps as recorded;
     ``outliers`` the steps left out; ``per_op_us`` the profiler's estimated cost per recorded op; ``after`` the
-    fixes each fix's saving is counted after (those it needs first, :data:`~asynclab.trace.whatif.NEEDS_FIRST`).
+    fixes each fix's saving is counted after (those it needs first, :data:`~asynclab.trace.analysis.whatif.NEEDS_FIRST`).
     """
 
     step_ms: float
@@ -144,7 +144,7 @@ def predict_savings(events: pd.DataFrame, rank: Any, steps: pd.DataFrame, kinds:
 
     Example:
         >>> from asynclab.trace import load_trace
-        >>> from asynclab.trace.metrics import profiler_steps
+        >>> from asynclab.trace.analysis.metrics import profiler_steps
         >>> tr = load_trace("tests/fixtures/diagnose/host_sync-bad.json.gz")
         >>> st = profiler_steps(tr)
         >>> st = st.assign(host_end_us=st["end_us"], end_us=list(st["start_us"].iloc[1:]) + [st["end_us"].max()])
@@ -205,7 +205,7 @@ def _joint_steps(ranks: list[_Rank], kinds: list[str] | None) -> list[float]:
 
 def _joint(graphs: list, floors: list) -> list[tuple]:
     """The ranks' graphs replayed together (with their ``floors``, see :func:`replay`): a collective ends after its
-    last rank joined it, as replayed (:func:`~asynclab.trace.replay.replay_together`)."""
+    last rank joined it, as replayed (:func:`~asynclab.trace.analysis.replay.replay_together`)."""
     if len(graphs) == 1:
         return [replay(graphs[0], None, floors[0])]
     return replay_together(graphs, floors)
@@ -223,7 +223,7 @@ def _steady(g: Any, result: tuple, segs: list) -> tuple[np.ndarray | None, list[
 
     Example:
         >>> from asynclab.trace import load_trace
-        >>> from asynclab.trace.replay import build_graph
+        >>> from asynclab.trace.analysis.replay import build_graph
         >>> g = build_graph(load_trace("tests/fixtures/diagnose/host_sync-bad.json.gz").events, pd.NA)
         >>> floor, lags = _steady(g, replay(g), [(g.h_start[0], g.h_end[-1], None, 1)])
         >>> floor is None, lags

@@ -57,7 +57,7 @@ def refusing(reason: str) -> Iterator[Refusal]:
         ...     simulate("gpipe", 2, 2)
         Traceback (most recent call last):
         ...
-        asynclab.trace.schedules.Refused: work it out
+        asynclab.trace.pipeline.schedules.Refused: work it out
         >>> refusal.asked
         1
     """
@@ -226,7 +226,7 @@ def simulate_trace(schedule: str, p: int, m: int, t_f: float = 1.0, t_b: float =
     ``bubble_fraction``.
 
     Example:
-        >>> from asynclab.trace.metrics import bubble_fraction
+        >>> from asynclab.trace.analysis.metrics import bubble_fraction
         >>> round(bubble_fraction(simulate_trace("gpipe", p=4, m=8)).mean, 4)  # (p-1)/(m+p-1)
         0.2727
     """

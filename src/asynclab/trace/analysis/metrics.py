@@ -7,8 +7,8 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from asynclab.trace.events import name_matches
-from asynclab.trace.intervals import coverage, intersection_length, spans, union, union_length  # noqa: F401 - union_length is public here too
+from asynclab.trace.read.events import name_matches
+from asynclab.trace.read.intervals import coverage, intersection_length, spans, union, union_length  # noqa: F401 - union_length is public here too
 from asynclab.trace import COPY_KINDS, WORK_KINDS, Trace, load_trace
 
 __all__ = [

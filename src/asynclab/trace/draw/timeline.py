@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 
 from asynclab.trace import Trace, fmt_us, load_trace
-from asynclab.trace.image import SAVE_DPI, save_image
-from asynclab.trace.marks import MIN_BAR_PX, FittedLabel, draw_callout, parse_callout, widen
-from asynclab.trace.metrics import STEADY_MIN_LEFT_OUT
-from asynclab.trace.palette import FINDING_COLORS, KIND_COLORS, KIND_LABELS, lab
+from asynclab.trace.draw.image import SAVE_DPI, save_image
+from asynclab.trace.draw.marks import MIN_BAR_PX, FittedLabel, draw_callout, parse_callout, widen
+from asynclab.trace.analysis.metrics import STEADY_MIN_LEFT_OUT
+from asynclab.trace.draw.palette import FINDING_COLORS, KIND_COLORS, KIND_LABELS, lab
 
 __all__ = ["draw_timeline", "work_window", "Timeline", "KIND_COLORS", "KIND_LABELS", "FINDING_COLORS"]
 
@@ -366,7 +366,7 @@ def work_window(trace: Any, host: bool = True) -> tuple[float, float, str] | Non
     first to the last thing :func:`draw_timeline` draws (the lanes' GPU work, their host ops and runtime calls, the
     ``record_function`` brackets; with ``host=False`` the GPU lanes' work only), with a sentence that says what it
     leaves out and which events reach there; None where what is drawn covers all but
-    :data:`~asynclab.trace.metrics.STEADY_MIN_LEFT_OUT` of the range (or nothing is drawn). The range is the trace's
+    :data:`~asynclab.trace.analysis.metrics.STEADY_MIN_LEFT_OUT` of the range (or nothing is drawn). The range is the trace's
     window when it has one. What stretches a range without drawing: the profiler's own span (the "Spans" row), a
     ``ProfilerStep`` that runs on after its work, Python function events, GPU-side annotations, the ops of host
     threads that launch nothing (instants, counters and flows are never read as events).

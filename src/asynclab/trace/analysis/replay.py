@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from asynclab.trace.collectives import latest_peer_start
-from asynclab.trace.events import WORK_KINDS, name_matches
-from asynclab.trace.intervals import union
+from asynclab.trace.analysis.collectives import latest_peer_start
+from asynclab.trace.read.events import WORK_KINDS, name_matches
+from asynclab.trace.read.intervals import union
 
 __all__ = ["Graph", "build_graph", "comm_keys", "replay", "replay_together", "replayed_span", "span_ends", "host_at", "host_time_in", "BLOCKING", "ALLOC", "GPU_GAP_US", "HELD_US",
            "launch_latency", "LAUNCH_LATENCY_US"]

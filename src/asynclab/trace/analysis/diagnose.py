@@ -10,14 +10,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from asynclab.trace.collectives import late_rank
-from asynclab.trace.events import WORK_KINDS, TraceError, name_matches
-from asynclab.trace.findings import Finding
-from asynclab.trace.idle import SMALL_COPY_BYTES, GpuView, Pieces, idle_pieces, underfilled_pieces
-from asynclab.trace.metrics import gpus_with_work, rows_on_gpu, profiler_steps, as_trace
-from asynclab.trace.savings import (MIN_SHARE, OUTLIER_FACTOR, Savings, outlier_steps, predict_savings_of_ranks,
+from asynclab.trace.analysis.collectives import late_rank
+from asynclab.trace.read.events import WORK_KINDS, TraceError, name_matches
+from asynclab.trace.analysis.findings import Finding
+from asynclab.trace.analysis.idle import SMALL_COPY_BYTES, GpuView, Pieces, idle_pieces, underfilled_pieces
+from asynclab.trace.analysis.metrics import gpus_with_work, rows_on_gpu, profiler_steps, as_trace
+from asynclab.trace.analysis.savings import (MIN_SHARE, OUTLIER_FACTOR, Savings, outlier_steps, predict_savings_of_ranks,
                                     startup_end)
-from asynclab.trace.whatif import FIRST_SHARE, NEEDS_FIRST, REPLAYED_KINDS, pinned_default
+from asynclab.trace.analysis.whatif import FIRST_SHARE, NEEDS_FIRST, REPLAYED_KINDS, pinned_default
 from asynclab.trace import Trace
 
 __all__ = ["diagnose", "Diagnosis", "FOLD_SHARE"]
@@ -35,7 +35,7 @@ class Diagnosis:
 
     A finding's ``lost_ms_per_step`` (and ``share`` of ``step_ms``) is what its fix saves a step by replay: the
     steps' host threads and GPU streams read as a dependency graph, changed as the fix would change them and
-    replayed (:mod:`asynclab.trace.whatif`). ``step_ms`` is the replayed step without the profiler's own cost (the
+    replayed (:mod:`asynclab.trace.analysis.whatif`). ``step_ms`` is the replayed step without the profiler's own cost (the
     units of every prediction), ``profiled_ms`` the same steps as recorded, ``fixed_ms`` the replayed step with each
     replayed finding's fix and ``all_fixed_ms`` with all of them (less the time the kinds not replayed claim). No
     finding claims more than the step, nor do they together. The kinds of several ranks but rank_skew (exposed_comm,

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from asynclab.trace.collectives import is_point_to_point, latest_peer_start
-from asynclab.trace.events import name_matches
-from asynclab.trace.intervals import union
-from asynclab.trace.replay import GPU_GAP_US, HELD_US  # the GPU's own gap between queued work; a held task
+from asynclab.trace.analysis.collectives import is_point_to_point, latest_peer_start
+from asynclab.trace.read.events import name_matches
+from asynclab.trace.read.intervals import union
+from asynclab.trace.analysis.replay import GPU_GAP_US, HELD_US  # the GPU's own gap between queued work; a held task
 
 __all__ = ["GpuView", "Pieces", "idle_pieces", "underfilled_pieces", "thin", "SMALL_COPY_BYTES", "MANY_SMALL_COPIES",
            "LAUNCH_STRETCH_FACTOR"]
