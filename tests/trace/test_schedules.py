@@ -109,20 +109,3 @@ def test_bad_arguments_say_what_is_wrong(args, needle):
         simulate("zb-h1", 2, 4)
     with pytest.raises(ValueError, match="interleaved schedule only"):
         simulate("gpipe", 2, 4, v=2)
-
-
-def test_a_refusal_reaches_every_thread_and_counts_what_was_caught():
-    """A checker's refusal holds in a learner's worker threads too, and a refusal the learner caught still counts."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from asynclab.trace.pipeline.schedules import Refused, refusing
-
-    with ThreadPoolExecutor(max_workers=1) as pool, refusing("work it out") as refusal:
-        with pytest.raises(Refused, match="work it out"):
-            pool.submit(simulate, "gpipe", 2, 2).result()
-        try:
-            bubble_formula("gpipe", 2, 2)
-        except Refused:
-            pass
-    assert refusal.asked == 2
-    assert simulate("gpipe", 2, 2)  # answers again once the checker is done

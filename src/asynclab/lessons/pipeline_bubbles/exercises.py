@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 from asynclab.trace.pipeline import schedules
 from asynclab.grading.checks import Verdict, exercise, not_a_function, raised
+from asynclab.grading.refusal import Refused, refusing
 from asynclab.trace.read.events import a_type
 
 #: Configurations each checker draws at random (new ones every call).
@@ -31,10 +32,10 @@ class _NotANumber(TypeError):
 def _call(fn: Callable, *args: Any, refusal: str) -> tuple[Any, Verdict | None]:
     """The learner's ``fn(*args)``, with the simulator refusing to answer for it (``refusal`` says why): a function
     that asked it, in any thread, gets the refusal, whatever it did with it."""
-    with schedules.refusing(refusal) as asked:
+    with refusing(refusal) as asked:
         try:
             got, verdict = fn(*args), None
-        except (schedules.Refused, _NotANumber) as err:
+        except (Refused, _NotANumber) as err:
             got, verdict = None, Verdict(False, f"{err}.")
         except Exception as err:  # noqa: BLE001 - the learner's code
             got, verdict = None, raised(err)
