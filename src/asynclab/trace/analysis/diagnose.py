@@ -10,20 +10,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from asynclab.trace.analysis.thresholds import (FIRST_SHARE, FOLD_SHARE, MIN_SHARE, OUTLIER_FACTOR, PACE,
+                                                SMALL_COPY_BYTES)
 from asynclab.trace.analysis.collectives import late_rank
 from asynclab.trace.read.events import WORK_KINDS, TraceError, name_matches
 from asynclab.trace.analysis.findings import Finding
-from asynclab.trace.analysis.idle import SMALL_COPY_BYTES, GpuView, Pieces, idle_pieces, underfilled_pieces
+from asynclab.trace.analysis.idle import GpuView, Pieces, idle_pieces, underfilled_pieces
 from asynclab.trace.analysis.metrics import gpus_with_work, rows_on_gpu, profiler_steps, as_trace
-from asynclab.trace.analysis.savings import (MIN_SHARE, OUTLIER_FACTOR, Savings, outlier_steps, predict_savings_of_ranks,
-                                    startup_end)
-from asynclab.trace.analysis.whatif import FIRST_SHARE, NEEDS_FIRST, REPLAYED_KINDS, pinned_default
+from asynclab.trace.analysis.savings import Savings, outlier_steps, predict_savings_of_ranks, startup_end
+from asynclab.trace.analysis.whatif import NEEDS_FIRST, REPLAYED_KINDS, pinned_default
 from asynclab.trace import Trace
 
 __all__ = ["diagnose", "Diagnosis", "FOLD_SHARE"]
 
-#: The text view folds findings under this share of the step into one line.
-FOLD_SHARE = 0.02
 _FRAME = re.compile(r"^(?P<file>.+?\.py)\((?P<line>\d+)\): (?P<func>.+)$")
 _LIBRARY = re.compile(r"(^|/)(torch/|asynclab/(?!lessons/)|site-packages/|dist-packages/|threading\.py|multiprocessing/|"
                       r"<frozen)|/lib/python3")
@@ -202,11 +201,6 @@ def _steps(tr: Trace, rank: Any, work: pd.DataFrame) -> tuple[pd.DataFrame, str 
     return pd.DataFrame({"step": mine["step"].astype(int).to_numpy(), "start_us": starts, "end_us": ends,
                          "host_end_us": host_ends,
                          "dur_us": mine["dur_us"].to_numpy(np.float64) if on_gpu is None else ends - starts}), None
-
-
-#: The GPU sets the pace where it takes this many times the host's time from each step to the next, or more (the
-#: GPU's step ranges start a launch's latency after the host's, give or take a few µs).
-PACE = 1.1
 
 
 def _gpu_step_starts(tr: Trace, rank: Any, work: pd.DataFrame, mine: pd.DataFrame) -> np.ndarray | None:

@@ -7,6 +7,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+from asynclab.trace.analysis.thresholds import STEADY_MIN_LEFT_OUT
 from asynclab.trace.read.events import name_matches
 from asynclab.trace.read.intervals import coverage, intersection_length, spans, union, union_length  # noqa: F401 - union_length is public here too
 from asynclab.trace import COPY_KINDS, WORK_KINDS, Trace, load_trace
@@ -18,8 +19,6 @@ __all__ = [
     "stream_waits", "comm_overlap", "time_breakdown", "step_breakdown", "BREAKDOWN", "steady_window",
 ]
 
-#: A whole-trace picture zooms on the profiler's steps when they leave out at least this share of the trace's span.
-STEADY_MIN_LEFT_OUT = 0.1
 
 #: Host kinds counted as "busy" for host lanes in :func:`busy_time`.
 HOST_BUSY_KINDS = ("cpu_op", "launch", "python")

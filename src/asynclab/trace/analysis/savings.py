@@ -7,18 +7,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from asynclab.trace.analysis.thresholds import (FIRST_SHARE, GPU_GAP_US, MIN_SHARE, OUTLIER_FACTOR, PINNED_BYTES_PER_US,
+                                                STARTUP_US, STEADY_RESOLUTION)
 from asynclab.trace.read.events import name_matches
-from asynclab.trace.analysis.replay import GPU_GAP_US, build_graph, host_at, replay, replay_together, replayed_span, span_ends
-from asynclab.trace.analysis.whatif import (FIRST_SHARE, NEEDS_FIRST, PINNED_BYTES_PER_US, REPLAYED_KINDS, context, fixed,
-                                   profiler_free, rank_skew_cuts)
+from asynclab.trace.analysis.replay import build_graph, host_at, replay, replay_together, replayed_span, span_ends
+from asynclab.trace.analysis.whatif import (NEEDS_FIRST, REPLAYED_KINDS, context, fixed, profiler_free,
+                                            rank_skew_cuts)
 
 __all__ = ["Savings", "MIN_SHARE", "predict_savings", "predict_savings_of_ranks", "outlier_steps", "profiler_cost_per_op", "startup_end",
            "OUTLIER_FACTOR", "STARTUP_US", "STEADY_RESOLUTION"]
 
-#: A step whose host time is more than this many times the median of the others' is an outlier.
-OUTLIER_FACTOR = 2.0
-#: A runtime call this long (µs) before a trace's first GPU work is CUDA start-up (context, first cudaFree).
-STARTUP_US = 10_000.0
 _STARTUP = r"(?:Ctx|Init|SetDevice|GetDevice|DeviceGet|Free|Malloc|Register|ModuleLoad|Primary)"
 
 
@@ -186,11 +184,6 @@ def _rank(events: pd.DataFrame, rank: Any, steps: pd.DataFrame, sms: int | None,
                  profiled)
 
 
-#: The share of a segment by which its first work must move for the steady replay to replay it again (less changes the
-#: step by less than that share, which the prediction's accuracy does not resolve).
-STEADY_RESOLUTION = 1e-3
-
-
 def _joint_steps(ranks: list[_Rank], kinds: list[str] | None) -> list[float]:
     """The replayed step (ms) of each rank with the fixes of ``kinds`` (None: unchanged), the ranks replayed
     together (:func:`_joint`), each steady segment as one of a run of steps like it (:func:`_steady`)."""
@@ -242,11 +235,6 @@ def _steady(g: Any, result: tuple, segs: list) -> tuple[np.ndarray | None, list[
         if lag > 0 and inside.any() and float(np.nanmin(result[2][inside])) < at - least:  # else: moves too little
             floor[inside] = at
     return (floor if np.isfinite(floor).any() else None), lags
-
-
-#: A fix that saves less than this share of the step saves nothing: the diagnosis does not report it, and the step
-#: with every fix leaves it out.
-MIN_SHARE = 1e-4
 
 
 def _saves(base: list[float], fixed_ms: list[float]) -> bool:

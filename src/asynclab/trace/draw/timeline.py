@@ -12,7 +12,7 @@ import pandas as pd
 from asynclab.trace import Trace, fmt_us, load_trace
 from asynclab.trace.draw.image import SAVE_DPI, save_image
 from asynclab.trace.draw.marks import MIN_BAR_PX, FittedLabel, draw_callout, parse_callout, widen
-from asynclab.trace.analysis.metrics import STEADY_MIN_LEFT_OUT
+from asynclab.trace.analysis.thresholds import FOLD_SHARE, STEADY_MIN_LEFT_OUT
 from asynclab.trace.draw.palette import FINDING_COLORS, KIND_COLORS, KIND_LABELS, lab
 
 __all__ = ["draw_timeline", "work_window", "Timeline", "KIND_COLORS", "KIND_LABELS", "FINDING_COLORS"]
@@ -643,9 +643,6 @@ def _style_axes(ax: Any, fr: _Frame, lanes: list[str], is_gpu_lane: np.ndarray, 
         ax.spines[side].set_visible(False)
 
 
-_FINDING_MIN_SHARE = 0.02  # as the diagnosis' text view: smaller findings are not drawn
-
-
 @dataclass
 class _Finding:
     """Where one finding of a diagnosis explains time, over one GPU's lanes (``lanes``; its strip sits above
@@ -665,7 +662,7 @@ def _findings(diagnosis: Any, fr: _Frame, lanes: list[str], is_gpu_lane: np.ndar
     ev = fr.trace.events
     out = []
     for f in diagnosis.findings:
-        mine = p[p["kind"] == f.kind] if f.share >= _FINDING_MIN_SHARE else p.iloc[:0]
+        mine = p[p["kind"] == f.kind] if f.share >= FOLD_SHARE else p.iloc[:0]
         for (rank, dev), g in mine.groupby(["rank", "device"], dropna=False):
             on = ev["device"] == dev if pd.isna(rank) else (ev["device"] == dev) & (ev["rank"] == rank)
             idx = [i for i, lane in enumerate(lanes) if is_gpu_lane[i] and lane in set(ev.loc[on.fillna(False), "lane"])]
