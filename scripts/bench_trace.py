@@ -149,7 +149,7 @@ def in_process(path: str, tmp: str, args: argparse.Namespace) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from asynclab.trace.timeline import draw_timeline
+    from asynclab.trace.draw.timeline import draw_timeline
     from asynclab.trace import load_trace
 
     files = [os.path.join(path, n) for n in sorted(os.listdir(path))] if os.path.isdir(path) else [path]

@@ -25,7 +25,7 @@ def layer_of(module: str) -> int:
     """The layer a module belongs to (its longest matching package prefix).
 
     Example:
-        >>> layer_of("asynclab.trace.metrics"), layer_of("asynclab.sim.ops"), layer_of("asynclab.cli")
+        >>> layer_of("asynclab.trace.analysis.metrics"), layer_of("asynclab.sim.ops"), layer_of("asynclab.cli")
         (0, 1, 4)
     """
     best = max((p for ps in LAYERS for p in ps if module == p or module.startswith(p + ".")), key=len)

@@ -19,12 +19,13 @@ from typing import Any
 __version__ = "0.1.0"
 
 #: Where each module lives, by the short name ``al.<name>`` gives (and the flat name it had before the layers:
-#: ``import asynclab.metrics`` still finds ``asynclab.trace.metrics``).
+#: ``import asynclab.metrics`` still finds ``asynclab.trace.analysis.metrics``).
 MODULES = {
-    "events": "trace.events", "intervals": "trace.intervals", "traceio": "trace.io", "tracebuild": "trace.table",
-    "tracemodel": "trace.model", "tracefile": "trace.file", "ranks": "trace.ranks", "metrics": "trace.metrics",
-    "collectives": "trace.collectives", "idle": "trace.idle", "findings": "trace.findings",
-    "diagnose": "trace.diagnose", "timeline": "trace.timeline", "schedules": "trace.schedules", "trace": "trace",
+    "events": "trace.read.events", "intervals": "trace.read.intervals", "traceio": "trace.read.io",
+    "tracebuild": "trace.read.table", "tracemodel": "trace.read.model", "tracefile": "trace.read.file",
+    "ranks": "trace.read.ranks", "metrics": "trace.analysis.metrics", "collectives": "trace.analysis.collectives",
+    "idle": "trace.analysis.idle", "findings": "trace.analysis.findings", "diagnose": "trace.analysis.diagnose",
+    "timeline": "trace.draw.timeline", "schedules": "trace.pipeline.schedules", "trace": "trace",
     "simcuda": "sim.cuda", "simdevice": "sim.device", "simops": "sim.ops", "simmethods": "sim.methods",
     "simtrace": "sim.trace", "simfigures": "sim.figures",
     "record": "gpu.record", "timing": "gpu.timing", "parallel": "gpu.parallel", "hardware": "gpu.hardware",
@@ -37,17 +38,18 @@ MODULES = {
 _NAMES = {
     "grading.checks": ("check", "claim"),
     "course.notebooks": ("save_figure",),
-    "trace.diagnose": ("Diagnosis", "diagnose"),
+    "trace.analysis.diagnose": ("Diagnosis", "diagnose"),
     "gpu.hardware": ("inventory", "report"),
     "course.registry": ("lesson_map",),
     "course.begin": ("start",),
     "gpu.parallel": ("Parallel",),
-    "trace.metrics": ("bubble_fraction", "busy_time", "busy_together", "comm_overlap", "concurrency",
-                      "concurrent_time", "hidden_fraction", "host_lead", "idle_gaps", "launch_latency", "launchers",
-                      "overlap", "step_breakdown", "stream_waits", "summary", "time_breakdown", "top_kernels"),
+    "trace.analysis.metrics": ("bubble_fraction", "busy_time", "busy_together", "comm_overlap", "concurrency",
+                               "concurrent_time", "hidden_fraction", "host_lead", "idle_gaps", "launch_latency",
+                               "launchers", "overlap", "step_breakdown", "stream_waits", "summary", "time_breakdown",
+                               "top_kernels"),
     "gpu.record": ("record",),
     "sim.simulate": ("simulate",),
-    "trace.timeline": ("Timeline", "draw_timeline"),
+    "trace.draw.timeline": ("Timeline", "draw_timeline"),
     "gpu.timing": ("benchmark_timer", "compare", "event_timer", "fmt_ms", "naive_timer", "paired_ratio",
                    "sync_timer"),
     "trace": ("Trace", "TraceError", "TraceWarning", "load_trace"),

@@ -47,8 +47,8 @@ def _steady(trace, host: bool = True):
     """The trace's steps, where a picture of the whole trace would spend its width on start-up, then the work drawn,
     where events that draw nothing (the profiler's span, a step that runs on idle, ...) stretch the range; each
     window is said on stdout."""
-    from asynclab.trace.metrics import steady_window
-    from asynclab.trace.timeline import work_window
+    from asynclab.trace.analysis.metrics import steady_window
+    from asynclab.trace.draw.timeline import work_window
 
     found = steady_window(trace)
     if found is not None:
@@ -85,7 +85,7 @@ def _name(args: argparse.Namespace) -> str:
 
 
 def _check_output(out: str) -> None:
-    from asynclab.trace.image import check_image_path
+    from asynclab.trace.draw.image import check_image_path
 
     try:
         check_image_path(out)
@@ -130,7 +130,7 @@ def _cmd_timeline(args: argparse.Namespace) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from asynclab.trace.timeline import draw_timeline
+    from asynclab.trace.draw.timeline import draw_timeline
 
     tl = draw_timeline(trace, arrows=args.arrows, host=args.host, title=args.title)
     try:
@@ -146,7 +146,7 @@ def _cmd_timeline(args: argparse.Namespace) -> int:
 
 
 def _cmd_summary(args: argparse.Namespace) -> int:
-    from asynclab.trace.metrics import summary
+    from asynclab.trace.analysis.metrics import summary
 
     trace = _load(args.trace)
     print(summary(trace, top=args.top))
@@ -155,8 +155,8 @@ def _cmd_summary(args: argparse.Namespace) -> int:
 
 def _fail_on(text: str) -> tuple[str, float]:
     """``KIND[:SHARE]`` of --fail-on: a finding kind and the share of the step it may not exceed."""
-    from asynclab.trace.diagnose import FOLD_SHARE
-    from asynclab.trace.findings import KINDS
+    from asynclab.trace.analysis.diagnose import FOLD_SHARE
+    from asynclab.trace.analysis.findings import KINDS
 
     kind, _, share = text.partition(":")
     if kind not in KINDS:
@@ -180,7 +180,7 @@ def _cmd_course(args) -> int:
 
 
 def _cmd_diagnose(args: argparse.Namespace) -> int:
-    from asynclab.trace.diagnose import diagnose
+    from asynclab.trace.analysis.diagnose import diagnose
     from asynclab.trace import TraceError
 
     limits = [_fail_on(t) for t in args.fail_on or []]
@@ -382,7 +382,7 @@ def _one_line(e: BaseException) -> str:
 
 
 def _print_warnings(caught: list) -> None:
-    from asynclab.trace.events import TraceWarning
+    from asynclab.trace.read.events import TraceWarning
 
     for w in caught:
         if issubclass(w.category, TraceWarning):

@@ -489,7 +489,7 @@ from asynclab.lessons.pipeline_bubbles import experiments as P  # noqa: E402
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
 def test_pipelining_bubble_in_the_reference_is_measured_on_its_traces(schedule):
     from asynclab.course import reference
-    from asynclab.trace.metrics import bubble_fraction
+    from asynclab.trace.analysis.metrics import bubble_fraction
     from asynclab.trace import load_trace
 
     recorded = reference.results(7)["torch_pipelining"][schedule]
@@ -502,7 +502,7 @@ def test_pipelining_bubble_in_the_reference_is_measured_on_its_traces(schedule):
 
 def test_copy_barriers_find_where_gpu0_stalls_and_name_a_trace_without_them():
     from asynclab.course import reference
-    from asynclab.trace.metrics import idle_gaps
+    from asynclab.trace.analysis.metrics import idle_gaps
 
     for m in (4, 32):
         trace = reference.trace(7, f"gpipe_m{m}").window(annotation=f"gpipe m={m}")

@@ -119,7 +119,7 @@ def test_reference_traces_carry_the_callouts_of_their_figures(number, name, wind
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from asynclab.trace.timeline import draw_timeline
+    from asynclab.trace.draw.timeline import draw_timeline
 
     trace = lessonrun.LessonRun(lessons.lesson(number), Hardware()).reference_trace(name)
     assert trace.meta["callouts"]

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import asynclab as al
-from asynclab.trace import metrics
+from asynclab.trace.analysis import metrics
 from asynclab.course import reference
 
 
@@ -638,15 +638,15 @@ def test_overlap_copy_on_two_gpus(fn, right, says):
     (lambda p, m, t_f, t_b: m * (t_f + t_b), False, "the time with no bubble"),
     (lambda p, m, t_f, t_b: (m + p) * (t_f + t_b), False, "the simulator"),
     (lambda p, m, t_f, t_b: "soon", False, "must be a finite number"),
-    (lambda p, m, t_f, t_b: max(op.end for op in __import__("asynclab.trace.schedules").schedules.simulate(
+    (lambda p, m, t_f, t_b: max(op.end for op in __import__("asynclab.trace.pipeline.schedules").schedules.simulate(
         "gpipe", p, m, t_f, t_b)), False, "work it out from p, m, t_f and t_b"),
-    (lambda p, m, t_f, t_b, sim=__import__("asynclab.trace.schedules").schedules.simulate_trace:  # taken beforehand
+    (lambda p, m, t_f, t_b, sim=__import__("asynclab.trace.pipeline.schedules").schedules.simulate_trace:  # taken beforehand
      sim("gpipe", p, m, t_f, t_b).span_us() / 1e3, False, "work it out"),
 ])
 def test_step_time_prediction(fn, right, says):
     v = al.check("07.step_time", fn)
     assert v.right is right and says in v.message, v.message
-    from asynclab.trace import schedules
+    from asynclab.trace.pipeline import schedules
 
     assert max(op.end for op in schedules.simulate("gpipe", 2, 2)) == 9.0  # the simulator is back afterwards
 
@@ -657,7 +657,7 @@ def test_step_time_prediction(fn, right, says):
     (lambda p, t: 1000, False, "is enough"),  # above the answer for every p <= 8 and target >= 5%
     (lambda p, t: 1, False, "over the target"),
     (lambda p, t: 2.5, False, "positive integer"),
-    (lambda p, t, f=__import__("asynclab.trace.schedules").schedules.bubble_formula:  # taken beforehand
+    (lambda p, t, f=__import__("asynclab.trace.pipeline.schedules").schedules.bubble_formula:  # taken beforehand
      next(m for m in range(1, 999) if f("gpipe", p, m)["of_total"] <= t), False, "work it out from p and the target"),
 ])
 def test_pick_m(fn, right, says):

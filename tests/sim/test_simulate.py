@@ -699,9 +699,9 @@ def test_streams_come_from_pytorchs_pool_of_32():
 
 
 def test_the_diagnosis_shares_bandwidth_as_the_simulated_h100_does():
-    """The replay of underfilled_gpu's fix (asynclab.trace.whatif, which imports nothing of the simulation) assumes
+    """The replay of underfilled_gpu's fix (asynclab.trace.analysis.whatif, which imports nothing of the simulation) assumes
     the H100 card's figure of what an SM draws of the memory's bandwidth."""
-    from asynclab.trace.whatif import SM_DRAW
+    from asynclab.trace.analysis.whatif import SM_DRAW
 
     assert SM_DRAW == card_figures("H100")["sm_draw"]
 

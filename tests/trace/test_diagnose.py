@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from asynclab import cli
-from asynclab.trace.diagnose import diagnose
-from asynclab.trace.findings import KINDS
+from asynclab.trace.analysis.diagnose import diagnose
+from asynclab.trace.analysis.findings import KINDS
 from asynclab.trace import TraceError, load_trace
 from tracegen import TraceBuilder
 
@@ -88,7 +88,7 @@ def test_replayed_saving_is_within_the_target_of_the_measured_one(case):
 _ALL_FIXES_MISSED: dict[str, str] = {}
 
 
-@pytest.mark.filterwarnings("ignore::asynclab.trace.events.TraceWarning")
+@pytest.mark.filterwarnings("ignore::asynclab.trace.read.events.TraceWarning")
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(reason=_ALL_FIXES_MISSED[c], strict=True))
                                   if c in _ALL_FIXES_MISSED else c for c in sorted(set(CASES) - {"clean", *HARMLESS})])
 def test_the_step_with_every_fix_is_within_a_quarter_of_the_fixed_twin(case):
@@ -149,7 +149,7 @@ def _all_traces():
     yield from sorted((HERE / "fixtures").glob("*.json"))
 
 
-@pytest.mark.filterwarnings("ignore::asynclab.trace.events.TraceWarning")
+@pytest.mark.filterwarnings("ignore::asynclab.trace.read.events.TraceWarning")
 @pytest.mark.parametrize("path", list(_all_traces()), ids=lambda p: p.name)
 def test_predictions_never_exceed_the_step_and_the_idle_time_is_accounted_for(path):
     """The contract since savings are replayed: a finding's lost_ms_per_step is what its fix saves, so neither one
@@ -208,7 +208,7 @@ def test_the_text_adds_up_to_the_idle_time_where_a_fix_saves_more_than_the_idle_
 
 
 def test_the_unchanged_replay_reproduces_the_profiled_steps():
-    from asynclab.trace.replay import build_graph, replay
+    from asynclab.trace.analysis.replay import build_graph, replay
 
     for case, variants in ONE_GPU.items():
         for v in variants.values():
@@ -457,7 +457,7 @@ def test_timeline_shades_what_each_finding_explains():
     import matplotlib
 
     matplotlib.use("Agg")
-    from asynclab.trace.timeline import draw_timeline
+    from asynclab.trace.draw.timeline import draw_timeline
 
     path = _trace("item_small", "bad")
     d = diagnose(path)

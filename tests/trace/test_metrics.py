@@ -1,4 +1,4 @@
-"""Tests for asynclab.trace.metrics on hand-built traces whose answers are worked out by hand."""
+"""Tests for asynclab.trace.analysis.metrics on hand-built traces whose answers are worked out by hand."""
 from __future__ import annotations
 
 import math
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from asynclab.trace.metrics import (
+from asynclab.trace.analysis.metrics import (
     stream_waits,
     BubbleReport, bubble_fraction, busy_time, concurrency, hidden_fraction, idle_gaps, launch_latency, overlap,
     host_lead, summary, top_kernels, union_length,
@@ -349,7 +349,7 @@ def test_bubble_fraction_counts_a_waiting_nccl_kernel_as_idle():
 
 def test_launchers_shows_autograds_thread_per_gpu():
     from asynclab.course import reference
-    from asynclab.trace.metrics import launchers
+    from asynclab.trace.analysis.metrics import launchers
 
     table = launchers(reference.trace(7, "naive"))  # recorded on 2x H200: forward, backward, SGD step
     assert list(table.columns) == ["GPU 0", "GPU 1"]
@@ -360,7 +360,7 @@ def test_launchers_shows_autograds_thread_per_gpu():
 
 
 def test_busy_together_counts_only_time_all_gpus_work():
-    from asynclab.trace.metrics import busy_together
+    from asynclab.trace.analysis.metrics import busy_together
 
     events = [{"ph": "X", "cat": "kernel", "name": "k", "pid": d, "tid": 7, "ts": ts, "dur": dur,
                "args": {"device": d, "stream": 7}}

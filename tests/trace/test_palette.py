@@ -9,10 +9,10 @@ import pytest  # noqa: E402
 
 from asynclab.course import reference  # noqa: E402
 from asynclab.trace import load_trace  # noqa: E402
-from asynclab.trace.diagnose import diagnose  # noqa: E402
-from asynclab.trace.palette import FINDING_COLORS, KIND_COLORS, closest_pair, lch, over_white  # noqa: E402
-from asynclab.trace.schedules import simulate_trace  # noqa: E402
-from asynclab.trace.timeline import draw_timeline  # noqa: E402
+from asynclab.trace.analysis.diagnose import diagnose  # noqa: E402
+from asynclab.trace.draw.palette import FINDING_COLORS, KIND_COLORS, closest_pair, lch, over_white  # noqa: E402
+from asynclab.trace.pipeline.schedules import simulate_trace  # noqa: E402
+from asynclab.trace.draw.timeline import draw_timeline  # noqa: E402
 
 #: CIE76 ΔE that every two legend colours of one figure keep at least: for normal vision, and as a reader
 #: with deuteranopia sees them (Machado et al. 2009).
@@ -64,7 +64,7 @@ def _diagnosed(lesson, name, annotation):
 
 def _ranks(lesson, names, step):
     def make():
-        from asynclab.trace.ranks import step_window
+        from asynclab.trace.read.ranks import step_window
         tr = load_trace([reference.trace_path(lesson, n) for n in names])
         return step_window(tr, step), {"host": False}
     return make

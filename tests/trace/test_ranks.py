@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from asynclab.trace import TraceError, TraceWarning, load_trace
-from asynclab.trace import io as traceio
+from asynclab.trace.read import io as traceio
 from tracegen import BASE_NS, TraceBuilder, simple_trace
 
 FIX = Path(__file__).parents[1] / "fixtures"

@@ -1,4 +1,4 @@
-"""Tests for asynclab.trace.schedules: each simulated schedule against its closed form, and drawn as a Trace."""
+"""Tests for asynclab.trace.pipeline.schedules: each simulated schedule against its closed form, and drawn as a Trace."""
 from __future__ import annotations
 
 import matplotlib
@@ -7,9 +7,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from asynclab.trace.metrics import bubble_fraction  # noqa: E402
-from asynclab.trace.schedules import bubble_formula, schedule_ops, simulate, simulate_trace  # noqa: E402
-from asynclab.trace.timeline import draw_timeline  # noqa: E402
+from asynclab.trace.analysis.metrics import bubble_fraction  # noqa: E402
+from asynclab.trace.pipeline.schedules import bubble_formula, schedule_ops, simulate, simulate_trace  # noqa: E402
+from asynclab.trace.draw.timeline import draw_timeline  # noqa: E402
 
 SHAPES = [(2, 1), (2, 4), (4, 8), (3, 9), (4, 32), (8, 16)]
 
@@ -109,20 +109,3 @@ def test_bad_arguments_say_what_is_wrong(args, needle):
         simulate("zb-h1", 2, 4)
     with pytest.raises(ValueError, match="interleaved schedule only"):
         simulate("gpipe", 2, 4, v=2)
-
-
-def test_a_refusal_reaches_every_thread_and_counts_what_was_caught():
-    """A checker's refusal holds in a learner's worker threads too, and a refusal the learner caught still counts."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from asynclab.trace.schedules import Refused, refusing
-
-    with ThreadPoolExecutor(max_workers=1) as pool, refusing("work it out") as refusal:
-        with pytest.raises(Refused, match="work it out"):
-            pool.submit(simulate, "gpipe", 2, 2).result()
-        try:
-            bubble_formula("gpipe", 2, 2)
-        except Refused:
-            pass
-    assert refusal.asked == 2
-    assert simulate("gpipe", 2, 2)  # answers again once the checker is done

@@ -1,4 +1,4 @@
-"""Tests for asynclab.trace.timeline: lanes, colours, sub-lanes, windows, arrows, aggregation, files."""
+"""Tests for asynclab.trace.draw.timeline: lanes, colours, sub-lanes, windows, arrows, aggregation, files."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from asynclab.trace.timeline import KIND_COLORS, Timeline, draw_timeline  # noqa: E402
+from asynclab.trace.draw.timeline import KIND_COLORS, Timeline, draw_timeline  # noqa: E402
 from asynclab.trace import TraceError, load_trace  # noqa: E402
 from tracegen import TraceBuilder, big_trace_events, simple_trace  # noqa: E402
 
@@ -249,7 +249,7 @@ def test_legend_lists_only_kinds_drawn_in_the_window():
 
 
 def test_labels_name_the_bars_they_fit():
-    from asynclab.trace.schedules import simulate_trace
+    from asynclab.trace.pipeline.schedules import simulate_trace
 
     trace = simulate_trace("1f1b", 2, 4)
     tl = draw_timeline(trace, labels=True)
@@ -272,7 +272,7 @@ def _tiny_beside_long() -> dict:
 
 
 def test_short_work_is_widened_into_free_space_and_the_legend_says_so():
-    from asynclab.trace.marks import MIN_BAR_PX
+    from asynclab.trace.draw.marks import MIN_BAR_PX
 
     tl = draw_timeline(_tiny_beside_long(), host=False, width_px=700)
     widths = sorted(b - a for a, b in bar_extents(tl, "compute"))
@@ -287,7 +287,7 @@ def test_short_work_is_widened_into_free_space_and_the_legend_says_so():
 
 
 def test_widening_never_covers_a_neighbour():
-    from asynclab.trace.marks import widen
+    from asynclab.trace.draw.marks import widen
 
     s, e, w = widen(np.array([0, 0, 0]), np.array([0.0, 1.0, 1.3]), np.array([0.1, 1.2, 5.0]), 2.0)
     assert w.tolist() == [True, True, False]
@@ -296,7 +296,7 @@ def test_widening_never_covers_a_neighbour():
 
 
 def test_labels_hide_when_their_bar_becomes_too_narrow():
-    from asynclab.trace.schedules import simulate_trace
+    from asynclab.trace.pipeline.schedules import simulate_trace
 
     tl = draw_timeline(simulate_trace("1f1b", 2, 4), labels=True)
     tl.fig.canvas.draw()
@@ -308,7 +308,7 @@ def test_labels_hide_when_their_bar_becomes_too_narrow():
 
 
 def test_pipeline_forwards_and_backwards_are_coloured_apart():
-    from asynclab.trace.schedules import simulate_trace
+    from asynclab.trace.pipeline.schedules import simulate_trace
 
     tl = draw_timeline(simulate_trace("zb-h1", 2, 4, t_b=1.0, t_w=1.0), labels=True)
     assert {"forward", "backward", "weight_grad"} <= set(tl.collections) and "compute" not in tl.collections
@@ -339,7 +339,7 @@ def test_callouts_the_trace_carries_are_drawn_where_their_event_is():
 
 
 def test_findings_sit_in_a_strip_above_the_lanes_and_behind_the_work():
-    from asynclab.trace.diagnose import diagnose
+    from asynclab.trace.analysis.diagnose import diagnose
 
     trace = load_trace(FIX / "diagnose" / "launch_bound-bad.json.gz")
     tl = draw_timeline(trace, diagnosis=diagnose(trace))
@@ -379,7 +379,7 @@ def test_work_window_covers_the_work_drawn_not_the_events_that_draw_nothing():
     """Issue 62: the profiler's span, a ProfilerStep that runs on idle and the script's Python function stretch the
     trace to 60 ms around 2 ms of work; the work window is what draw_timeline draws: the launches, the kernels and the
     "forward" bracket (host=False: the kernels alone), and the picture of it is filled by its bars."""
-    from asynclab.trace.timeline import work_window
+    from asynclab.trace.draw.timeline import work_window
 
     tr = load_trace(FIX / "sparse_work.json")
     start, end, note = work_window(tr)

@@ -351,7 +351,7 @@ def test_recorded_h200x2_p2p():
 
 
 def test_recorded_h200x2_microbatch_forward_backward():
-    from asynclab.trace.metrics import bubble_fraction, busy_time
+    from asynclab.trace.analysis.metrics import bubble_fraction, busy_time
 
     t = load_quiet(RECORDED / "h200x2_microbatch.json.gz")
     assert t.devices == [0, 1]
@@ -564,8 +564,8 @@ def test_real_trace_loads_renders_and_summarises(path, tmp_path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from asynclab.trace.metrics import busy_time, summary
-    from asynclab.trace.timeline import draw_timeline
+    from asynclab.trace.analysis.metrics import busy_time, summary
+    from asynclab.trace.draw.timeline import draw_timeline
 
     t = load_trace(path)
     assert len(t) > 0
@@ -590,7 +590,7 @@ def test_real_trace_loads_renders_and_summarises(path, tmp_path):
 def test_a_files_top_level_fields_reach_meta_whichever_pass_reads_them(tmp_path, extra):
     """A document with only the fields torch.profiler writes is read in one pass; one with others in two: both give
     every field, as the stdlib reads them."""
-    from asynclab.trace import io
+    from asynclab.trace.read import io
 
     doc = {"schemaVersion": 1, "deviceProperties": [{"name": "NVIDIA H100 80GB HBM3"}], **extra,
            "traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 5, "dur": 3,
@@ -608,7 +608,7 @@ def test_a_files_top_level_fields_reach_meta_whichever_pass_reads_them(tmp_path,
 def test_a_large_file_is_read_through_a_memory_map_that_is_closed_once_it_is_read(tmp_path, monkeypatch):
     import mmap
 
-    from asynclab.trace import io
+    from asynclab.trace.read import io
 
     maps = []
 
@@ -636,7 +636,7 @@ def test_a_large_file_is_read_through_a_memory_map_that_is_closed_once_it_is_rea
 def test_a_stream_that_cannot_be_mapped_is_read_instead():
     import os
 
-    from asynclab.trace import io
+    from asynclab.trace.read import io
 
     r, w = os.pipe()
     os.write(w, b'{"traceEvents": []}')

@@ -1,4 +1,4 @@
-"""The replay's fixes (`asynclab.trace.whatif`) on the planted cases recorded on an NVIDIA H100: what each changes."""
+"""The replay's fixes (`asynclab.trace.analysis.whatif`) on the planted cases recorded on an NVIDIA H100: what each changes."""
 from __future__ import annotations
 
 import json
@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 
 from asynclab.trace import load_trace
-from asynclab.trace.metrics import profiler_steps
-from asynclab.trace.intervals import union
-from asynclab.trace.replay import build_graph, replay
-from asynclab.trace.whatif import OWN_WORK_MIN_US, context, fixed
+from asynclab.trace.analysis.metrics import profiler_steps
+from asynclab.trace.read.intervals import union
+from asynclab.trace.analysis.replay import build_graph, replay
+from asynclab.trace.analysis.whatif import OWN_WORK_MIN_US, context, fixed
 
 CASES_DIR = Path(__file__).parents[1] / "fixtures" / "diagnose"
 CASES = json.loads((CASES_DIR / "cases.json").read_text())["cases"]
@@ -103,8 +103,8 @@ def test_a_step_replays_as_one_of_a_run_of_steps_like_it():
     span. Once the fix lets the host leave the step before its GPU work ends, the next step starts with the GPU that
     far behind, still busy with the step before: the step is its span less that lag (its first work starts no
     sooner than the lag allows: a floor, where it would), shorter than the step alone, whose GPU began idle."""
-    from asynclab.trace.replay import replayed_span
-    from asynclab.trace.savings import _steady
+    from asynclab.trace.analysis.replay import replayed_span
+    from asynclab.trace.analysis.savings import _steady
 
     _, g, ctx, lo, hi = _graph("numpy_metric")
     segs = [(lo, hi, hi, 3)]
@@ -121,15 +121,15 @@ def test_a_step_replays_as_one_of_a_run_of_steps_like_it():
     assert replay(f, None, early)[2][f.g_start >= lo].min() == pytest.approx(early[f.g_start >= lo][0])
 
 
-@pytest.mark.filterwarnings("ignore::asynclab.trace.events.TraceWarning")
+@pytest.mark.filterwarnings("ignore::asynclab.trace.read.events.TraceWarning")
 def test_ranks_replay_together_so_that_each_collective_waits_for_its_last_rank():
     """A collective waits for its last rank, and the next one on its stream waits for it: the ranks replay together,
     each waiting at a collective until the others reach it, so that one more replay of each rank with when its peers
     joined changes nothing (three rounds of separate replays had left rank_skew's later all-reduces where the trace
     had them, behind the late rank of the trace)."""
-    from asynclab.trace.replay import replay_together
-    from asynclab.trace.savings import profiler_cost_per_op
-    from asynclab.trace.whatif import profiler_free
+    from asynclab.trace.analysis.replay import replay_together
+    from asynclab.trace.analysis.savings import profiler_cost_per_op
+    from asynclab.trace.analysis.whatif import profiler_free
 
     ev = load_trace(CASES_DIR / CASES["rank_skew"]["bad"]["trace"]).events
     host = ev["device"].isna().to_numpy(dtype=bool)
@@ -151,7 +151,7 @@ def test_ranks_replay_together_so_that_each_collective_waits_for_its_last_rank()
         assert (res[2][comm] < g.g_start[comm] - 1000.0).any()  # without the profiler's cost they move
 
 
-@pytest.mark.filterwarnings("ignore::asynclab.trace.events.TraceWarning")
+@pytest.mark.filterwarnings("ignore::asynclab.trace.read.events.TraceWarning")
 def test_a_kernel_launched_behind_a_running_one_is_queued_not_late():
     """A kernel launched while the one before it on its stream still ran waits for it, however long that takes:
     NCCL's all-reduces, back to back on their stream, start tens of µs after the one before, and a collective that
@@ -164,13 +164,13 @@ def test_a_kernel_launched_behind_a_running_one_is_queued_not_late():
     assert (g.g_lat[queued] <= g.g_typical_lat + 1e-9).all()
 
 
-@pytest.mark.filterwarnings("ignore::asynclab.trace.events.TraceWarning")
+@pytest.mark.filterwarnings("ignore::asynclab.trace.read.events.TraceWarning")
 def test_a_busy_wait_on_a_clock_is_the_hosts_own_time_not_the_profilers():
     """rank_skew's late rank spins 4 ms a step on ``time.perf_counter()``, and with stacks each call is a recorded
     row. A loop of clock reads waits for a time, which the profiler's cost per row does not lengthen: its rows are
     not counted as the profiler's cost, and a CUDA graph (the fix of launch_bound) keeps it as the host's own work."""
-    from asynclab.trace.savings import profiler_cost_per_op
-    from asynclab.trace.whatif import context, fixed, profiler_free
+    from asynclab.trace.analysis.savings import profiler_cost_per_op
+    from asynclab.trace.analysis.whatif import context, fixed, profiler_free
 
     tr = load_trace(CASES_DIR / CASES["rank_skew"]["bad"]["trace"])
     ev = tr.events

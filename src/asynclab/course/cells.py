@@ -295,7 +295,7 @@ class Measured:
             >>> m = Measured({}, {}, {}, None, "live on X", None)
             >>> m.timeline()  # doctest: +SKIP
         """
-        from asynclab.trace.timeline import draw_timeline
+        from asynclab.trace.draw.timeline import draw_timeline
 
         if self.trace is None:
             print(self.failed or "no trace to draw")

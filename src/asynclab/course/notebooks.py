@@ -26,7 +26,7 @@ def save_figure(fig, name: str) -> None:
         return None
     if not name.endswith(".png"):
         raise ValueError(f"course figures are PNG (SVG is never stable under nbval): {name!r}")
-    from asynclab.trace.image import save_image
+    from asynclab.trace.draw.image import save_image
 
     path = Path(folder) / name
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -54,7 +54,7 @@ def sharp_figures(scale: float = 2.0) -> bool:
 
     from matplotlib.figure import Figure
 
-    from asynclab.trace.image import png_bytes
+    from asynclab.trace.draw.image import png_bytes
 
     def show(fig: Figure) -> Any:
         if not fig.axes and not fig.lines:

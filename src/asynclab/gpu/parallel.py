@@ -6,7 +6,7 @@ from typing import Any, Iterator
 import torch
 from torch import nn
 
-from asynclab.trace.events import a_type
+from asynclab.trace.read.events import a_type
 
 
 def _tensors(obj: Any) -> Iterator[torch.Tensor]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from asynclab.trace import Trace, load_trace
-from asynclab.trace.events import STEP_ANNOTATION
+from asynclab.trace.read.events import STEP_ANNOTATION
 
 __all__ = ["record", "STEP_ANNOTATION"]
 

@@ -130,7 +130,7 @@ class Simulated(Backend):
     def profile(self, fn: Callable[[], Any], runs: int = 1) -> Any:
         """The simulated GPU's own timeline of ``runs`` runs of ``fn`` after a warm-up, one step per run (an
         ``asynclab.step`` annotation, as :func:`asynclab.record.record` makes on a GPU)."""
-        from asynclab.trace.events import STEP_ANNOTATION
+        from asynclab.trace.read.events import STEP_ANNOTATION
 
         fn()
         torch.cuda.synchronize()

@@ -104,7 +104,7 @@ class DeviceTensor(torch.Tensor):
 
     elem: torch.Tensor
     block: Block
-    stands_for = "Tensor"  # what messages call it, as on a GPU (asynclab.trace.events.a_type)
+    stands_for = "Tensor"  # what messages call it, as on a GPU (asynclab.trace.read.events.a_type)
 
     @staticmethod
     def __new__(cls, elem: torch.Tensor, block: Block, requires_grad: bool = False) -> "DeviceTensor":

@@ -5,13 +5,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from asynclab.trace.events import (  # noqa: F401 - the event model's vocabulary is part of this module's API
+from asynclab.trace.read.events import (  # noqa: F401 - the event model's vocabulary is part of this module's API
     COMPUTE_KINDS, COPY_KINDS, DEFAULT_CUDA_STREAM, GPU_KINDS, KINDS, SYNC_TID_OFFSET, WORK_KINDS, TraceError,
     TraceWarning, a_type,
 )
-from asynclab.trace.ranks import load_ranks
-from asynclab.trace.file import gc_paused, load_file  # noqa: F401 - part of this module's API
-from asynclab.trace.model import EXAMPLE_TRACE, Trace, fmt_us  # noqa: F401 - part of this module's API
+from asynclab.trace.read.ranks import load_ranks
+from asynclab.trace.read.file import gc_paused, load_file  # noqa: F401 - part of this module's API
+from asynclab.trace.read.model import EXAMPLE_TRACE, Trace, fmt_us  # noqa: F401 - part of this module's API
 
 __all__ = [
     "Trace",
@@ -37,7 +37,7 @@ def load_trace(source: Any) -> Trace:
     """Load a torch.profiler Chrome trace, or one trace per rank, into a :class:`Trace`.
 
     ``source`` is a path (``str``/``Path``, ``.json`` or ``.json.gz``; gzip is detected from the
-    content), a folder of rank files or a list of their paths (see :func:`asynclab.trace.ranks.load_ranks`:
+    content), a folder of rank files or a list of their paths (see :func:`asynclab.trace.read.ranks.load_ranks`:
     one Trace, clocks aligned, a ``rank`` column), a ``torch.profiler.profile`` object (exported to a
     temporary file), a parsed ``dict`` or a bare ``list`` of events. Timestamps are normalised to µs
     from the first event, whatever the PyTorch version wrote (integer µs since the epoch up to 2.3,

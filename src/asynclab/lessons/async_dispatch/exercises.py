@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from asynclab.grading.backend import run_answer
 from asynclab.grading.checks import Verdict, exercise, finite_number, set_answer
-from asynclab.trace.events import a_type
+from asynclab.trace.read.events import a_type
 from asynclab.grading.hostreads import on_late_losses
 
 def enqueue_span_ms(trace) -> float:
@@ -28,7 +28,7 @@ def enqueue_span_answer(span_ms: float) -> Verdict:
         >>> enqueue_span_answer(None).right
         False
     """
-    from asynclab.trace import metrics
+    from asynclab.trace.analysis import metrics
     from asynclab.course import reference
 
     trace = reference.trace(1, "host_runs_ahead")

@@ -9,7 +9,7 @@ from typing import Any, Callable
 from asynclab.grading.backend import Backend, run_answer
 from asynclab.grading.checks import Verdict, brief, exercise
 from asynclab.grading.hostreads import LATE_MS  # how late the GPU's numbers are in the read checker: as in the host-read checks
-from asynclab.trace.events import a_type
+from asynclab.trace.read.events import a_type
 
 #: Chunks the overlap checker feeds the learner's loop.
 CHUNKS = 12
@@ -38,8 +38,8 @@ def _overlap(b: Backend, overlapped: Callable, late_compute: bool = False) -> An
 
     from asynclab.lessons.copy_overlap import MiB
     from asynclab.lessons.copy_overlap.experiments import COLS, Pipeline
-    from asynclab.trace.metrics import hidden_fraction
-    from asynclab.trace.events import STEP_ANNOTATION
+    from asynclab.trace.analysis.metrics import hidden_fraction
+    from asynclab.trace.read.events import STEP_ANNOTATION
 
     dev = torch.device("cuda", torch.cuda.current_device())
     # big chunks, compute 1.5x a chunk's copy: the host's launches (slower under the profiler) stay small beside them
@@ -141,7 +141,7 @@ def overlap_loop(overlapped: Callable) -> Verdict:
     the GPU, on the current stream, and returns its result. The function returns the results in order.
     The checker reads the share of copy time hidden behind compute off a profiler trace (on a GPU: the
     median of :data:`RUNS` profiled runs) or off the simulated GPU's timeline (without one), with
-    :func:`asynclab.trace.metrics.hidden_fraction`. It
+    :func:`asynclab.trace.analysis.metrics.hidden_fraction`. It
     needs at least :data:`MIN_HIDDEN`, and every result right: the chunks hold new numbers every run,
     so a compute that reads a chunk before it has arrived gets old ones. It needs the copies on one stream: across
     streams a GPU keeps no order, and whether their overlap holds depends on the GPU (lesson 05, section 4).

@@ -154,7 +154,7 @@ def bidirectional(device: Any = None, nbytes: int = 256 * MiB, repeats: int = 5,
                 with _annotate("H2D and D2H at once"):
                     copies(True, True)
 
-            from asynclab.trace.metrics import overlap
+            from asynclab.trace.analysis.metrics import overlap
 
             overlapped = overlap(_record_trace(path, both), "h2d", "d2h") / 1e3
     return {"h2d_ms": h2d_ms, "d2h_ms": d2h_ms, "both_ms": both_ms, "h2d_gbps": gbps(nbytes, h2d_ms),
@@ -393,7 +393,7 @@ def pipeline(device: Any = None, memory: str = "pinned", chunks: int = 16, chunk
 
     The compute per chunk is sized (``reps`` multiplications, measured here unless given) to about 1.2x one
     chunk's copy. With ``path`` the overlapped run is profiled, and the share of copy time hidden behind
-    compute is read from that trace with :func:`asynclab.trace.metrics.hidden_fraction`.
+    compute is read from that trace with :func:`asynclab.trace.analysis.metrics.hidden_fraction`.
 
     Returns ``{"serial_ms", "overlapped_ms" (medians), "hidden_fraction" (from the trace, or None),
     "best_hidden_fraction" ((chunks-1)/chunks: the first copy has nothing to hide behind), "wrong_chunks",
@@ -417,7 +417,7 @@ def pipeline(device: Any = None, memory: str = "pinned", chunks: int = 16, chunk
         overlapped = [pipe.step("overlapped") for _ in range(repeats)]
         hidden = None
         if path is not None:
-            from asynclab.trace.metrics import hidden_fraction
+            from asynclab.trace.analysis.metrics import hidden_fraction
 
             hidden = hidden_fraction(_record_trace(path, lambda: pipe.step("overlapped")))
     return {"serial_ms": statistics.median(t for t, _ in serial),
@@ -478,7 +478,7 @@ def copy_streams(device: Any = None, chunks: int = 12, chunk_bytes: int = 64 * M
         >>> copy_streams("cpu")["setups"] is None
         True
     """
-    from asynclab.trace.metrics import hidden_fraction
+    from asynclab.trace.analysis.metrics import hidden_fraction
 
     dev, cpu = gpu_or_note(device, NO_GPU, setups=None, best_hidden_fraction=(chunks - 1) / chunks, chunks=chunks,
                            chunk_bytes=chunk_bytes, copy_ms=None, reps=None)

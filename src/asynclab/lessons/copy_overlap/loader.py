@@ -107,7 +107,7 @@ def dataloader(device: Any = None, steps: int = 24, batch: int = 256, size: int 
 
 def _loader_trace_stats(trace: Any, steps: int) -> dict[str, float]:
     """Per step, from a trace of one epoch: GPU idle time (first to last GPU work), H2D copy time, host time pinning."""
-    from asynclab.trace.metrics import idle_gaps
+    from asynclab.trace.analysis.metrics import idle_gaps
 
     copies = trace.gpu().query("kind == 'h2d'")
     pins = trace.find("aten::pin_memory", kinds="cpu_op")

@@ -104,14 +104,14 @@ def _pairs(answer: Any) -> set[tuple[str, str]] | None:
 
 
 def true_waits(trace: Any) -> set[tuple[str, str]]:
-    """``{(waiter stream, waited-for stream)}`` in a trace, read by :func:`asynclab.trace.metrics.stream_waits`.
+    """``{(waiter stream, waited-for stream)}`` in a trace, read by :func:`asynclab.trace.analysis.metrics.stream_waits`.
 
     Example:
         >>> from asynclab import reference
         >>> sorted(true_waits(reference.trace(4, "who_waited")))  # doctest: +SKIP
         [('42', '34'), ('7', '38')]
     """
-    from asynclab.trace.metrics import stream_waits
+    from asynclab.trace.analysis.metrics import stream_waits
 
     waits = stream_waits(trace).dropna(subset=["waited_for"])
     return {(_stream_of(w), _stream_of(f)) for w, f in zip(waits["lane"], waits["waited_for"])}

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from asynclab.grading.backend import Backend, run_answer
 from asynclab.grading.checks import Verdict, exercise
-from asynclab.trace.events import a_type
+from asynclab.trace.read.events import a_type
 
 #: The share of the multiplication that must run while the copy runs.
 MIN_OVERLAP = 0.8
@@ -52,7 +52,7 @@ class _Shape(TypeError):
 
 def _overlap_share(trace: Any, mult: Any) -> float:
     """The share of the multiplication's time (rows ``mult`` of the trace) during which the copy ran too."""
-    from asynclab.trace.intervals import intersection_length, spans
+    from asynclab.trace.read.intervals import intersection_length, spans
 
     ev = trace.events
     copies = ev[ev["kind"].isin(("p2p", "d2d"))]

@@ -215,7 +215,7 @@ def fully_parallel(device: Any = None, nbytes: int = GiB, multiply_ms: float = 2
 
 def _overlap(window: Any) -> dict[str, Any]:
     """How long the copy and the product ran at the same time in one set-up's window, from its trace."""
-    from asynclab.trace import metrics
+    from asynclab.trace.analysis import metrics
 
     both = metrics.overlap(window, ("p2p", "d2d"), "compute")
     ev = window.events

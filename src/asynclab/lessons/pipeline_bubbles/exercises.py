@@ -6,9 +6,10 @@ import numbers
 import random
 from typing import Any, Callable
 
-from asynclab.trace import schedules
+from asynclab.trace.pipeline import schedules
 from asynclab.grading.checks import Verdict, exercise, not_a_function, raised
-from asynclab.trace.events import a_type
+from asynclab.grading.refusal import Refused, refusing
+from asynclab.trace.read.events import a_type
 
 #: Configurations each checker draws at random (new ones every call).
 TRIALS = 12
@@ -31,10 +32,10 @@ class _NotANumber(TypeError):
 def _call(fn: Callable, *args: Any, refusal: str) -> tuple[Any, Verdict | None]:
     """The learner's ``fn(*args)``, with the simulator refusing to answer for it (``refusal`` says why): a function
     that asked it, in any thread, gets the refusal, whatever it did with it."""
-    with schedules.refusing(refusal) as asked:
+    with refusing(refusal) as asked:
         try:
             got, verdict = fn(*args), None
-        except (schedules.Refused, _NotANumber) as err:
+        except (Refused, _NotANumber) as err:
             got, verdict = None, Verdict(False, f"{err}.")
         except Exception as err:  # noqa: BLE001 - the learner's code
             got, verdict = None, raised(err)
@@ -48,7 +49,7 @@ def step_time(predict: Callable) -> Verdict:
     """Check ``predict(p, m, t_f, t_b)``: the step time of a GPipe schedule with ``p`` stages, ``m`` micro-batches,
     and ``t_f``/``t_b`` the forward/backward time of one micro-batch on one stage (ms).
 
-    It is compared with the schedule simulator (:func:`asynclab.trace.schedules.simulate`) on configurations drawn at
+    It is compared with the schedule simulator (:func:`asynclab.trace.pipeline.schedules.simulate`) on configurations drawn at
     random, to rounding (1e-6); the simulator is off limits while ``predict`` runs.
 
     Example:
@@ -88,13 +89,13 @@ def pick_m(choose: Callable) -> Verdict:
     a bubble fraction (idle share of the step) of at most ``target``.
 
     Checked against the closed form (p-1)/(m+p-1) and, for the chosen ``m``, against the bubble measured with
-    :func:`asynclab.trace.metrics.bubble_fraction` on the simulator's trace, on configurations drawn at random.
+    :func:`asynclab.trace.analysis.metrics.bubble_fraction` on the simulator's trace, on configurations drawn at random.
 
     Example:
         >>> pick_m(lambda p, target: 1000).right  # enough, but not the fewest
         False
     """
-    from asynclab.trace.metrics import bubble_fraction
+    from asynclab.trace.analysis.metrics import bubble_fraction
 
     if (verdict := not_a_function(choose, "choose")) is not None:
         return verdict

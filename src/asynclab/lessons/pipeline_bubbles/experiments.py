@@ -112,7 +112,7 @@ class TwoGPUModel(nn.Module):
 
 def _busy_share(trace: Any, annotation: str) -> list[float]:
     """Each GPU's busy share (1 - idle) over the window of one annotation, from the trace."""
-    from asynclab.trace.metrics import bubble_fraction
+    from asynclab.trace.analysis.metrics import bubble_fraction
 
     report = bubble_fraction(trace.window(annotation=annotation), devices=[0, 1])
     return [1.0 - float(report.per_device[d]) for d in (0, 1)]
@@ -313,7 +313,7 @@ def asker_detached(device: Any = None, sizes: tuple[str, ...] = ("small", "big")
                    reps: int = 5, path: str | Path | None = None) -> dict[str, Any]:
     """The asker's own model (:class:`ToyModel`) and loop, at his size and at a GPU-bound one (:data:`ASKER_SIZES`):
     the plain step and his ``train_pipeline`` for each ``m``, and, from a trace of ``m = 4``, how long both GPUs
-    worked at once (:func:`asynclab.trace.metrics.busy_together`) and each GPU's busy time.
+    worked at once (:func:`asynclab.trace.analysis.metrics.busy_together`) and each GPU's busy time.
 
     With ``path`` the trace (annotated ``"<size> plain"`` and ``"<size> m=4"``) is kept there.
     Returns ``{"<size>": {"plain_ms", "m": [...], "loop_ms": [...], "both_busy_ms_m4", "step_ms_m4",
@@ -326,7 +326,7 @@ def asker_detached(device: Any = None, sizes: tuple[str, ...] = ("small", "big")
     dev, cpu = gpu_or_note(device, NO_GPUS, min_gpus=2, **{name: None for name in sizes})
     if cpu is not None:
         return cpu
-    from asynclab.trace.metrics import busy_time, busy_together
+    from asynclab.trace.analysis.metrics import busy_time, busy_together
     from asynclab.gpu.record import record
 
     out: dict[str, Any] = {}
@@ -376,7 +376,7 @@ def gpipe(device: Any = None, micro_batches: tuple[int, ...] = MICRO_BATCHES, re
                            bubble_formula=None, traces={})
     if cpu is not None:
         return cpu
-    from asynclab.trace.metrics import bubble_fraction
+    from asynclab.trace.analysis.metrics import bubble_fraction
     from asynclab.gpu.record import record
 
     t = _Trainer()
@@ -443,7 +443,7 @@ def torch_pipelining(device: Any = None, schedules: tuple[str, ...] = ("gpipe", 
 
     Each run is a subprocess (:mod:`asynclab.lessons.pipeline_bubbles.stages`) whose ranks write their own
     traces; the bubble is measured on the ranks' traces loaded as one (clocks aligned), over the last profiled
-    step from the moment the barrier before it lets the last rank start (:func:`asynclab.trace.ranks.step_window`).
+    step from the moment the barrier before it lets the last rank start (:func:`asynclab.trace.read.ranks.step_window`).
     With ``trace_dir`` the rank traces are kept there as ``pipelining_{schedule}_rank{r}.json.gz``.
 
     After its pipeline each run also measures ``work.wait()`` (:func:`work_wait`), under ``"work_wait"``.
@@ -459,7 +459,7 @@ def torch_pipelining(device: Any = None, schedules: tuple[str, ...] = ("gpipe", 
         return no_gpu(dev, NO_GPUS, **{s: None for s in schedules})
     if not has_pipelining():
         return {"device": str(dev), "note": NO_PIPELINING, **{s: None for s in schedules}}
-    from asynclab.trace.ranks import load_ranks
+    from asynclab.trace.read.ranks import load_ranks
 
     gpus = torch.cuda.device_count()
     out: dict[str, Any] = {}
@@ -527,8 +527,8 @@ def pipelining_bubble(trace: Any, gpus: int = 2, step: str = "ProfilerStep#3") -
         >>> 0 < pipelining_bubble(t, gpus=1) < 0.5
         True
     """
-    from asynclab.trace.metrics import bubble_fraction
-    from asynclab.trace.ranks import step_window
+    from asynclab.trace.analysis.metrics import bubble_fraction
+    from asynclab.trace.read.ranks import step_window
 
     return bubble_fraction(step_window(trace, step), devices=list(range(gpus))).mean
 
@@ -536,7 +536,7 @@ def pipelining_bubble(trace: Any, gpus: int = 2, step: str = "ProfilerStep#3") -
 # -- reading the by-hand backward from a trace --------------------------------------------------------------
 def _autograd_lane(ops: Any, gpu: int, source: str) -> str:
     """The host lane, other than the main thread, that launched most of ``gpu``'s ops (``ops``: a
-    :func:`~asynclab.trace.metrics.launch_latency` table): autograd's thread for that GPU."""
+    :func:`~asynclab.trace.analysis.metrics.launch_latency` table): autograd's thread for that GPU."""
     mine = ops.loc[(ops["device"] == gpu) & ~ops["launch_lane"].str.contains("main thread"), "launch_lane"]
     if not len(mine):
         raise ValueError(f"{source}: no host thread other than the main one launched work on GPU {gpu}")
@@ -560,7 +560,7 @@ def copy_barriers(trace: Any) -> list[dict[str, float]]:
         >>> [(b["kernels_before"], b["held_us"] > 1000) for b in copy_barriers(t)]
         [(0, True), (20, True), (82, False), (137, True)]
     """
-    from asynclab.trace.metrics import launch_latency
+    from asynclab.trace.analysis.metrics import launch_latency
     from asynclab.trace import WORK_KINDS
 
     every = launch_latency(trace)

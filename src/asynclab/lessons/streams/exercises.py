@@ -5,7 +5,7 @@ from typing import Any, Callable
 
 from asynclab.grading.backend import Backend, run_answer
 from asynclab.grading.checks import Verdict, exercise, set_answer
-from asynclab.trace.events import a_type
+from asynclab.trace.read.events import a_type
 
 #: The workloads of exercise 2, and the reference figure that says how much streams changed each
 #: (a speed-up: one stream's time over the streams' time).

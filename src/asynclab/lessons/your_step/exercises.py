@@ -9,8 +9,8 @@ from typing import Any, Callable
 
 from asynclab.grading.backend import run_answer
 from asynclab.grading.checks import Verdict, exercise
-from asynclab.trace.events import a_type
-from asynclab.trace.findings import KINDS
+from asynclab.trace.read.events import a_type
+from asynclab.trace.analysis.findings import KINDS
 from asynclab.grading.hostreads import count_reads, host_waits
 
 #: How late each step's loss is written on the GPU (a spin kernel runs ahead of it, every step).
@@ -29,7 +29,7 @@ def baseline_diagnosis() -> dict[str, Any]:
         'dataloader_stall'
     """
     from asynclab.course import reference
-    from asynclab.trace.diagnose import diagnose
+    from asynclab.trace.analysis.diagnose import diagnose
 
     return diagnose(reference.trace(8, "stage0")).as_dict()
 

@@ -142,7 +142,7 @@ def step_time(device: Any = None, fixes: Iterable[str] = (), batch: int = 256, s
     ``trace_path`` on a GPU, three steps recorded with Python stacks and diagnosed.
 
     Returns ``{"fixes", "step_ms", "batch", "size", "dtype", "device", "peak_gib", "diagnosis"}``: ``peak_gib`` is
-    the most GPU memory the step held (0 on the CPU), the diagnosis :meth:`asynclab.trace.diagnose.Diagnosis.as_dict`
+    the most GPU memory the step held (0 on the CPU), the diagnosis :meth:`asynclab.trace.analysis.diagnose.Diagnosis.as_dict`
     (None without a trace).
 
     Example:
@@ -161,7 +161,7 @@ def step_time(device: Any = None, fixes: Iterable[str] = (), batch: int = 256, s
     ms = _timed_ms(loop.step, dev, steps)
     diagnosis = None
     if trace_path is not None and dev.type == "cuda":
-        from asynclab.trace.diagnose import diagnose
+        from asynclab.trace.analysis.diagnose import diagnose
         from asynclab.gpu.record import record
 
         diagnosis = diagnose(record(loop.step, path=trace_path, warmup=0, steps=3, with_stack=True)).as_dict()
@@ -304,7 +304,7 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
 
 def rediagnose(results: dict[str, Any], folder: Any) -> dict[str, Any]:
     """``results`` of :func:`fix_one_at_a_time` with each stage's diagnosis made again from its trace in ``folder``
-    by this checkout's :func:`asynclab.trace.diagnose.diagnose`, each stage's ``predicted_ms`` read again from the
+    by this checkout's :func:`asynclab.trace.analysis.diagnose.diagnose`, each stage's ``predicted_ms`` read again from the
     diagnosis before it, and the headline again. The measured step times stay: a recording's figures as today's
     diagnosis reads its traces. Raises ValueError where that diagnosis would have ranked another fix first, so
     that the recorded stages no longer follow it (record the reference again).
@@ -315,7 +315,7 @@ def rediagnose(results: dict[str, Any], folder: Any) -> dict[str, Any]:
         >>> again["headline"]["first_fix"], again["fix_one_at_a_time"]["stages"][1]["predicted_ms"] > 0
         ('workers', True)
     """
-    from asynclab.trace.diagnose import diagnose
+    from asynclab.trace.analysis.diagnose import diagnose
 
     out = json.loads(json.dumps(results))
     stages = out["fix_one_at_a_time"]["stages"]

@@ -7,18 +7,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from asynclab.trace.events import name_matches
-from asynclab.trace.replay import GPU_GAP_US, build_graph, host_at, replay, replay_together, replayed_span, span_ends
-from asynclab.trace.whatif import (FIRST_SHARE, NEEDS_FIRST, PINNED_BYTES_PER_US, REPLAYED_KINDS, context, fixed,
-                                   profiler_free, rank_skew_cuts)
+from asynclab.trace.analysis.thresholds import (FIRST_SHARE, GPU_GAP_US, MIN_SHARE, OUTLIER_FACTOR, PINNED_BYTES_PER_US,
+                                                STARTUP_US, STEADY_RESOLUTION)
+from asynclab.trace.read.events import name_matches
+from asynclab.trace.analysis.replay import build_graph, host_at, replay, replay_together, replayed_span, span_ends
+from asynclab.trace.analysis.whatif import (NEEDS_FIRST, REPLAYED_KINDS, context, fixed, profiler_free,
+                                            rank_skew_cuts)
 
 __all__ = ["Savings", "MIN_SHARE", "predict_savings", "predict_savings_of_ranks", "outlier_steps", "profiler_cost_per_op", "startup_end",
            "OUTLIER_FACTOR", "STARTUP_US", "STEADY_RESOLUTION"]
 
-#: A step whose host time is more than this many times the median of the others' is an outlier.
-OUTLIER_FACTOR = 2.0
-#: A runtime call this long (µs) before a trace's first GPU work is CUDA start-up (context, first cudaFree).
-STARTUP_US = 10_000.0
 _STARTUP = r"(?:Ctx|Init|SetDevice|GetDevice|DeviceGet|Free|Malloc|Register|ModuleLoad|Primary)"
 
 
@@ -29,7 +27,7 @@ class Savings:
     ``step_ms`` is the replayed steady step, ``fixed_ms`` maps a finding kind to the replayed step with its fix and
     ``all_fixed_ms`` is the step with every fix applied; ``profiled_ms`` is the same steps as recorded;
     ``outliers`` the steps left out; ``per_op_us`` the profiler's estimated cost per recorded op; ``after`` the
-    fixes each fix's saving is counted after (those it needs first, :data:`~asynclab.trace.whatif.NEEDS_FIRST`).
+    fixes each fix's saving is counted after (those it needs first, :data:`~asynclab.trace.analysis.whatif.NEEDS_FIRST`).
     """
 
     step_ms: float
@@ -144,7 +142,7 @@ def predict_savings(events: pd.DataFrame, rank: Any, steps: pd.DataFrame, kinds:
 
     Example:
         >>> from asynclab.trace import load_trace
-        >>> from asynclab.trace.metrics import profiler_steps
+        >>> from asynclab.trace.analysis.metrics import profiler_steps
         >>> tr = load_trace("tests/fixtures/diagnose/host_sync-bad.json.gz")
         >>> st = profiler_steps(tr)
         >>> st = st.assign(host_end_us=st["end_us"], end_us=list(st["start_us"].iloc[1:]) + [st["end_us"].max()])
@@ -186,11 +184,6 @@ def _rank(events: pd.DataFrame, rank: Any, steps: pd.DataFrame, sms: int | None,
                  profiled)
 
 
-#: The share of a segment by which its first work must move for the steady replay to replay it again (less changes the
-#: step by less than that share, which the prediction's accuracy does not resolve).
-STEADY_RESOLUTION = 1e-3
-
-
 def _joint_steps(ranks: list[_Rank], kinds: list[str] | None) -> list[float]:
     """The replayed step (ms) of each rank with the fixes of ``kinds`` (None: unchanged), the ranks replayed
     together (:func:`_joint`), each steady segment as one of a run of steps like it (:func:`_steady`)."""
@@ -205,7 +198,7 @@ def _joint_steps(ranks: list[_Rank], kinds: list[str] | None) -> list[float]:
 
 def _joint(graphs: list, floors: list) -> list[tuple]:
     """The ranks' graphs replayed together (with their ``floors``, see :func:`replay`): a collective ends after its
-    last rank joined it, as replayed (:func:`~asynclab.trace.replay.replay_together`)."""
+    last rank joined it, as replayed (:func:`~asynclab.trace.analysis.replay.replay_together`)."""
     if len(graphs) == 1:
         return [replay(graphs[0], None, floors[0])]
     return replay_together(graphs, floors)
@@ -223,7 +216,7 @@ def _steady(g: Any, result: tuple, segs: list) -> tuple[np.ndarray | None, list[
 
     Example:
         >>> from asynclab.trace import load_trace
-        >>> from asynclab.trace.replay import build_graph
+        >>> from asynclab.trace.analysis.replay import build_graph
         >>> g = build_graph(load_trace("tests/fixtures/diagnose/host_sync-bad.json.gz").events, pd.NA)
         >>> floor, lags = _steady(g, replay(g), [(g.h_start[0], g.h_end[-1], None, 1)])
         >>> floor is None, lags
@@ -242,11 +235,6 @@ def _steady(g: Any, result: tuple, segs: list) -> tuple[np.ndarray | None, list[
         if lag > 0 and inside.any() and float(np.nanmin(result[2][inside])) < at - least:  # else: moves too little
             floor[inside] = at
     return (floor if np.isfinite(floor).any() else None), lags
-
-
-#: A fix that saves less than this share of the step saves nothing: the diagnosis does not report it, and the step
-#: with every fix leaves it out.
-MIN_SHARE = 1e-4
 
 
 def _saves(base: list[float], fixed_ms: list[float]) -> bool:

@@ -5,25 +5,24 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 
-from asynclab.trace.collectives import late_rank
-from asynclab.trace.events import WORK_KINDS, TraceError, name_matches
-from asynclab.trace.findings import Finding
-from asynclab.trace.idle import SMALL_COPY_BYTES, GpuView, Pieces, idle_pieces, underfilled_pieces
-from asynclab.trace.metrics import gpus_with_work, rows_on_gpu, profiler_steps, as_trace
-from asynclab.trace.savings import (MIN_SHARE, OUTLIER_FACTOR, Savings, outlier_steps, predict_savings_of_ranks,
-                                    startup_end)
-from asynclab.trace.whatif import FIRST_SHARE, NEEDS_FIRST, REPLAYED_KINDS, pinned_default
+from asynclab.trace.analysis.thresholds import (FIRST_SHARE, FOLD_SHARE, MIN_SHARE, OUTLIER_FACTOR, PACE,
+                                                SMALL_COPY_BYTES)
+from asynclab.trace.analysis.collectives import late_rank
+from asynclab.trace.read.events import WORK_KINDS, TraceError, name_matches
+from asynclab.trace.analysis.findings import Finding
+from asynclab.trace.analysis.idle import GpuView, Pieces, idle_pieces, underfilled_pieces
+from asynclab.trace.analysis.metrics import gpus_with_work, rows_on_gpu, profiler_steps, as_trace
+from asynclab.trace.analysis.savings import Savings, outlier_steps, predict_savings_of_ranks, startup_end
+from asynclab.trace.analysis.whatif import NEEDS_FIRST, REPLAYED_KINDS, pinned_default
 from asynclab.trace import Trace
 
 __all__ = ["diagnose", "Diagnosis", "FOLD_SHARE"]
 
-#: The text view folds findings under this share of the step into one line.
-FOLD_SHARE = 0.02
 _FRAME = re.compile(r"^(?P<file>.+?\.py)\((?P<line>\d+)\): (?P<func>.+)$")
 _LIBRARY = re.compile(r"(^|/)(torch/|asynclab/(?!lessons/)|site-packages/|dist-packages/|threading\.py|multiprocessing/|"
                       r"<frozen)|/lib/python3")
@@ -35,7 +34,7 @@ class Diagnosis:
 
     A finding's ``lost_ms_per_step`` (and ``share`` of ``step_ms``) is what its fix saves a step by replay: the
     steps' host threads and GPU streams read as a dependency graph, changed as the fix would change them and
-    replayed (:mod:`asynclab.trace.whatif`). ``step_ms`` is the replayed step without the profiler's own cost (the
+    replayed (:mod:`asynclab.trace.analysis.whatif`). ``step_ms`` is the replayed step without the profiler's own cost (the
     units of every prediction), ``profiled_ms`` the same steps as recorded, ``fixed_ms`` the replayed step with each
     replayed finding's fix and ``all_fixed_ms`` with all of them (less the time the kinds not replayed claim). No
     finding claims more than the step, nor do they together. The kinds of several ranks but rank_skew (exposed_comm,
@@ -204,11 +203,6 @@ def _steps(tr: Trace, rank: Any, work: pd.DataFrame) -> tuple[pd.DataFrame, str 
                          "dur_us": mine["dur_us"].to_numpy(np.float64) if on_gpu is None else ends - starts}), None
 
 
-#: The GPU sets the pace where it takes this many times the host's time from each step to the next, or more (the
-#: GPU's step ranges start a launch's latency after the host's, give or take a few µs).
-PACE = 1.1
-
-
 def _gpu_step_starts(tr: Trace, rank: Any, work: pd.DataFrame, mine: pd.DataFrame) -> np.ndarray | None:
     """When the GPU runs the first step after the host has begun the second (its queue holds steps from before: a
     host far ahead, a rank that waits for a late one), or takes :data:`PACE` times longer from each step to the next
@@ -340,9 +334,22 @@ def _short(s: str, n: int = 90) -> str:
 # --------------------------------------------------------------------------------------------
 # diagnose
 # --------------------------------------------------------------------------------------------
-def _gpu_pieces(tr: Trace, rank: Any, dev: int, step: int | None) -> tuple[pd.DataFrame, float, int, Any]:
-    """The pieces of one GPU's steady steps (a DataFrame), their span (µs) and number, and its host, steps (all of
-    them), outlier steps and start-up note."""
+class _GpuHost(NamedTuple):
+    """What the summary of a diagnosis reads of one GPU besides its pieces: its host's rows (``host``), the numbers
+    of all its steps (``step_numbers``), the steps themselves (a DataFrame with ``step``, ``start_us``, ``end_us``,
+    ``dur_us``), the outlier steps (``outliers``), the start-up note (``startup``, None if none) and its ``rank``."""
+
+    host: pd.DataFrame
+    step_numbers: list[int]
+    steps: pd.DataFrame
+    outliers: list[int]
+    startup: str | None
+    rank: Any
+
+
+def _gpu_pieces(tr: Trace, rank: Any, dev: int, step: int | None) -> tuple[pd.DataFrame, float, int, _GpuHost]:
+    """The pieces of one GPU's steady steps (a DataFrame), their span (µs) and number, and its :class:`_GpuHost`
+    (its host, steps, all of them, outlier steps and start-up note)."""
     all_work = rows_on_gpu(tr, rank, dev, WORK_KINDS)
     steps, startup = _steps(tr, rank, all_work)
     if step is not None:
@@ -362,7 +369,7 @@ def _gpu_pieces(tr: Trace, rank: Any, dev: int, step: int | None) -> tuple[pd.Da
     df = df[~df["step"].isin(outliers)]
     df["rank"], df["device"] = rank, dev
     span = float((steady["end_us"] - steady["start_us"]).sum())
-    return df, span, n, (view.host, list(steps["step"]), steps, outliers, startup, rank)
+    return df, span, n, _GpuHost(view.host, list(steps["step"]), steps, outliers, startup, rank)
 
 
 def diagnose(trace: Any, step: int | None = None) -> Diagnosis:
@@ -398,12 +405,13 @@ def diagnose(trace: Any, step: int | None = None) -> Diagnosis:
     return _summarise(tr, pieces, spans, counts, hosts)
 
 
-def _summarise(tr: Trace, pieces: pd.DataFrame, spans: list[float], counts: list[int], hosts: list) -> Diagnosis:
+def _summarise(tr: Trace, pieces: pd.DataFrame, spans: list[float], counts: list[int],
+               hosts: list[_GpuHost]) -> Diagnosis:
     n_gpu = len(spans)
     profiled_ms = float(np.mean([s / c for s, c in zip(spans, counts)])) / 1e3
     scale = 1.0 / (1e3 * n_gpu * float(np.mean(counts)))
     idle = pieces[pieces["kind"] != "underfilled_gpu"]
-    ctx = _Context(pd.concat([h[0] for h in hosts]).drop_duplicates() if len(hosts) > 1 else hosts[0][0])
+    ctx = _Context(pd.concat([h.host for h in hosts]).drop_duplicates() if len(hosts) > 1 else hosts[0].host)
     kinds = [k for k in pieces["kind"].unique() if k not in ("unexplained", "profiler")]
     replays = _replays(tr, hosts, kinds)
     step_ms = float(np.mean([r.step_ms for r in replays]))
@@ -426,12 +434,12 @@ def _summarise(tr: Trace, pieces: pd.DataFrame, spans: list[float], counts: list
         findings.append(Finding(kind, lost, lost / step_ms if step_ms else 0.0, where, attributed))
     _cap(findings, step_ms)
     findings = _in_fix_order(sorted(findings, key=lambda f: -f.lost_ms_per_step))
-    steps = sorted({int(s) for h in hosts for s in h[1]})
+    steps = sorted({int(s) for h in hosts for s in h.step_numbers})
     explained = sum(f.idle_ms_per_step for f in findings if f.kind != "underfilled_gpu")
     idle_ms = float(idle["dur"].sum()) * scale
     fixes = {k: float(np.mean([r.fixed_ms.get(k, r.step_ms) for r in replays])) for k in
              [f.kind for f in findings if f.kind in REPLAYED_KINDS]}
-    outliers = sorted({o for h in hosts for o in h[3]})
+    outliers = sorted({o for h in hosts for o in h.outliers})
     notes = _notes(tr, findings, steps, ctx, hosts, replays) + _needs_first_notes(findings, replays)
     rest = pieces[pieces["kind"] == "unexplained"]
     if idle_ms - explained >= FOLD_SHARE * profiled_ms and len(rest):
@@ -446,17 +454,17 @@ def _summarise(tr: Trace, pieces: pd.DataFrame, spans: list[float], counts: list
                      device="MTIA" if tr.meta.get("platform") == "mtia" else "GPU")
 
 
-def _replays(tr: Trace, hosts: list, kinds: list[str]) -> list[Savings]:
+def _replays(tr: Trace, hosts: list[_GpuHost], kinds: list[str]) -> list[Savings]:
     """The replay of each rank (a process's GPUs share one), the ranks replayed together."""
     by_rank: dict[int, tuple] = {}
     for h in hosts:
-        key = -1 if pd.isna(h[5]) else int(h[5])
+        key = -1 if pd.isna(h.rank) else int(h.rank)
         if key in by_rank:  # another GPU of the same process: its steps end when the later GPU's work does
             steps = by_rank[key][1].copy()
-            steps["end_us"] = np.maximum(steps["end_us"].to_numpy(np.float64), h[2]["end_us"].to_numpy(np.float64))
-            by_rank[key] = (h[5], steps)
+            steps["end_us"] = np.maximum(steps["end_us"].to_numpy(np.float64), h.steps["end_us"].to_numpy(np.float64))
+            by_rank[key] = (h.rank, steps)
         else:
-            by_rank[key] = (h[5], h[2])
+            by_rank[key] = (h.rank, h.steps)
     return predict_savings_of_ranks(tr.events, list(by_rank.values()), kinds, _sms(tr, None),
                                     profiled=not tr.meta.get("simulated"),
                                     pinned=pinned_default(tr.meta.get("deviceProperties")))
@@ -500,20 +508,20 @@ def _cap(findings: list[Finding], step_ms: float) -> None:
             f.share = f.lost_ms_per_step / step_ms
 
 
-def _notes(tr: Trace, findings: list[Finding], steps: list[int], ctx: _Context, hosts: list,
+def _notes(tr: Trace, findings: list[Finding], steps: list[int], ctx: _Context, hosts: list[_GpuHost],
            replays: list[Savings]) -> list[str]:
     notes = []
-    for note in dict.fromkeys(h[4] for h in hosts if h[4]):
+    for note in dict.fromkeys(h.startup for h in hosts if h.startup):
         notes.append(note)
     if steps == [0] and profiler_steps(tr).empty:
         notes.append("the trace has no ProfilerStep#N ranges, so it is diagnosed as one step (record with "
                      "torch.profiler's schedule and call prof.step() each step)")
     for h in hosts:
-        if h[3]:
-            dur = h[2].set_index("step")["dur_us"] / 1e3
-            told = ", ".join(f"{o} ({dur[o]:.1f} ms)" for o in h[3])
-            notes.append(f"outlier step{'s' if len(h[3]) > 1 else ''} {told}: over {OUTLIER_FACTOR:g}x the "
-                         f"median of the others ({dur.drop(h[3]).median():.1f} ms), shown here and not averaged in")
+        if h.outliers:
+            dur = h.steps.set_index("step")["dur_us"] / 1e3
+            told = ", ".join(f"{o} ({dur[o]:.1f} ms)" for o in h.outliers)
+            notes.append(f"outlier step{'s' if len(h.outliers) > 1 else ''} {told}: over {OUTLIER_FACTOR:g}x the "
+                         f"median of the others ({dur.drop(h.outliers).median():.1f} ms), shown here and not averaged in")
             break
     per_op = float(np.mean([r.per_op_us for r in replays]))
     profiled = float(np.mean([r.profiled_ms for r in replays]))

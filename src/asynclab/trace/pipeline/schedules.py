@@ -1,15 +1,18 @@
 """Pipeline-parallel schedules (GPipe, 1F1B, interleaved 1F1B, ZB-H1) simulated op by op, as a Trace."""
 from __future__ import annotations
 
-import contextlib
+import sys
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
-__all__ = ["SCHEDULES", "Op", "schedule_ops", "simulate", "simulate_trace", "bubble_formula", "refusing",
-           "Refused"]
+__all__ = ["SCHEDULES", "Op", "schedule_ops", "simulate", "simulate_trace", "bubble_formula", "ASKED"]
 
 #: The schedules :func:`simulate` knows.
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
+#: The audit event (``sys.audit``) each question to the simulator raises, with ``(schedule, p, m, v)``: an exercise
+#: checker's audit hook refuses the answer through it while a learner's function runs
+#: (:func:`asynclab.grading.refusal.refusing`); the simulator itself keeps no state about it.
+ASKED = "asynclab.schedules.asked"
 
 
 @dataclass(frozen=True)
@@ -30,49 +33,8 @@ class Op:
         return f"{self.kind}{self.micro}" + (f".{self.chunk}" if self.chunk else "")
 
 
-class Refused(RuntimeError):
-    """The simulator was asked while an exercise checker had it refuse (see :func:`refusing`)."""
-
-
-@dataclass(eq=False)
-class Refusal:
-    """Why the simulator refuses, and how many times it was asked meanwhile (a caught refusal still counts)."""
-
-    reason: str
-    asked: int = 0
-
-
-#: The refusals in force, innermost last; process-wide, so a learner's worker thread is refused too.
-_REFUSALS: list[Refusal] = []
-
-
-@contextlib.contextmanager
-def refusing(reason: str) -> Iterator[Refusal]:
-    """While inside, :func:`simulate`, :func:`simulate_trace` and :func:`bubble_formula` raise :class:`Refused`
-    with ``reason``: an exercise checker runs a learner's function this way, however the function got hold of
-    them, in any thread. It yields a :class:`Refusal` that counts the times they were asked.
-
-    Example:
-        >>> with refusing("work it out") as refusal:
-        ...     simulate("gpipe", 2, 2)
-        Traceback (most recent call last):
-        ...
-        asynclab.trace.schedules.Refused: work it out
-        >>> refusal.asked
-        1
-    """
-    refusal = Refusal(reason)
-    _REFUSALS.append(refusal)
-    try:
-        yield refusal
-    finally:
-        _REFUSALS.remove(refusal)
-
-
 def _check(schedule: str, p: int, m: int, v: int) -> None:
-    if _REFUSALS:
-        _REFUSALS[-1].asked += 1
-        raise Refused(_REFUSALS[-1].reason)
+    sys.audit(ASKED, schedule, p, m, v)
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, not {schedule!r}")
     for name, value in (("p (stages)", p), ("m (micro-batches)", m), ("v (chunks per device)", v)):
@@ -226,7 +188,7 @@ def simulate_trace(schedule: str, p: int, m: int, t_f: float = 1.0, t_b: float =
     ``bubble_fraction``.
 
     Example:
-        >>> from asynclab.trace.metrics import bubble_fraction
+        >>> from asynclab.trace.analysis.metrics import bubble_fraction
         >>> round(bubble_fraction(simulate_trace("gpipe", p=4, m=8)).mean, 4)  # (p-1)/(m+p-1)
         0.2727
     """

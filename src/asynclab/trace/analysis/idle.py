@@ -6,24 +6,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from asynclab.trace.collectives import is_point_to_point, latest_peer_start
-from asynclab.trace.events import name_matches
-from asynclab.trace.intervals import union
-from asynclab.trace.replay import GPU_GAP_US, HELD_US  # the GPU's own gap between queued work; a held task
+from asynclab.trace.analysis.thresholds import (GPU_GAP_US, HELD_US, LAUNCH_STRETCH_FACTOR, MANY_SMALL_COPIES,
+                                                SMALL_COPY_BYTES, UNDERFILL_MIN_US, WAKE_US)
+from asynclab.trace.analysis.collectives import is_point_to_point, latest_peer_start
+from asynclab.trace.read.events import name_matches
+from asynclab.trace.read.intervals import union
 
 __all__ = ["GpuView", "Pieces", "idle_pieces", "underfilled_pieces", "thin", "SMALL_COPY_BYTES", "MANY_SMALL_COPIES",
            "LAUNCH_STRETCH_FACTOR"]
 
-#: A host-to-device copy this small is "tiny"; this many of them per step are "many" (small_copies).
-SMALL_COPY_BYTES = 64 * 1024
-MANY_SMALL_COPIES = 8
-#: A host call that returned at most this long after the GPU ran dry was waiting for it (µs).
-WAKE_US = 60.0
-#: The GPU waited for the launches only in stretches up to this many times the host's time per launch; a longer
-#: wait is the host doing something else (named by the op it was in, or unexplained).
-LAUNCH_STRETCH_FACTOR = 4.0
-#: Kernels shorter than this are too short for an under-filled grid to matter (µs).
-UNDERFILL_MIN_US = 5.0
 
 _BLOCKING = re.compile(r"(?:Synchroni[sz]e|Memcpy|Free|Malloc)")
 _ALLOC = re.compile(r"(?:Free|Malloc)")

@@ -9,9 +9,9 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from asynclab.trace.events import TraceError, TraceWarning
-from asynclab.trace.file import gc_paused, load_file
-from asynclab.trace.model import Trace
+from asynclab.trace.read.events import TraceError, TraceWarning
+from asynclab.trace.read.file import gc_paused, load_file
+from asynclab.trace.read.model import Trace
 
 __all__ = ["load_ranks", "rank_files", "step_window"]
 
@@ -25,7 +25,7 @@ def rank_files(folder: str | os.PathLike) -> list[Path]:
         >>> rank_files("/no/such/folder")
         Traceback (most recent call last):
         ...
-        asynclab.trace.events.TraceError: /no/such/folder: no such folder
+        asynclab.trace.read.events.TraceError: /no/such/folder: no such folder
     """
     path = Path(folder).expanduser()
     if not path.is_dir():

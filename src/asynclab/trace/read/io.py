@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from asynclab.trace.events import TraceError, a_type
+from asynclab.trace.read.events import TraceError, a_type
 
 try:  # the fast path; without msgspec every file takes the stdlib path
     import msgspec as _msgspec
@@ -149,7 +149,7 @@ def read_file(path: Path, name: str) -> RawEvents:
         >>> read_file(Path("/no/such.json"), "/no/such.json")
         Traceback (most recent call last):
         ...
-        asynclab.trace.events.TraceError: /no/such.json: no such file
+        asynclab.trace.read.events.TraceError: /no/such.json: no such file
     """
     data = _read_bytes(path, name)
     try:
@@ -469,7 +469,7 @@ def from_document(doc: Any, name: str, damage: str | None = None) -> RawEvents:
         >>> from_document({"traceEvents": {}}, "t.json")
         Traceback (most recent call last):
         ...
-        asynclab.trace.events.TraceError: t.json: 'traceEvents' is a dict, not a list of events
+        asynclab.trace.read.events.TraceError: t.json: 'traceEvents' is a dict, not a list of events
     """
     header: dict[str, Any] = {}
     if isinstance(doc, dict):

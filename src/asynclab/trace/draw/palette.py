@@ -6,6 +6,8 @@ from typing import Iterable
 
 import numpy as np
 
+from asynclab.trace.analysis.kinds import FINDING_KINDS
+
 __all__ = ["KIND_COLORS", "KIND_LABELS", "FINDING_COLORS", "to_rgb", "over_white", "lab", "delta_e",
            "deuteranopia", "lch", "closest_pair"]
 
@@ -50,20 +52,9 @@ KIND_LABELS = {
     "backward": "backward (B)",
     "weight_grad": "weight gradient (W)",
 }
-#: Colour of each finding of a diagnosis, drawn in the findings strip above a GPU's lanes.
-FINDING_COLORS = {
-    "host_sync": "#D55E00",          # vermillion (Okabe-Ito)
-    "launch_bound": "#F0E442",       # yellow (Okabe-Ito)
-    "pageable_copy": "#EE7733",      # orange (Tol vibrant)
-    "exposed_copy": "#DDCC77",       # sand (Tol muted)
-    "small_copies": "#999933",       # olive (Tol muted)
-    "dataloader_stall": "#AA4499",   # purple (Tol muted)
-    "exposed_comm": "#117733",       # green (Tol muted)
-    "pipeline_bubble": "#56B4E9",    # sky blue (Okabe-Ito)
-    "alloc_churn": "#000000",        # black
-    "underfilled_gpu": "#332288",    # indigo (Tol muted)
-    "stream_wait": "#BBCC33",        # pear (Tol light)
-}
+#: Colour of each finding of a diagnosis, drawn in the findings strip above a GPU's lanes (each kind's colour is
+#: in the table of finding kinds, :data:`asynclab.trace.analysis.kinds.FINDING_KINDS`).
+FINDING_COLORS = {k.name: k.colour for k in FINDING_KINDS if k.colour is not None}
 
 # Machado, Oliveira & Fernandes (2009), severity 1.0, applied to linear RGB.
 _DEUTERANOPIA = np.array([[0.367322, 0.860646, -0.227968],

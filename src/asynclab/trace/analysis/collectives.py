@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from asynclab.trace.events import name_matches
+from asynclab.trace.read.events import name_matches
 
 __all__ = ["latest_peer_start", "is_point_to_point", "late_rank", "P2P_OPS"]
 

@@ -8,11 +8,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from asynclab.trace.events import (
+from asynclab.trace.read.events import (
     COPY_KINDS, DEFAULT_CUDA_STREAM, GPU_KINDS, SYNC_TID_OFFSET, TraceError, TraceWarning, comm_kernel, copy_kind,
     kind_of_cat,
 )
-from asynclab.trace.io import RawEvents
+from asynclab.trace.read.io import RawEvents
 
 __all__ = ["build_table", "COLUMNS"]
 
@@ -27,7 +27,7 @@ def build_table(raw: RawEvents, name: str, meta: dict[str, Any]) -> pd.DataFrame
     """The event table of one trace (see :class:`asynclab.trace.Trace`), filling ``meta`` as it goes.
 
     Example:
-        >>> from asynclab.trace.io import from_document
+        >>> from asynclab.trace.read.io import from_document
         >>> raw = from_document({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_SendRecv",
         ...     "pid": 0, "tid": 20, "ts": 5, "dur": 3, "args": {"device": 0, "stream": 20}}]}, "<dict>")
         >>> build_table(raw, "<dict>", {})[["kind", "lane", "start_us"]].values.tolist()

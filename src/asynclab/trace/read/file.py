@@ -9,10 +9,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from asynclab.trace.events import TraceError, TraceWarning
-from asynclab.trace.table import build_table
-from asynclab.trace.io import RawEvents, from_document, read_file
-from asynclab.trace.model import EXAMPLE_TRACE, Trace  # noqa: F401 - EXAMPLE_TRACE serves the examples
+from asynclab.trace.read.events import TraceError, TraceWarning
+from asynclab.trace.read.table import build_table
+from asynclab.trace.read.io import RawEvents, from_document, read_file
+from asynclab.trace.read.model import EXAMPLE_TRACE, Trace  # noqa: F401 - EXAMPLE_TRACE serves the examples
 
 __all__ = ["load_file", "gc_paused", "from_raw"]
 

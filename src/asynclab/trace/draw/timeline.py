@@ -1,7 +1,6 @@
 """Draw a trace as a timeline with matplotlib: one lane per GPU stream and per launching host thread."""
 from __future__ import annotations
 
-import heapq
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,10 +9,11 @@ import numpy as np
 import pandas as pd
 
 from asynclab.trace import Trace, fmt_us, load_trace
-from asynclab.trace.image import SAVE_DPI, save_image
-from asynclab.trace.marks import MIN_BAR_PX, FittedLabel, draw_callout, parse_callout, widen
-from asynclab.trace.metrics import STEADY_MIN_LEFT_OUT
-from asynclab.trace.palette import FINDING_COLORS, KIND_COLORS, KIND_LABELS, lab
+from asynclab.trace.draw.bars import MAX_SUBLANES, pixel_bars, sublanes
+from asynclab.trace.draw.image import SAVE_DPI, save_image
+from asynclab.trace.draw.marks import MIN_BAR_PX, FittedLabel, draw_callout, parse_callout, widen
+from asynclab.trace.analysis.thresholds import FOLD_SHARE, STEADY_MIN_LEFT_OUT
+from asynclab.trace.draw.palette import FINDING_COLORS, KIND_COLORS, KIND_LABELS, lab
 
 __all__ = ["draw_timeline", "work_window", "Timeline", "KIND_COLORS", "KIND_LABELS", "FINDING_COLORS"]
 
@@ -24,9 +24,7 @@ _DRAW_ORDER = ("cpu_op", "launch", "host_sync", "compute", "forward", "backward"
                "memset", "d2d", "p2p", "h2d", "d2h", "sync")
 _LEGEND_ORDER = ("compute", "forward", "backward", "weight_grad", "comm", "h2d", "d2h", "d2d", "p2p", "memset", "sync",
                  "other", "cpu_op", "launch", "host_sync")
-_MAX_SUBLANES = 8
 _BAR = 0.8
-_OVERLAP_TOL_US = 0.01
 _STRIP = 0.4  # height of the sync-wait strip under a GPU lane  # bar height inside a sub-lane of height 1
 _ANN_STRIP = 0.55  # height of the annotation-bracket strip above a host lane
 _FIND_STRIP = 0.45  # height of the findings strip above a GPU's lanes (with diagnosis=)
@@ -83,119 +81,6 @@ def _unit(span_us: float) -> tuple[str, float]:
     return "s", 1e6
 
 
-def _sublanes(start: np.ndarray, end: np.ndarray, tol: float = _OVERLAP_TOL_US) -> np.ndarray:
-    """Greedy interval partitioning (events sorted by start): the fewest sub-lanes with no overlap
-    inside one; beyond ``_MAX_SUBLANES`` the last sub-lane takes the rest (drawn, not dropped).
-    Overlaps up to ``tol`` µs are rounding noise of the trace (ns -> µs), not overlaps."""
-    n = len(start)
-    out = np.zeros(n, dtype=np.int64)
-    if n < 2:
-        return out
-    reach = np.maximum.accumulate(end)
-    if not (start[1:] + tol < reach[:-1]).any():
-        return out
-    busy: list[tuple[float, int]] = []
-    free: list[int] = []
-    nsub = 0
-    for i in range(n):
-        s = start[i]
-        while busy and busy[0][0] <= s + tol:
-            heapq.heappush(free, heapq.heappop(busy)[1])
-        if free:
-            k = heapq.heappop(free)
-        else:
-            k = nsub
-            nsub += 1
-        out[i] = k
-        heapq.heappush(busy, (end[i], k))
-    return np.minimum(out, _MAX_SUBLANES - 1)
-
-
-def _aggregate(key: np.ndarray, start: np.ndarray, end: np.ndarray, px: float) -> tuple[np.ndarray, ...]:
-    """Merge, within each key, intervals that overlap or lie less than one pixel (``px`` µs) apart,
-    then widen every bar to at least one pixel. Returns (key, start, end) of the merged bars."""
-    if not len(key):
-        return key, start, end
-    order = np.lexsort((start, key))
-    k, s, e = key[order], start[order], end[order]
-    lo = float(min(s.min(), 0.0))
-    width = float(e.max() - lo) + 10 * px + 1.0
-    off = (k - k.min()).astype(np.float64) * width  # separate groups on one axis so a running max works
-    so, eo = s - lo + off, e - lo + off
-    reach = np.maximum.accumulate(eo)
-    new = np.empty(len(k), dtype=bool)
-    new[0] = True
-    gap = so[1:] - reach[:-1]
-    long_ = (e - s) >= 2 * px
-    # a new bar after a gap wider than a pixel, or between two events that are each a few pixels long
-    # and do not overlap (so back-to-back kernels stay distinguishable; nested CPU ops merge)
-    new[1:] = (gap > px) | ((gap >= 0) & long_[1:] & long_[:-1]) | (k[1:] != k[:-1])
-    idx = np.flatnonzero(new)
-    ms = s[idx]
-    me = np.maximum.reduceat(e, idx)
-    me = np.maximum(me, ms + px)
-    return k[idx], ms, me
-
-
-def _bars(slot: np.ndarray, kc: np.ndarray, s: np.ndarray, e: np.ndarray, px: float, w0: float, w1: float,
-          nk: int, order_rank: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Turn events into bars that a figure ``px`` µs per pixel wide can show.
-
-    Events at least two pixels long are drawn as they are (overlapping ones in one slot merge, and
-    every bar is at least one pixel wide). Shorter events are binned per pixel: a pixel column of a
-    slot with any such activity is filled, split vertically between the kinds in proportion to their
-    time there (in quarters), and runs of equal columns become one bar. So a lone short kernel stays
-    visible as a 1-px bar, a copy among dense kernels still shows, and 400k events reduce to a few
-    thousand bars. Returns (slot, kind code, start_us, end_us, y0 fraction, y1 fraction).
-    """
-    z = np.zeros(0, dtype=np.int64)
-    if not len(slot):
-        return z, z, np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0)
-    long_ = (e - s) >= 2 * px
-    k_long = slot[long_] * nk + kc[long_]
-    ak, ls_, le_ = _aggregate(k_long, s[long_], e[long_], px)
-    out = [[ak // nk], [ak % nk], [ls_], [le_], [np.zeros(len(ak))], [np.ones(len(ak))]]
-    sh = ~long_
-    if sh.any():
-        nb = int(np.ceil((w1 - w0) / px)) + 2
-        mid = 0.5 * (s[sh] + e[sh])
-        b = np.clip(np.floor((mid - w0) / px).astype(np.int64), 0, nb - 1)
-        g = (slot[sh] * nb + b) * nk + kc[sh]
-        u, inv = np.unique(g, return_inverse=True)
-        w = np.bincount(inv.ravel(), weights=(e[sh] - s[sh]) + 1e-6 * px)  # zero-length events count too
-        sb, kk = u // nk, u % nk
-        # stack the kinds of one pixel column in drawing order, heights by share of time
-        order = np.lexsort((order_rank[kk], sb))
-        sb, kk, w = sb[order], kk[order], w[order]
-        grp = np.r_[True, sb[1:] != sb[:-1]]
-        gid = np.cumsum(grp) - 1
-        tot = np.bincount(gid, weights=w)
-        share = w / tot[gid]
-        cum = np.cumsum(share)
-        base = cum - share
-        first_cum = (cum - share)[grp][gid]  # cumulative share before this column's first kind
-        lo = np.round((base - first_cum) * 4) / 4
-        hi = np.round((cum - first_cum) * 4) / 4
-        # a kind present in a column keeps at least a quarter (so it never vanishes)
-        hi = np.maximum(hi, lo + 0.25)
-        last_in_col = np.r_[grp[1:], True]
-        hi = np.where(last_in_col, 1.0, np.minimum(hi, 1.0))
-        lo = np.minimum(lo, hi - 0.25)
-        keep = hi > lo
-        sb, kk, lo, hi = sb[keep], kk[keep], lo[keep], hi[keep]
-        sl, bi = sb // nb, sb % nb
-        # run-length: consecutive columns with the same slot, kind and stack position merge
-        o2 = np.lexsort((bi, hi, lo, kk, sl))
-        sl, bi, kk, lo, hi = sl[o2], bi[o2], kk[o2], lo[o2], hi[o2]
-        new = np.r_[True, (sl[1:] != sl[:-1]) | (kk[1:] != kk[:-1]) | (lo[1:] != lo[:-1]) | (hi[1:] != hi[:-1])
-                    | (bi[1:] != bi[:-1] + 1)]
-        idx = np.flatnonzero(new)
-        last = np.append(idx[1:], len(sl)) - 1
-        for lst, v in zip(out, (sl[idx], kk[idx], w0 + bi[idx] * px, w0 + (bi[last] + 1) * px, lo[idx], hi[idx])):
-            lst.append(v)
-    return tuple(np.concatenate(x) for x in out)
-
-
 def _lanes_to_draw(tr: Trace, host_syncs: bool) -> list[str]:
     """The trace's lanes, less GPU lanes with nothing drawable (only GPU annotations) and, unless asked for,
     the "host syncs" lanes."""
@@ -223,7 +108,7 @@ def _bracket_levels(lane: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.
     for li in np.unique(lane):
         m = np.flatnonzero(lane == li)
         order = m[np.argsort(start[m], kind="stable")]
-        level[order] = _sublanes(start[order], end[order], tol=0.0)
+        level[order] = sublanes(start[order], end[order], tol=0.0)
     return level
 
 
@@ -366,7 +251,7 @@ def work_window(trace: Any, host: bool = True) -> tuple[float, float, str] | Non
     first to the last thing :func:`draw_timeline` draws (the lanes' GPU work, their host ops and runtime calls, the
     ``record_function`` brackets; with ``host=False`` the GPU lanes' work only), with a sentence that says what it
     leaves out and which events reach there; None where what is drawn covers all but
-    :data:`~asynclab.trace.metrics.STEADY_MIN_LEFT_OUT` of the range (or nothing is drawn). The range is the trace's
+    :data:`~asynclab.trace.analysis.metrics.STEADY_MIN_LEFT_OUT` of the range (or nothing is drawn). The range is the trace's
     window when it has one. What stretches a range without drawing: the profiler's own span (the "Spans" row), a
     ``ProfilerStep`` that runs on after its work, Python function events, GPU-side annotations, the ops of host
     threads that launch nothing (instants, counters and flows are never read as events).
@@ -471,7 +356,7 @@ def _layout(ev: pd.DataFrame, lanes: list[str], is_gpu_lane: np.ndarray, sel: _R
         on = L == li
         m = np.flatnonzero(on & ~is_sync)
         if len(m) > 1:
-            sub[m] = _sublanes(S[m], E[m])
+            sub[m] = sublanes(S[m], E[m])
             nsub[li] = int(sub[m].max()) + 1
         if len(m) and (on & is_sync).any():
             strip[li] = _STRIP
@@ -508,13 +393,13 @@ def _draw_bars(ax: Any, fr: _Frame, sel: _Rows, lay: _Layout, px: float) -> tupl
     host_cls = np.array([k in _HOST_DRAW or k == "sync" for k in kinds], dtype=bool)
     # a "slot" is one sub-lane, plus, on host lanes, one layer per kind (CPU ops and calls overlay)
     cls = np.where(host_cls[sel.KC], sel.KC + 1, 0) if len(sel.KC) else sel.KC
-    slot = (sel.L * _MAX_SUBLANES + lay.sub) * (nk + 1) + cls
+    slot = (sel.L * MAX_SUBLANES + lay.sub) * (nk + 1) + cls
     order = np.array([_DRAW_ORDER.index(k) for k in kinds] or [0], dtype=np.int64)
-    a_slot, a_kind, a_s, a_e, f_lo, f_hi = _bars(slot, sel.KC, sel.S, sel.E, px, fr.w0, fr.w1, nk, order)
+    a_slot, a_kind, a_s, a_e, f_lo, f_hi = pixel_bars(slot, sel.KC, sel.S, sel.E, px, fr.w0, fr.w1, nk, order)
     on_top = order[a_kind] > _DRAW_ORDER.index("compute") if len(a_kind) else np.zeros(0, dtype=bool)
     a_s, a_e, widened = widen(a_slot, a_s, a_e, MIN_BAR_PX * px, on_top)
     ls = a_slot // (nk + 1)
-    a_sub, a_lane = ls % _MAX_SUBLANES, ls // _MAX_SUBLANES
+    a_sub, a_lane = ls % MAX_SUBLANES, ls // MAX_SUBLANES
     xs, xe = (a_s - fr.w0) / fr.scale, (a_e - fr.w0) / fr.scale
     collections: dict[str, Any] = {}
     for code, k in enumerate(kinds):
@@ -643,9 +528,6 @@ def _style_axes(ax: Any, fr: _Frame, lanes: list[str], is_gpu_lane: np.ndarray, 
         ax.spines[side].set_visible(False)
 
 
-_FINDING_MIN_SHARE = 0.02  # as the diagnosis' text view: smaller findings are not drawn
-
-
 @dataclass
 class _Finding:
     """Where one finding of a diagnosis explains time, over one GPU's lanes (``lanes``; its strip sits above
@@ -665,7 +547,7 @@ def _findings(diagnosis: Any, fr: _Frame, lanes: list[str], is_gpu_lane: np.ndar
     ev = fr.trace.events
     out = []
     for f in diagnosis.findings:
-        mine = p[p["kind"] == f.kind] if f.share >= _FINDING_MIN_SHARE else p.iloc[:0]
+        mine = p[p["kind"] == f.kind] if f.share >= FOLD_SHARE else p.iloc[:0]
         for (rank, dev), g in mine.groupby(["rank", "device"], dropna=False):
             on = ev["device"] == dev if pd.isna(rank) else (ev["device"] == dev) & (ev["rank"] == rank)
             idx = [i for i, lane in enumerate(lanes) if is_gpu_lane[i] and lane in set(ev.loc[on.fillna(False), "lane"])]

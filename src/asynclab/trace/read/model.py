@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from asynclab.trace.events import KINDS, TraceError, name_matches
+from asynclab.trace.read.events import KINDS, TraceError, name_matches
 
 __all__ = ["Trace", "fmt_us", "EXAMPLE_TRACE"]
 

@@ -7,28 +7,17 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from asynclab.trace.events import name_matches
-from asynclab.trace.idle import MANY_SMALL_COPIES, SMALL_COPY_BYTES, thin
-from asynclab.trace.replay import ALLOC, Graph, comm_keys, host_time_in, replay, replayed_span
+from asynclab.trace.analysis.thresholds import (FIRST_SHARE, GRAPH_LAUNCH_US, MANY_SMALL_COPIES, OWN_WORK_MIN_US,
+                                                PCIE5_PINNED_BYTES_PER_US, PINNED_BYTES_PER_US, SMALL_COPY_BYTES,
+                                                SM_DRAW)
+from asynclab.trace.read.events import name_matches
+from asynclab.trace.analysis.idle import thin
+from asynclab.trace.analysis.replay import ALLOC, Graph, comm_keys, host_time_in, replay, replayed_span
 
 __all__ = ["TRANSFORMS", "REPLAYED_KINDS", "rank_skew_cuts", "NEEDS_FIRST", "FIRST_SHARE", "fixed", "pinned_rate", "pinned_default", "PINNED_BYTES_PER_US",
            "PCIE5_PINNED_BYTES_PER_US", "GRAPH_LAUNCH_US", "OWN_WORK_MIN_US",
            "profiler_free", "context", "span", "SIZE_FROM_DATA"]
 
-#: Host-to-device rate of pinned memory when the trace has no large pinned copy to measure it from (bytes/µs:
-#: 25 GB/s, PCIe 4.0 x16 in practice).
-PINNED_BYTES_PER_US = 25e3
-#: The same over PCIe 5.0 x16, the link of a GPU of compute capability 9 or later (an H100 moved 53.7 GB/s from pinned
-#: memory in lesson 05's reference, and 53.8 GB/s when scripts/calibrate_gpu.py measured it).
-PCIE5_PINNED_BYTES_PER_US = 53.7e3
-#: How many times its even share of the memory's bandwidth an SM draws while few are busy: 2.22 on an H100, where a
-#: softmax over 8 long rows (a block a row) took 8.0 times as long as one over 132 rows of the same elements
-#: (scripts/calibrate_gpu.py, two runs: 2.21 and 2.23; the simulated H100's ``sm_draw``).
-SM_DRAW = 2.22
-#: What a kernel's launch costs the host inside a CUDA graph's replay (µs).
-GRAPH_LAUNCH_US = 0.5
-#: A Python call this long (µs) that launches nothing is the host's own work, which a CUDA graph does not replace.
-OWN_WORK_MIN_US = 50.0
 #: Ops whose output's size the data decides (selecting by a boolean mask, ``nonzero``, ``unique``): the host reads
 #: the size back from the GPU, a sync, before it can go on. The fix keeps the work on the GPU at a size known ahead
 #: (a multiply by the mask, ``ignore_index``, ``nonzero_static``): it replaces each such op by one plain op.
@@ -359,7 +348,7 @@ def rank_skew_cuts(graphs: list[Graph]) -> list[dict[int, tuple[int, float]]]:
 
     Example:
         >>> from asynclab.trace import load_trace
-        >>> from asynclab.trace.replay import build_graph
+        >>> from asynclab.trace.analysis.replay import build_graph
         >>> tr = load_trace("tests/fixtures/diagnose/rank_skew-bad")
         >>> cuts = rank_skew_cuts([build_graph(tr.events, r) for r in (0, 1)])
         >>> [round(sum(c for _, c in r.values()) / 1e3) for r in cuts]  # rank 1 is late: its ms of extra host work
@@ -428,8 +417,6 @@ TRANSFORMS: dict[str, Callable[[Graph, float, float, dict], None]] = {
 #: The kinds whose saving the replay predicts; the others (the kinds of several ranks but rank_skew) keep the idle time
 #: they explain.
 REPLAYED_KINDS = tuple(TRANSFORMS)
-#: A fix that another needs first is counted (and listed) before it from this share of the step on.
-FIRST_SHARE = 0.1
 #: Fixes that need others first, and which: a CUDA graph cannot capture a step in which the host waits for the GPU,
 #: so capturing the launches saves what it adds once the step's waits (syncs, synchronous copies, frees) that save
 #: :data:`FIRST_SHARE` of the step or more are gone (lesser waits stay, and the launches between them are captured).
@@ -446,7 +433,7 @@ def context(g: Graph, steps: pd.DataFrame, sms: int | None = None, pinned: float
 
     Example:
         >>> from asynclab.trace import load_trace
-        >>> from asynclab.trace.replay import build_graph
+        >>> from asynclab.trace.analysis.replay import build_graph
         >>> g = build_graph(load_trace("tests/fixtures/diagnose/pageable_copy-bad.json.gz").events, pd.NA)
         >>> context(g, pd.DataFrame({"start_us": [0.0]}))["pinned"] == PINNED_BYTES_PER_US  # no pinned copy there
         True
@@ -473,7 +460,7 @@ def fixed(g: Graph, kinds: tuple[str, ...] | list[str], lo: float, hi: float, ct
 
     Example:
         >>> from asynclab.trace import load_trace
-        >>> from asynclab.trace.replay import build_graph
+        >>> from asynclab.trace.analysis.replay import build_graph
         >>> g = build_graph(load_trace("tests/fixtures/diagnose/host_sync-bad.json.gz").events, pd.NA)
         >>> ctx = context(g, pd.DataFrame({"start_us": [g.h_start[0]]}))
         >>> int(fixed(g, ["host_sync"], 0, 1e12, ctx).h_block.sum()) < int(g.h_block.sum())
@@ -492,7 +479,7 @@ def profiler_free(g: Graph, per_event_us: float, lo: float, hi: float) -> Graph:
 
     Example:
         >>> from asynclab.trace import load_trace
-        >>> from asynclab.trace.replay import build_graph
+        >>> from asynclab.trace.analysis.replay import build_graph
         >>> g = build_graph(load_trace("tests/fixtures/diagnose/host_sync-bad.json.gz").events, pd.NA)
         >>> bool((profiler_free(g, 1.0, 0, 1e12).h_gap <= g.h_gap).all())
         True
@@ -514,7 +501,7 @@ def span(g: Graph, lo: float, hi: float, host_hi: float | None = None) -> float:
 
     Example:
         >>> from asynclab.trace import load_trace
-        >>> from asynclab.trace.replay import build_graph
+        >>> from asynclab.trace.analysis.replay import build_graph
         >>> g = build_graph(load_trace("tests/fixtures/diagnose/host_sync-bad.json.gz").events, pd.NA)
         >>> round(span(g, 0.0, 10.0), 3)
         10.0

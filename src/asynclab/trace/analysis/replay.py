@@ -8,9 +8,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from asynclab.trace.collectives import latest_peer_start
-from asynclab.trace.events import WORK_KINDS, name_matches
-from asynclab.trace.intervals import union
+from asynclab.trace.analysis.thresholds import GPU_GAP_US, HELD_US, LAUNCH_LATENCY_US
+from asynclab.trace.analysis.collectives import latest_peer_start
+from asynclab.trace.read.events import WORK_KINDS, name_matches
+from asynclab.trace.read.intervals import union
 
 __all__ = ["Graph", "build_graph", "comm_keys", "replay", "replay_together", "replayed_span", "span_ends", "host_at", "host_time_in", "BLOCKING", "ALLOC", "GPU_GAP_US", "HELD_US",
            "launch_latency", "LAUNCH_LATENCY_US"]
@@ -19,12 +20,6 @@ __all__ = ["Graph", "build_graph", "comm_keys", "replay", "replay_together", "re
 BLOCKING = re.compile(r"(?:Synchroni[sz]e|Memcpy(?!.*Async)|Free)")
 #: The allocator's own calls.
 ALLOC = re.compile(r"^(?:cuda|hip|cu)(?:Malloc|Free)")
-#: Between queued kernels the GPU idles a few µs: a task that started this soon after another was held by it (µs).
-GPU_GAP_US = 5.0
-#: The most a launch takes to reach an idle GPU (µs); see :func:`launch_latency`.
-LAUNCH_LATENCY_US = 20.0
-#: A GPU task that started this long after its other bounds waited for something else on the GPU (µs).
-HELD_US = 10.0
 
 
 @dataclass
