@@ -156,11 +156,11 @@ def _cmd_summary(args: argparse.Namespace) -> int:
 def _fail_on(text: str) -> tuple[str, float]:
     """``KIND[:SHARE]`` of --fail-on: a finding kind and the share of the step it may not exceed."""
     from asynclab.trace.analysis.diagnose import FOLD_SHARE
-    from asynclab.trace.analysis.findings import KINDS
+    from asynclab.trace.analysis.findings import CATALOGUE
 
     kind, _, share = text.partition(":")
-    if kind not in KINDS:
-        raise UsageError(f"--fail-on {text}: no finding kind {kind!r} (kinds: {', '.join(KINDS)})")
+    if kind not in CATALOGUE:
+        raise UsageError(f"--fail-on {text}: no finding kind {kind!r} (kinds: {', '.join(CATALOGUE)})")
     try:
         limit = float(share.rstrip("%")) / (100 if share.endswith("%") else 1) if share else FOLD_SHARE
     except ValueError:

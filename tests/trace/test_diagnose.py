@@ -13,7 +13,7 @@ import pytest
 
 from asynclab import cli
 from asynclab.trace.analysis.diagnose import diagnose
-from asynclab.trace.analysis.findings import KINDS
+from asynclab.trace.analysis.findings import CATALOGUE as KINDS
 from asynclab.trace import TraceError, load_trace
 from tracegen import TraceBuilder
 

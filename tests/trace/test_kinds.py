@@ -4,7 +4,7 @@ import pytest
 pytest.importorskip("pandas")
 
 from asynclab.trace.analysis import idle, whatif  # noqa: E402
-from asynclab.trace.analysis.findings import HOST_BOUND_KINDS, KINDS  # noqa: E402
+from asynclab.trace.analysis.findings import CATALOGUE as KINDS, HOST_BOUND_KINDS  # noqa: E402
 from asynclab.trace.analysis.kinds import FINDING_KINDS  # noqa: E402
 from asynclab.trace.draw.palette import FINDING_COLORS  # noqa: E402
 

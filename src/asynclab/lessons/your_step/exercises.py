@@ -10,7 +10,7 @@ from typing import Any, Callable
 from asynclab.grading.backend import run_answer
 from asynclab.grading.checks import Verdict, exercise
 from asynclab.trace.read.events import a_type
-from asynclab.trace.analysis.findings import KINDS
+from asynclab.trace.analysis.findings import CATALOGUE
 from asynclab.grading.hostreads import count_reads, host_waits
 
 #: How late each step's loss is written on the GPU (a spin kernel runs ahead of it, every step).
@@ -63,8 +63,8 @@ def first_fix(kind: Any, saving_ms: Any) -> Verdict:
     if not isinstance(kind, str):
         hint = " (a Finding's name is its .kind)" if hasattr(kind, "kind") else ""
         return Verdict(False, f"give the finding's kind as a string, such as \"host_sync\", not {a_type(kind)}{hint}.")
-    if kind not in KINDS:
-        return Verdict(False, f"{kind!r} is not a finding kind; the kinds are {', '.join(KINDS)}.")
+    if kind not in CATALOGUE:
+        return Verdict(False, f"{kind!r} is not a finding kind; the kinds are {', '.join(CATALOGUE)}.")
     found = {f["kind"]: f for f in findings}
     if kind not in found:
         return Verdict(False, f"the diagnosis found no {kind}; it names {', '.join(found)}.")

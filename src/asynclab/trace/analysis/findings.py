@@ -6,7 +6,7 @@ from typing import Any
 
 from asynclab.trace.analysis.kinds import FINDING_KINDS
 
-__all__ = ["Finding", "Kind", "KINDS", "HOST_BOUND_KINDS", "kind"]
+__all__ = ["Finding", "Kind", "CATALOGUE", "HOST_BOUND_KINDS", "kind"]
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,7 @@ class Kind:
     lesson: str
 
 
-KINDS: dict[str, Kind] = {k.name: Kind(k.name, k.why, k.fix, k.lesson) for k in FINDING_KINDS}
+CATALOGUE: dict[str, Kind] = {k.name: Kind(k.name, k.why, k.fix, k.lesson) for k in FINDING_KINDS}
 
 #: Kinds whose time is host time in the trace: the profiler's own per-op overhead makes them read high.
 HOST_BOUND_KINDS = tuple(k.name for k in FINDING_KINDS if k.host_bound)
@@ -33,9 +33,9 @@ def kind(name: str) -> Kind:
         '01 §5 Hidden sync points'
     """
     try:
-        return KINDS[name]
+        return CATALOGUE[name]
     except KeyError:
-        raise ValueError(f"no finding kind {name!r} (kinds: {', '.join(KINDS)})") from None
+        raise ValueError(f"no finding kind {name!r} (kinds: {', '.join(CATALOGUE)})") from None
 
 
 @dataclass

@@ -2,7 +2,7 @@
 :mod:`asynclab.trace.analysis.idle`), whether the replay predicts what its fix saves (its what-if, a transform of
 :data:`asynclab.trace.analysis.whatif.TRANSFORMS` under the same name), what it means and what to do (its text, with
 the lesson that teaches it), whether its time is host time, and its colour in a timeline's findings strip.
-:data:`asynclab.trace.analysis.findings.KINDS`, :data:`~asynclab.trace.analysis.findings.HOST_BOUND_KINDS` and
+:data:`asynclab.trace.analysis.findings.CATALOGUE`, :data:`~asynclab.trace.analysis.findings.HOST_BOUND_KINDS` and
 :data:`asynclab.trace.draw.palette.FINDING_COLORS` are read from it; this module imports nothing."""
 from __future__ import annotations
 
