@@ -26,7 +26,8 @@ from torch.overrides import TorchFunctionMode
 
 from asynclab.sim import methods  # noqa: F401 - registers the tensor methods a simulated GPU tensor runs
 from asynclab.sim import graphs, handoffs, patches
-from asynclab.sim.cuda import Simulation, Stream
+from asynclab.sim.cuda import Stream
+from asynclab.sim.simulation import Simulation
 from asynclab.sim.limits import SimulationLimit
 from asynclab.sim.figures import card_figures, rates
 from asynclab.sim.hostmem import PinnedMemory

@@ -4,7 +4,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator
 
-from asynclab.sim.cuda import Stream, StreamContext, active
+from asynclab.sim.cuda import Stream, StreamContext
+from asynclab.sim.running import active
 from asynclab.sim.limits import unknown_attribute
 
 __all__ = ["CUDAGraph", "graph"]

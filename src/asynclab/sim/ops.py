@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import torch
 
-from asynclab.sim.cuda import Simulation
+from asynclab.sim.simulation import Simulation
 from asynclab.sim.nest import leaves, map_leaves
 from asynclab.sim.tensors import DeviceTensor, PinnedTensor, fresh_memory, needed_bytes, shaped_on
 

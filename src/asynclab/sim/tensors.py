@@ -11,7 +11,9 @@ from typing import Any, Callable
 
 import torch
 
-from asynclab.sim.cuda import Simulation, Stream, running_simulations
+from asynclab.sim.cuda import Stream
+from asynclab.sim.running import running_simulations
+from asynclab.sim.simulation import Simulation
 from asynclab.sim.limits import SimulationLimit
 from asynclab.sim.nest import leaves, map_leaves
 
