@@ -27,7 +27,7 @@ from torch.overrides import TorchFunctionMode
 from asynclab.sim import methods  # noqa: F401 - registers the tensor methods a simulated GPU tensor runs
 from asynclab.sim import graphs, handoffs, patches
 from asynclab.sim.cuda import Stream
-from asynclab.sim.simulation import Simulation
+from asynclab.sim.simulation import FreeHost, Simulation
 from asynclab.sim.limits import SimulationLimit
 from asynclab.sim.figures import card_figures, rates
 from asynclab.sim.hostmem import PinnedMemory
@@ -86,7 +86,7 @@ class _Placement(TorchFunctionMode):
             args = (self.gpu.read_nest(args[0]), *args[1:])  # GPU tensors in the data: the host reads each one
         if name == "pin_memory" and host:
             pinned_copy = self.gpu.pin(args[0].clone())
-            self.gpu.host_work(name, args, pinned_copy)  # the host copies the data into page-locked memory
+            self.gpu.costs.host_work(name, args, pinned_copy)  # the host copies the data into page-locked memory
             return pinned_copy
         if name == "is_pinned" and host and type(args[0]) is not PinnedTensor:
             return self.gpu.is_pinned_memory(args[0])
@@ -103,7 +103,7 @@ class _Placement(TorchFunctionMode):
             return made.requires_grad_() if out.requires_grad else made  # (a no-op where autograd does not run)
         out = func(*args, **kwargs)
         if not on_gpu and not self.gpu.gpu_working:  # the GPU's own work computing its values is no host work
-            self.gpu.host_work(name, args, out)
+            self.gpu.costs.host_work(name, args, out)
         return self.gpu.pin(out) if pinned and isinstance(out, torch.Tensor) else out
 
     def _factory(self, func: Any, name: str, args: tuple, kwargs: dict) -> Any:
@@ -229,15 +229,21 @@ class SimGPU(Simulation):
     locals().update(rates(card_figures("H100")))
     #: Operators on simulated GPU tensors run here (:func:`asynclab.sim.tensors.gpu_of` finds it).
     runs_tensors = True
-    #: Whether kernels compute their values on the CPU (False: timing only, the memory keeps what it held).
-    computes = True
 
-    def __init__(self, devices: int = 1, peer_access: bool = True, scale: float = 1.0) -> None:
+    def __init__(self, devices: int = 1, peer_access: bool = True, scale: float = 1.0, card: str | None = None,
+                 computes: bool = True, costs: FreeHost | None = None) -> None:
+        """``card``: another card's figures than the H100's (:func:`asynclab.sim.figures.card_figures`);
+        ``computes``: whether kernels compute their values on the CPU (False: timing only, the memory keeps what it
+        held); ``costs``: what the host's own work costs (:class:`asynclab.sim.simulation.FreeHost`, a checker's:
+        nothing; :class:`asynclab.sim.simulate.HostCosts`, ``al.simulate``'s)."""
         super().__init__()
-        self.devices, self.peer_access, self.scale = devices, peer_access, scale
+        self.devices, self.peer_access, self.scale, self.computes = devices, peer_access, scale, computes
+        self.figures = card_figures(card) if card is not None else None
+        for name, value in rates(self.figures).items() if self.figures is not None else ():
+            setattr(self, name, value)
         for rate in ("MEMORY_BYTES_PER_MS", "PINNED_BYTES_PER_MS", "PAGEABLE_BYTES_PER_MS", "PEER_BYTES_PER_MS",
                      "VIA_HOST_BYTES_PER_MS"):  # bytes `scale` times fewer, moved as much slower: a GPU's times
-            setattr(self, rate, getattr(type(self), rate) / scale)
+            setattr(self, rate, getattr(self, rate) / scale)
         self._queue: list[tuple[float, bool, int, Callable]] = []  # (when, a start?, order, what happens then)
         self._pools: dict[tuple, list[tuple]] = {}  # (device, stream) -> free blocks by size (size, order, bytes, from)
         self._engines: dict[tuple, float] = {}  # (device, direction) -> when that copy engine is free
@@ -256,6 +262,13 @@ class SimGPU(Simulation):
         self._peaks: dict[tuple[str, int], int] = {}  # torch.cuda.memory_allocated() and its kin
         self.late_copies: dict[int, int] = {}  # id of a block -> the spin (cycles) that runs ahead of each copy of it
         self.watch_host(self.catch_up)
+        self.costs = costs if costs is not None else FreeHost()
+        self.costs.attach(self)
+
+    @property
+    def trains(self) -> bool:
+        """Whether autograd runs on this GPU's tensors (the host-cost policy's say: ``al.simulate``'s does)."""
+        return self.costs.trains
 
     # -- the simulation's time ------------------------------------------------------------------------------------
     def at(self, t: float, action: Callable, starts: bool = False) -> None:
@@ -387,10 +400,20 @@ class SimGPU(Simulation):
         """``torch.cuda._sleep(cycles)``: a spin kernel on the current stream."""
         self.queue("spin", self.current(), max(self.KERNEL_MS, cycles / self.CYCLES_PER_MS), lambda: None)
 
-    def queue(self, name: str, stream: Stream, ms: float, at_start: Callable, cat: str = "kernel",
-              engine: tuple | None = None, after: float = 0.0, reads: tuple = (), writes: tuple = (),
-              fill: float = 0.0, memory: bool = False, launched: bool = True,
-              waves: tuple = (), holds: bool = False) -> tuple[float, float]:
+    def queue(self, name: str, stream: Stream, ms: float, at_start: Callable, launched: bool = True,
+              **kw: Any) -> tuple[float, float]:
+        """Queue GPU work of ``ms`` on ``stream``, launched by the host (``launched``) or by a CUDA graph's replay, as
+        :meth:`enqueue` does; the host-cost policy sees the launch before and after (``al.simulate``'s: the launch
+        queue's depth). Returns (start, end)."""
+        self.costs.launch_starts(launched)
+        start, end = self.enqueue(name, stream, ms, at_start, launched=launched, **kw)
+        self.costs.launch_ends(launched, start)
+        return start, end
+
+    def enqueue(self, name: str, stream: Stream, ms: float, at_start: Callable, cat: str = "kernel",
+                engine: tuple | None = None, after: float = 0.0, reads: tuple = (), writes: tuple = (),
+                fill: float = 0.0, memory: bool = False, launched: bool = True,
+                waves: tuple = (), holds: bool = False) -> tuple[float, float]:
         """Queue GPU work of ``ms`` on ``stream`` (and on a copy ``engine``): ``at_start()`` runs when it starts and
         may return what to do when it ends. A kernel whose blocks hold a share ``fill`` of the SMs gets what the
         kernels already queued leave of them (:meth:`on_sms`); one given as ``waves`` ((fill, ms) of each, for a
@@ -542,7 +565,9 @@ class SimGPU(Simulation):
         self._count(device, base.numel(), reserved=base.numel() if not fits else 0)
         block = Block(base, device, stream, self)
         weakref.finalize(block, self._free, base, device, stream, block.recorded)
-        return DeviceTensor(elem, block)
+        out = DeviceTensor(elem, block)
+        self.costs.new_memory(int(fits is None))  # the policy prices cudaMalloc
+        return out
 
     def _free(self, base: torch.Tensor, device: int, stream: Stream, recorded: set) -> None:
         """A block no tensor uses: back to its stream's pool, at once, or once the streams record_stream named have
@@ -589,28 +614,21 @@ class SimGPU(Simulation):
         return sum(1 for pool in self._pools.values() for *_, free_at in pool if free_at <= self.host)
 
     def empty_cache(self) -> None:
-        """``torch.cuda.empty_cache()``: the free blocks go back to the driver."""
+        """``torch.cuda.empty_cache()``: the free blocks go back to the driver (the policy prices their cudaFree)."""
+        self.costs.emptying_cache()
         for (device, _), pool in self._pools.items():
             self._count(device, 0, reserved=-sum(size for size, *_, t in pool if t <= self.host))
             pool[:] = [entry for entry in pool if entry[3] > self.host]
-
-    def host_work(self, name: str, args: Any, out: Any) -> None:
-        """The host ran ``name`` on host tensors, giving ``out``: its own tensor work costs nothing here;
-        :func:`asynclab.sim.simulate.simulate` prices it."""
 
     def pin(self, host: torch.Tensor) -> PinnedTensor:
         """``host`` as page-locked memory: the memory is pinned, whichever tensor reaches it (a view, ``from_numpy``
         of its ``numpy()``, a ``set_`` onto its storage). PyTorch's caching host allocator keeps its block once no
         tensor holds it, for a later pin of the same size (:class:`asynclab.sim.hostmem.PinnedMemory`); a pin it cannot
-        serve from there has the driver page-lock a new block (:meth:`host_alloc`)."""
+        serve from there has the driver page-lock a new block, which the host-cost policy prices."""
         fresh = self.pinned.pin(host, self.host)
         if fresh:
-            self.host_alloc(fresh)
+            self.costs.host_alloc(fresh)
         return host.as_subclass(PinnedTensor)
-
-    def host_alloc(self, nbytes: int) -> None:
-        """The driver allocates and page-locks a new pinned block of ``nbytes`` (``cudaHostAlloc``): it costs nothing
-        here; :func:`asynclab.sim.simulate.simulate` prices it."""
 
     def is_pinned_memory(self, host: torch.Tensor) -> bool:
         """Whether a host tensor's memory is page-locked (:meth:`pin`).
@@ -626,13 +644,24 @@ class SimGPU(Simulation):
 
     # -- operators ------------------------------------------------------------------------------------------------
     def dispatch(self, func: Any, args: tuple, kwargs: dict) -> Any:
-        """Run one operator on simulated tensors, where and when a GPU would."""
+        """Run one operator on simulated tensors, where and when a GPU would; the host-cost policy prices its call
+        from Python around it."""
+        started = self.costs.operator_starts(func, args, kwargs)
         self.catch_up()
-        return run_operator(self, func, args, kwargs)
+        out = run_operator(self, func, args, kwargs)
+        self.costs.operator_ends(func, started)
+        return out
 
     def made(self, out: Any, device: int, name: str) -> Any:
         """A factory's CPU result ``out`` as GPU memory on ``device``, written by a kernel (or, for data from the host,
-        a blocking copy) on the current stream."""
+        a blocking copy) on the current stream; the host-cost policy prices the factory's call from Python."""
+        started = self.costs.factory_starts()
+        made = self.place(out, device, name)
+        self.costs.factory_ends(name, started)
+        return made
+
+    def place(self, out: Any, device: int, name: str) -> Any:
+        """A factory's CPU result ``out`` as GPU memory on ``device`` (see :meth:`made`)."""
         if not isinstance(out, torch.Tensor):
             return out
         if name in ("tensor", "as_tensor", "from_numpy"):
@@ -703,6 +732,7 @@ class SimGPU(Simulation):
     def forget_past(self) -> None:
         """Start the trace afresh (after a warm-up run)."""
         self.ran.clear(), self.launches.clear(), self.annotations.clear()
+        self.costs.forget_past()
 
     def trace(self):
         """What ran on the simulated GPUs, the host's launches and its ``record_function`` ranges, as a
@@ -739,9 +769,11 @@ class SimGPU(Simulation):
             done = patches.install_present(path, {name: ours[name] for name in names})
             if done is not None:
                 self._installed.append(done)
+        self.costs.enter()
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self.costs.exit(*exc)
         while self._installed:
             self._installed.pop().undo()
         self._placement.__exit__(*exc)

@@ -19,7 +19,7 @@ aten = torch.ops.aten
 MATMULS = {"mm", "addmm", "bmm", "baddbmm", "matmul", "_scaled_mm", "linear", "convolution"}
 #: cuBLAS's products: their kernels keep their blocks on the SMs until the product ends (a stream of higher priority
 #: waits for them: :meth:`asynclab.sim.device.SimGPU.on_sms`), and a run's first of a dtype loads them
-#: (:meth:`asynclab.sim.simulate.Predictor._loading_ms`).
+#: (:meth:`asynclab.sim.simulate.HostCosts.loading_ms`).
 CUBLAS_PRODUCTS = MATMULS - {"convolution"}
 
 

@@ -16,7 +16,76 @@ from asynclab.sim.install import gpus_here, install, uninstall
 from asynclab.sim.limits import SimulationLimit
 from asynclab.sim.running import RUNNING
 
-__all__ = ["Simulation", "stand_in_for_cuda"]
+__all__ = ["FreeHost", "Simulation", "stand_in_for_cuda"]
+
+
+class FreeHost:
+    """A simulation's host-cost policy: what the host's own work costs besides its launches and waits, as hooks that
+    :class:`Simulation` and :class:`asynclab.sim.device.SimGPU` call at named points. This one, a checker's, prices
+    none of it and runs no autograd on simulated tensors; :class:`asynclab.sim.simulate.HostCosts` (what
+    ``al.simulate`` runs) prices it all.
+
+    Example:
+        >>> costs = FreeHost()
+        >>> costs.trains, costs.operator_starts(None, (), {}), costs.factory_starts()
+        (False, None, None)
+    """
+
+    #: Whether autograd runs on the simulated tensors (they tell it they live on the CPU).
+    trains = False
+
+    def attach(self, gpu: Any) -> None:
+        """The simulated GPU this policy prices the host of."""
+
+    def enter(self) -> None:
+        """The simulation is entered (after the GPU's own patches are in place)."""
+
+    def exit(self, *exc: Any) -> None:
+        """The simulation is left (before the GPU's own patches go)."""
+
+    def operator_starts(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """An operator on GPU tensors is called from Python, before the GPU runs it; what :meth:`operator_ends` gets."""
+        return None
+
+    def operator_ends(self, func: Any, started: Any) -> None:
+        """The operator's call returns to Python."""
+
+    def factory_starts(self) -> Any:
+        """A factory makes a GPU tensor (``torch.ones(..., device="cuda")``); what :meth:`factory_ends` gets."""
+        return None
+
+    def factory_ends(self, name: str, started: Any) -> None:
+        """The factory ``name`` returns to Python."""
+
+    def launch_starts(self, launched: bool) -> None:
+        """Work is about to be queued (``launched``: by a launch of the host's, not a CUDA graph's replay)."""
+
+    def launch_ends(self, launched: bool, start: float) -> None:
+        """The work is queued, to start at ``start``."""
+
+    def new_memory(self, blocks: int) -> None:
+        """The caching allocator asked the driver for ``blocks`` new blocks (cudaMalloc) for one allocation."""
+
+    def host_alloc(self, nbytes: int) -> None:
+        """The driver allocates and page-locks a new pinned block of ``nbytes`` (``cudaHostAlloc``)."""
+
+    def emptying_cache(self) -> None:
+        """``torch.cuda.empty_cache()`` is about to give the free blocks back."""
+
+    def copy_waited(self) -> None:
+        """The host waited for a blocking copy between it and a GPU."""
+
+    def stream_call(self, name: str) -> None:
+        """The host made the stream call ``name`` from Python."""
+
+    def host_work(self, name: str, args: Any, out: Any) -> None:
+        """The host ran ``name`` on host tensors, giving ``out``."""
+
+    def timer_read(self, kind: str, ms: float) -> None:
+        """Learner code read a host clock or an event's elapsed time."""
+
+    def forget_past(self) -> None:
+        """The trace starts afresh (after a warm-up run)."""
 
 
 class Simulation:
@@ -50,6 +119,7 @@ class Simulation:
         self._numbers: dict[Stream, int] = {}
         self.sync_debug_mode = 0
         self.timer_reads = 0  # how often learner code read a host clock or an event's elapsed time
+        self.costs: FreeHost = FreeHost()  # what the host's own work costs (SimGPU takes another policy)
 
     @property
     def host(self) -> float:
@@ -133,6 +203,7 @@ class Simulation:
         """Learner code read a host clock (``kind`` "clock", the host at ``ms``) or an event's elapsed time
         ("elapsed", ``ms`` long)."""
         self.timer_reads += 1
+        self.costs.timer_read(kind, ms)
 
     def _host_clock(self, cpu: bool) -> float:
         return self.host - (self.threads.slept if cpu else 0.0)
@@ -290,12 +361,13 @@ class Simulation:
         return True
 
     def copy_waited(self) -> None:
-        """The host waited for a blocking copy between it and a GPU: no cost here; :func:`asynclab.sim.simulate.simulate`
-        prices the round trip."""
+        """The host waited for a blocking copy between it and a GPU: what it costs is the policy's (:attr:`costs`)."""
+        self.costs.copy_waited()
 
     def stream_call(self, name: str) -> None:
         """The host made the stream call ``name`` from Python (a ``wait_stream``, an event's record or wait, a
-        change of the current stream): it costs nothing here; :func:`asynclab.sim.simulate.simulate` prices it."""
+        change of the current stream): what it costs is the policy's (:attr:`costs`)."""
+        self.costs.stream_call(name)
 
     # -- events --
     def record(self, event: Event, stream: Stream) -> None:
