@@ -3,12 +3,13 @@ simulations as a real process keeps it.
 
 :data:`RUNNING` holds, in one place, the run-time state that used to be spread over module globals: the simulations in
 place (the session's idle GPU first, a check's on top), torch.cuda's stand-ins while they are installed, each host
-thread's current device and streams, the streams PyTorch's pools have handed out in this process, and the one
-default-stream handle of each GPU. It imports nothing of the simulation but its limits, so every other module of it
-can import this one.
+thread's current device and streams, the streams PyTorch's pools have handed out in this process, the one
+default-stream handle of each GPU, the process's sequence of correlation ids and the operators' shapes worked out.
+It imports nothing of the simulation but its limits, so every other module of it can import this one.
 """
 from __future__ import annotations
 
+import itertools
 import threading
 from typing import Any
 
@@ -41,6 +42,8 @@ class Running:
         self._thread = _ThreadState()
         self.handed_out: dict[tuple, int] = {}  # (device, priority pool) -> streams handed out from it
         self.defaults: dict[int, Any] = {}  # GPU index -> its one default-stream handle
+        self.order = itertools.count()  # the process's sequence: work's correlation ids, free blocks' order
+        self.shapes: dict = {}  # operators' output shapes already worked out, by signature (asynclab.sim.ops)
 
     @property
     def current(self) -> dict[Any, Any]:

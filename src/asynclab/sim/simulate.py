@@ -350,7 +350,7 @@ class HostCosts(FreeHost):
     def emptying_cache(self) -> None:
         """``torch.cuda.empty_cache()``: each cached block goes back with a cudaFree, which waits for the GPU."""
         gpu = self.gpu
-        blocks = gpu.cached_blocks()
+        blocks = gpu.memory.cached_blocks()
         if blocks:
             for device in range(gpu.devices):
                 gpu.synchronize(device)
