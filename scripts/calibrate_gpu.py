@@ -310,9 +310,9 @@ def _host_step_us(opt: Any) -> float:
 def _simulated_fit_us(name: str, kwargs: dict) -> tuple[float, float]:
     """What the simulated H100 charges the host for the same step (µs, per parameter and whatever their number), the
     figures being measured left out: the operators' host time, and their host tensors' (a step count on the host)."""
-    from asynclab.sim.simulate import Predictor
+    from asynclab.sim.simulate import predictor
 
-    with Predictor(computes=False) as gpu:
+    with predictor(computes=False) as gpu:
         gpu.OPTIMIZER_PARAM_MS, gpu.OPTIMIZER_STEP_MS = {}, {}
 
         def step_us(opt: Any) -> float:
@@ -327,9 +327,9 @@ def _simulated_call_us() -> float:
     """What the simulated H100 charges the host for a backward call besides its nodes (µs), the figure being measured
     left out: measured on it as :func:`measure_host_python` measures it on the GPU."""
     import torch
-    from asynclab.sim.simulate import Predictor
+    from asynclab.sim.simulate import predictor
 
-    with Predictor(computes=False) as gpu:
+    with predictor(computes=False) as gpu:
         gpu.BACKWARD_CALL_MS = 0.0
         leaf = torch.ones(1, device="cuda", requires_grad=True)
 

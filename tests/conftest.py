@@ -73,7 +73,7 @@ def pytest_collection_modifyitems(config, items):
 def _fresh_session_gpu_state():
     """Each unit test starts as a fresh process would: GPU 0 current, its default stream current (the simulated
     GPUs keep these across checks, as a real session does)."""
-    from asynclab.sim import cuda as simcuda
+    from asynclab.sim.running import forget_current
 
-    simcuda.forget_current()
+    forget_current()
     yield

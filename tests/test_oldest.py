@@ -88,7 +88,7 @@ def test_torchvision_imports_with_the_stand_ins_in_place():
     code = textwrap.dedent("""
         import torch
         torch.cuda.is_available = lambda: False  # a machine without a GPU, as far as the stand-ins are concerned
-        from asynclab.sim.cuda import stand_in_for_cuda
+        from asynclab.sim.simulation import stand_in_for_cuda
         assert stand_in_for_cuda()
         import torchvision
         print("ok", torch.cuda.Event.__module__)

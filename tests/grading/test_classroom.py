@@ -130,7 +130,7 @@ HOSTILE = {
     "marks_its_result_right": "def on_side_stream(work, x):\n    y = work(x)\n    y.right, y.ready_at = True, 0.0\n"
                               "    return y\n",
     "patches_the_simulator": _NO_STREAMS + "import asynclab.sim.cuda as s\ns.Stream.query = lambda self: True\n"
-                             "s.Simulation.reached = lambda self, t: True\n",
+                             "import asynclab.sim.simulation as t\nt.Simulation.reached = lambda self, t: True\n",
     "prints_right": _NO_STREAMS + "print('Right: both races are closed')\n",
     "swallows_errors": "def on_side_stream(work, x):\n    try:\n        return work(x)\n    except Exception:\n"
                        "        return x\n",

@@ -7,7 +7,7 @@ import torch
 
 import asynclab as al
 from asynclab.sim.hostmem import PinnedMemory, block_size
-from asynclab.sim.simulate import Predictor
+from asynclab.sim.simulate import predictor
 
 MiB = 1 << 20
 
@@ -46,7 +46,7 @@ def test_empty_cache_gives_the_free_blocks_back():
 
 def _pins(fresh_each_time: bool) -> float:
     """The host's time (ms) of four pins of 64 MiB on the simulated H100, the cache emptied before each or not."""
-    with Predictor() as gpu:
+    with predictor() as gpu:
         start = gpu.host
         for _ in range(4):
             if fresh_each_time:

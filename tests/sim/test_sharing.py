@@ -53,7 +53,7 @@ def test_the_sweep_is_within_25_percent_of_the_h100(simulated, rows):
 def test_an_sm_draws_more_than_its_share_while_few_are_busy_and_never_more_than_the_whole():
     gpu = SimGPU()
     shares = [i / 20 for i in range(21)]
-    drawn = [gpu.drawn(f) for f in shares]
+    drawn = [gpu.sms.drawn(f) for f in shares]
     assert drawn[0] == 0.0 and drawn[-1] == pytest.approx(1.0)
     assert all(a < b for a, b in zip(drawn, drawn[1:]))  # more SMs draw more...
     assert all(d >= f for d, f in zip(drawn, shares))  # ...and each at least its share
@@ -63,11 +63,11 @@ def test_an_sm_draws_more_than_its_share_while_few_are_busy_and_never_more_than_
 def test_memory_bound_kernels_side_by_side_share_the_bandwidth_compute_bound_ones_do_not():
     gpu = SimGPU()
     # two memory-bound kernels on 40% of the SMs each: each alone 1 ms; together they draw what 80% draws
-    first = gpu.on_sms(0, 0.0, 1.0, 0.4, memory=True)
-    second = gpu.on_sms(0, 0.0, 1.0, 0.4, memory=True)
+    first = gpu.sms.on_sms(0, 0.0, 1.0, 0.4, memory=True)
+    second = gpu.sms.on_sms(0, 0.0, 1.0, 0.4, memory=True)
     assert first == (0.0, 1.0) and second[1] > 1.0 + 1e-6
     gpu = SimGPU()
-    assert gpu.on_sms(0, 0.0, 1.0, 0.4) == gpu.on_sms(0, 0.0, 1.0, 0.4) == (0.0, 1.0)
+    assert gpu.sms.on_sms(0, 0.0, 1.0, 0.4) == gpu.sms.on_sms(0, 0.0, 1.0, 0.4) == (0.0, 1.0)
 
 
 def test_a_softmax_rereads_a_row_too_long_for_shared_memory():

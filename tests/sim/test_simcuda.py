@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import asynclab as al
-from asynclab.sim.cuda import Simulation, device_index
+from asynclab.sim.cuda import device_index
+from asynclab.sim.simulation import Simulation
 from asynclab.sim.limits import SimulationLimit, limit_message
 from asynclab.sim.device import SimGPU
 
@@ -64,7 +65,8 @@ def test_a_two_gpu_lesson_on_a_machine_with_one_gpu():
         import torch
         torch.cuda.is_available, torch.cuda.device_count = (lambda: True), (lambda: 1)  # a machine with one GPU
         import asynclab as al
-        from asynclab.sim.cuda import gpus_here, stand_in_for_cuda
+        from asynclab.sim.install import gpus_here
+        from asynclab.sim.simulation import stand_in_for_cuda
         from asynclab.sim.limits import SimulationLimit, limit_message
         print("one-GPU lesson:", stand_in_for_cuda(1))
         print("two-GPU lesson:", stand_in_for_cuda(2))
@@ -239,8 +241,9 @@ def test_limit_messages_name_the_call():
 
 def test_simulations_put_torch_cuda_back():
     from asynclab.sim import cuda as simcuda
+    from asynclab.sim.install import outside
 
-    with simcuda.outside():  # as in a process where no notebook session put the stand-ins in place
+    with outside():  # as in a process where no notebook session put the stand-ins in place
         before, generic = torch.cuda.Stream, (torch.Stream, getattr(torch, "accelerator", None))
         waits = vars(generic[1]).get("synchronize") if generic[1] else None
         with Simulation():

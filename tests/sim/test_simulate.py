@@ -103,23 +103,23 @@ def test_the_host_gets_what_the_code_copies_back():
 def test_an_optimizer_takes_the_multi_tensor_path_a_gpu_takes():
     """PyTorch's optimizers pick their multi-tensor (foreach) kernels for parameters on a GPU: on the simulated GPU
     too, so the step runs the operators, and takes the values, a GPU's step does."""
-    from asynclab.sim.simulate import Predictor
+    from asynclab.sim.simulate import predictor
 
-    with Predictor() as gpu:
+    with predictor() as gpu:
         params = [torch.ones(4, device="cuda", requires_grad=True) for _ in range(3)]
         for p in params:
             p.grad = torch.full((4,), 2.0, device="cuda")
         opt = torch.optim.SGD(params, lr=0.5)
-        gpu.ops.clear()
+        gpu.costs.ops.clear()
         opt.step()
-        names = [name for name, *_ in gpu.ops]
+        names = [name for name, *_ in gpu.costs.ops]
         values = params[0].tolist()
     assert "aten::_foreach_add_" in names and "aten::add_" not in names, names
     assert values == [0.0] * 4
 
 
 def test_clip_grad_norm_takes_the_multi_tensor_path_a_gpu_takes():
-    from asynclab.sim.simulate import Predictor
+    from asynclab.sim.simulate import predictor
 
     def clipped(device):
         torch.manual_seed(0)
@@ -131,10 +131,10 @@ def test_clip_grad_norm_takes_the_multi_tensor_path_a_gpu_takes():
         return float(norm), model.weight.grad.cpu()
 
     norm, grad = clipped("cpu")
-    with Predictor() as gpu:
-        gpu.ops.clear()
+    with predictor() as gpu:
+        gpu.costs.ops.clear()
         sim_norm, sim_grad = clipped("cuda")
-        names = [name for name, *_ in gpu.ops]
+        names = [name for name, *_ in gpu.costs.ops]
     if hasattr(torch.utils._foreach_utils, "_foreach_supported_types"):  # a PyTorch whose check reads that list
         assert "aten::_foreach_norm" in names and "aten::_foreach_mul_" in names, names
     assert sim_norm == pytest.approx(norm) and torch.allclose(sim_grad, grad)
@@ -142,9 +142,9 @@ def test_clip_grad_norm_takes_the_multi_tensor_path_a_gpu_takes():
 
 def _host_ms(setup, timed):
     """The simulated host's time (ms) of ``timed(state)`` after ``state = setup()``, on a simulated H100."""
-    from asynclab.sim.simulate import Predictor
+    from asynclab.sim.simulate import predictor
 
-    with Predictor(computes=False) as gpu:
+    with predictor(computes=False) as gpu:
         state = setup()
         t0 = gpu.host
         timed(state)
@@ -199,9 +199,9 @@ def test_autograd_and_the_optimizer_cost_the_host_their_measured_figures():
 def test_a_backward_call_and_an_optimizers_step_cost_their_fixed_time_once():
     """The fixed parts: one ``BACKWARD_CALL_MS`` a backward call, whatever its nodes, and one ``OPTIMIZER_STEP_MS`` a
     step that has gradients to apply (none for a step after ``zero_grad()``, which skips its parameters)."""
-    from asynclab.sim.simulate import Predictor
+    from asynclab.sim.simulate import predictor
 
-    with Predictor(computes=False) as gpu:
+    with predictor(computes=False) as gpu:
         x = torch.ones(1, device="cuda", requires_grad=True)
         opt = torch.optim.SGD([x], lr=0.1)
 

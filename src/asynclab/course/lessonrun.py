@@ -293,7 +293,7 @@ def start(number: str | int) -> LessonRun:
         >>> run.lesson.name
         'welcome'
     """
-    from asynclab.sim.cuda import stand_in_for_cuda
+    from asynclab.sim.simulation import stand_in_for_cuda
 
     from asynclab.course.notebooks import sharp_figures
 

@@ -151,7 +151,7 @@ def backend(gpus: int = 1, peer_access: bool = True) -> Backend:
         >>> b.simulated == (not torch.cuda.is_available())
         True
     """
-    from asynclab.sim.cuda import gpus_here
+    from asynclab.sim.install import gpus_here
 
     have = gpus_here()
     return Backend() if have >= gpus else Simulated(gpus, have, peer_access)

@@ -58,7 +58,7 @@ def raised(err: BaseException) -> Verdict:
         >>> print(raised(SimulationLimit("tensor.pin_memory()")))  # doctest: +ELLIPSIS
         Not judged here: the simulated GPU does not cover tensor.pin_memory(). This machine has ..., so the check ...
     """
-    from asynclab.sim.cuda import gpus_here
+    from asynclab.sim.install import gpus_here
     from asynclab.sim.limits import limit_message
 
     limit = limit_message(err, gpus_here())

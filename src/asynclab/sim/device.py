@@ -12,32 +12,30 @@ pageable (ordinary tensors) or pinned (:class:`PinnedTensor`); copies run on one
 """
 from __future__ import annotations
 
-import bisect
-import heapq
-import itertools
-import math
 import threading
 import weakref
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
-import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
 from asynclab.sim import methods  # noqa: F401 - registers the tensor methods a simulated GPU tensor runs
 from asynclab.sim import graphs, handoffs, patches
-from asynclab.sim.cuda import Simulation, Stream
+from asynclab.sim.cuda import Stream
+from asynclab.sim.running import RUNNING
+from asynclab.sim.simulation import FreeHost, Simulation
+from asynclab.sim.sms import SMs
+from asynclab.sim.allocator import CachingAllocator
+from asynclab.sim.workqueue import WorkQueue
 from asynclab.sim.limits import SimulationLimit
 from asynclab.sim.figures import card_figures, rates
 from asynclab.sim.hostmem import PinnedMemory
 from asynclab.sim.ops import copy_between, run_operator
-from asynclab.sim.tensors import (Block, DeviceTensor, PinnedTensor, flat_tensors, fresh_memory, gpu_of, memory_of,
-                                  needed_bytes, shaped_on)
+from asynclab.sim.tensors import (Block, DeviceTensor, PinnedTensor, flat_tensors, fresh_memory, gpu_of, is_cuda,
+                                  memory_of, needed_bytes, shaped_on, target_of)
 from asynclab.sim.trace import trace_of
 
 __all__ = ["DeviceTensor", "PinnedTensor", "SimGPU", "gpu_of"]
-
-_SEQ = itertools.count()
 
 
 def _grouped(tensorlistlist: list, with_indices: bool = False) -> dict:
@@ -78,32 +76,51 @@ class _Placement(TorchFunctionMode):
         if name == "where" and any(isinstance(a, DeviceTensor) for a in args):  # a number beside GPU tensors: 0-d
             args = tuple(torch.tensor(a) if isinstance(a, (int, float, bool)) else a for a in args)
         if name in ("to", "cuda") and host:
-            target = self.gpu.target_of(name, args[1:], kwargs)
+            target = target_of(self.gpu, name, args[1:], kwargs)
             if target is not None:
                 return self.gpu.from_host(args[0], target[0], non_blocking=target[1], dtype=target[2])
         if name in ("tensor", "as_tensor") and args and isinstance(args[0], (list, tuple)):
-            args = (self.gpu.read_nest(args[0]), *args[1:])  # GPU tensors in the data: the host reads each one
+            args = (self.read_nest(args[0]), *args[1:])  # GPU tensors in the data: the host reads each one
         if name == "pin_memory" and host:
             pinned_copy = self.gpu.pin(args[0].clone())
-            self.gpu.host_work(name, args, pinned_copy)  # the host copies the data into page-locked memory
+            self.gpu.costs.host_work(name, args, pinned_copy)  # the host copies the data into page-locked memory
             return pinned_copy
         if name == "is_pinned" and host and type(args[0]) is not PinnedTensor:
             return self.gpu.is_pinned_memory(args[0])
         device, pinned = kwargs.get("device"), kwargs.pop("pin_memory", False)
         on_gpu = any(isinstance(a, DeviceTensor) for a in flat_tensors((args, kwargs)))
         if name.startswith("_record_function_"):  # torch.profiler.record_function: the host's annotation
-            return self.gpu.annotation(name, func(*args, **kwargs), args[0])
-        if name.endswith("_like") and _is_cuda(device) and args and isinstance(args[0], DeviceTensor):
+            return self.annotation(name, func(*args, **kwargs), args[0])
+        if name.endswith("_like") and is_cuda(device) and args and isinstance(args[0], DeviceTensor):
             like = torch.empty(args[0].shape, dtype=args[0].dtype)  # zeros_like(x, device=...): a factory, x its shape
             args, on_gpu = (like, *args[1:]), False
-        if _is_cuda(device) and not on_gpu:  # a factory (an operator on GPU tensors is theirs to run)
+        if is_cuda(device) and not on_gpu:  # a factory (an operator on GPU tensors is theirs to run)
             out = self._factory(func, name, args, kwargs)
             made = self.gpu.made(out, self.gpu.index(device), name)  # torch.tensor: host data, a blocking copy
             return made.requires_grad_() if out.requires_grad else made  # (a no-op where autograd does not run)
         out = func(*args, **kwargs)
         if not on_gpu and not self.gpu.gpu_working:  # the GPU's own work computing its values is no host work
-            self.gpu.host_work(name, args, out)
+            self.gpu.costs.host_work(name, args, out)
         return self.gpu.pin(out) if pinned and isinstance(out, torch.Tensor) else out
+
+    def read_nest(self, data: Any) -> Any:
+        """Lists and tuples of numbers and tensors, with each GPU tensor read by the host (as ``torch.tensor`` reads
+        each element of a list of GPU tensors)."""
+        if isinstance(data, (list, tuple)):
+            return type(data)(self.read_nest(d) for d in data)
+        return self.gpu.to_host(data, non_blocking=False, pinned=False) if isinstance(data, DeviceTensor) else data
+
+    def annotation(self, name: str, handle: Any, arg: Any) -> Any:
+        """``torch.profiler.record_function`` entered (``arg`` its name) or left (``arg`` its handle): the host's
+        range goes into the GPU's trace, as the profiler's would."""
+        gpu = self.gpu
+        if name == "_record_function_enter_new":
+            gpu.open_ranges.append((str(arg), gpu.host))
+        elif gpu.open_ranges:
+            label, start = gpu.open_ranges.pop()
+            gpu.annotations.append((label, start, gpu.host))
+        gpu.host += gpu.ANNOTATION_MS
+        return handle
 
     def _factory(self, func: Any, name: str, args: tuple, kwargs: dict) -> Any:
         """A factory's result made on the host (to copy into GPU memory), or, where the simulation computes no values
@@ -162,34 +179,22 @@ def _signals(notify: Callable, wait: Callable) -> dict[str, Callable]:
     return {"notify": timed_notify, "wait": timed_wait}
 
 
-def _is_cuda(device: Any) -> bool:
-    return (isinstance(device, int) and not isinstance(device, bool)) or str(device).startswith("cuda")
-
-
-class Stretch(NamedTuple):
-    """A stretch of a kernel on a GPU's SMs: when, on what share of them at what speed (as a share of its speed alone),
-    whether memory-bound, its stream's priority, and from when its blocks hold their SMs to its end (a wave of blocks
-    of a known time, a matrix product: its start; other kernels, whose blocks are taken as short: never)."""
-
-    start: float
-    end: float
-    sms: float
-    memory: bool
-    speed: float
-    priority: int
-    held_since: float
-
-    def holds_from(self, ready: float, priority: int) -> bool:
-        """Whether it keeps its SMs from a kernel of ``priority`` ready at ``ready``: one as or more urgent does; a
-        less urgent one only where its blocks hold their SMs to its end and it runs at ``ready`` (the waves that come
-        next wait for the urgent blocks).
-
-        Example:
-            >>> wave, other = Stretch(0.0, 0.2, 1.0, False, 1.0, 0, 0.0), Stretch(0.0, 0.2, 1.0, False, 1.0, 0, math.inf)
-            >>> wave.holds_from(0.1, -1), other.holds_from(0.1, -1), other.holds_from(0.1, 0)
-            (True, False, True)
-        """
-        return self.priority <= priority or self.held_since <= ready
+def _install_gpu_patches(gpu: "SimGPU") -> list:
+    """What a simulated GPU puts in place while it runs, done (to undo in reverse order): threads started in the check
+    place tensors there too; an optimizer takes its multi-tensor (foreach) path for parameters on the simulated GPU,
+    as it does for a GPU's (it checks a parameter's type and groups by device), and so do clip_grad_norm_'s foreach
+    kernels; the caching host allocator's cache is the simulation's (each where this PyTorch has it)."""
+    installed = [patches.install("threading.Thread", _threads(threading.Thread.run, threading.Thread.join)),
+                 patches.install("threading.Condition", _signals(threading.Condition.notify, threading.Condition.wait)),
+                 *handoffs.install()]
+    here = {"_group_tensors_by_device_and_dtype": _grouped, "_host_emptyCache": gpu.pinned.empty_cache}
+    for path, names in {**patches.FOREACH, **patches.HOST_CACHE}.items():
+        owner = patches.owner_of(path)
+        ours = {**here, "_foreach_supported_types": [*getattr(owner, "_foreach_supported_types", ()), DeviceTensor]}
+        done = patches.install_present(path, {name: ours[name] for name in names})
+        if done is not None:
+            installed.append(done)
+    return installed
 
 
 class SimGPU(Simulation):
@@ -201,8 +206,8 @@ class SimGPU(Simulation):
     times fewer, run that much slower: every kernel and copy takes as long as the GPU's, whatever its dtype, and a
     cast or an operand takes its share of the time as on the GPU); a kernel holds the share of the ``SM_COUNT`` SMs
     its blocks fill and leaves the rest to kernels on other streams: a matrix product runs that much slower than one
-    that fills them, a memory-bound kernel as much slower as its SMs draw less of the bandwidth (:meth:`drawn`), which
-    it shares with those beside it (:meth:`on_sms`); the host moves on by :data:`LAUNCH_MS` per launch, and
+    that fills them, a memory-bound kernel as much slower as its SMs draw less of the bandwidth, which it shares with
+    those beside it (:class:`asynclab.sim.sms.SMs`); the host moves on by :data:`LAUNCH_MS` per launch, and
     ``torch.cuda._sleep(cycles)`` spins for ``cycles / CYCLES_PER_MS``. What ran comes back as a
     :class:`asynclab.trace.Trace` from :meth:`trace`.
 
@@ -228,53 +233,47 @@ class SimGPU(Simulation):
     locals().update(rates(card_figures("H100")))
     #: Operators on simulated GPU tensors run here (:func:`asynclab.sim.tensors.gpu_of` finds it).
     runs_tensors = True
-    #: Whether kernels compute their values on the CPU (False: timing only, the memory keeps what it held).
-    computes = True
 
-    def __init__(self, devices: int = 1, peer_access: bool = True, scale: float = 1.0) -> None:
+    def __init__(self, devices: int = 1, peer_access: bool = True, scale: float = 1.0, card: str | None = None,
+                 computes: bool = True, costs: FreeHost | None = None) -> None:
+        """``card``: another card's figures than the H100's (:func:`asynclab.sim.figures.card_figures`);
+        ``computes``: whether kernels compute their values on the CPU (False: timing only, the memory keeps what it
+        held); ``costs``: what the host's own work costs (:class:`asynclab.sim.simulation.FreeHost`, a checker's:
+        nothing; :class:`asynclab.sim.simulate.HostCosts`, ``al.simulate``'s)."""
         super().__init__()
-        self.devices, self.peer_access, self.scale = devices, peer_access, scale
+        self.devices, self.peer_access, self.scale, self.computes = devices, peer_access, scale, computes
+        self.figures = card_figures(card) if card is not None else None
+        for name, value in rates(self.figures).items() if self.figures is not None else ():
+            setattr(self, name, value)
         for rate in ("MEMORY_BYTES_PER_MS", "PINNED_BYTES_PER_MS", "PAGEABLE_BYTES_PER_MS", "PEER_BYTES_PER_MS",
                      "VIA_HOST_BYTES_PER_MS"):  # bytes `scale` times fewer, moved as much slower: a GPU's times
-            setattr(self, rate, getattr(type(self), rate) / scale)
-        self._queue: list[tuple[float, bool, int, Callable]] = []  # (when, a start?, order, what happens then)
-        self._pools: dict[tuple, list[tuple]] = {}  # (device, stream) -> free blocks by size (size, order, bytes, from)
+            setattr(self, rate, getattr(self, rate) / scale)
+        #: what the GPUs' work does when, in time order
+        self.work = WorkQueue(lambda: self.threads.horizon, lambda: torch.inference_mode(False), memory_of)
+        self.memory = CachingAllocator(now=lambda: self.host, order=lambda: next(RUNNING.order))  # the allocator's books
         self._engines: dict[tuple, float] = {}  # (device, direction) -> when that copy engine is free
-        self._on_sms: dict[int, list[Stretch]] = {}  # device -> the stretches of the kernels on its SMs
+        self.sms = SMs(self)  # the kernels on each device's SMs
         self.ran: list[tuple] = []  # (cat, name, device, stream, start, end, correlation)
         self.launches: list[tuple[str, float, float, int]] = []  # the host's: (name, start, end, correlation)
         self.annotations: list[tuple[str, float, float]] = []  # the host's record_function ranges: (name, start, end)
-        self._open: list[tuple[str, float]] = []  # record_function ranges the host is in
-        self._busy = False
-        self._written: dict[int, float] = {}  # memory (its address) -> when work last wrote it
-        self._writing: dict[int, set[int]] = {}  # memory (its address) -> the work writing it now (correlation ids)
+        self.open_ranges: list[tuple[str, float]] = []  # record_function ranges the host is in
         self.failed: list[str] = []  # operators whose CPU run failed (the host hears of it at its next wait)
         self.pinned = PinnedMemory()  # page-locked host memory, as PyTorch's caching host allocator keeps it
-        self.mallocs = 0  # blocks the caching allocator asked the driver for (cudaMalloc)
-        self._bytes: dict[tuple[str, int], int] = {}  # ("allocated" or "reserved", device) -> bytes now, and at peak:
-        self._peaks: dict[tuple[str, int], int] = {}  # torch.cuda.memory_allocated() and its kin
         self.late_copies: dict[int, int] = {}  # id of a block -> the spin (cycles) that runs ahead of each copy of it
         self.watch_host(self.catch_up)
+        self.costs = costs if costs is not None else FreeHost()
+        self.costs.attach(self)
+
+    @property
+    def trains(self) -> bool:
+        """Whether autograd runs on this GPU's tensors (the host-cost policy's say: ``al.simulate``'s does)."""
+        return self.costs.trains
 
     # -- the simulation's time ------------------------------------------------------------------------------------
-    def at(self, t: float, action: Callable, starts: bool = False) -> None:
-        """Do ``action`` when the GPU's time reaches ``t`` (at once if the host is already there); at the same time,
-        work that ends comes before work that ``starts``, which then reads what the other wrote."""
-        heapq.heappush(self._queue, (t, starts, next(_SEQ), action))
-        self.catch_up()
-
     def catch_up(self, upto: float | None = None) -> None:
-        """Let everything the GPU does up to ``upto`` happen, in time order (by default the :attr:`horizon`: the
+        """Let everything the GPU does up to ``upto`` happen, in time order (by default the host threads' horizon: the
         host's time, or with threads the earliest clock of those that run)."""
-        if self._busy:  # an action that moves the host on: the loop below goes on with it
-            return
-        self._busy = True
-        try:
-            with torch.inference_mode(False):  # the GPU's work, whatever mode the host is in when it happens
-                while self._queue and self._queue[0][0] <= (self.threads.horizon if upto is None else upto):
-                    heapq.heappop(self._queue)[-1]()
-        finally:
-            self._busy = False
+        self.work.catch_up(upto)
 
     @property
     def gpu_working(self) -> bool:
@@ -286,7 +285,7 @@ class SimGPU(Simulation):
             >>> SimGPU().gpu_working
             False
         """
-        return self._busy
+        return self.work.busy
 
     def cuda_graph(self, keep_graph: bool = False) -> graphs.CUDAGraph:
         """``torch.cuda.CUDAGraph()`` on this simulated GPU."""
@@ -297,41 +296,12 @@ class SimGPU(Simulation):
         """``torch.cuda.graph(...)`` on this simulated GPU: the block captured into ``cuda_graph``."""
         return graphs.graph(cuda_graph, pool, stream, capture_error_mode)
 
-    def replay(self, actions: list[tuple], captured_on: Stream) -> None:
-        """Launch a captured CUDA graph: its work and stream calls again, in their order, what was captured on
-        ``captured_on`` now on the current stream; the host pays one launch (``cudaGraphLaunch``), its kernels none.
-
-        Example:
-            >>> with SimGPU() as gpu:
-            ...     x = torch.zeros(4, device="cuda")
-            ...     g = torch.cuda.CUDAGraph()
-            ...     with torch.cuda.graph(g):
-            ...         _ = x.add_(1)
-            ...     g.replay(); g.replay()
-            ...     x.tolist()
-            [2.0, 2.0, 2.0, 2.0]
-        """
-        here = self.current(captured_on.device_index)
-        where = lambda s: here if s is captured_on else s  # noqa: E731
-        self.launches.append(("cudaGraphLaunch", self.host, self.host + self.LAUNCH_MS, next(_SEQ)))
-        self.host += self.LAUNCH_MS
-        for kind, *rest in actions:
-            if kind == "work":
-                name, stream, ms, at_start, kw = rest
-                self.queue(name, where(stream), ms, at_start, launched=False, **kw)
-            elif kind == "wait_stream":
-                self.set_ready(where(rest[0]), max(self.ready(where(rest[0])), self.ready(where(rest[1]))))
-            elif kind == "record":
-                self.record(rest[0], where(rest[1]))
-            elif self.recorded(rest[1]) is not None:  # wait_event
-                self.set_ready(where(rest[0]), max(self.ready(where(rest[0])), self.recorded(rest[1])))
-
     def host_sync(self, call: str, t: float, sleep: bool = False) -> None:
         """The host in CUDA's ``call`` until ``t``, recorded among the launches as the profiler records it (a
         ``cuda_runtime`` row from the call to its return)."""
         start = self.host
         self.wait_until(t, sleep)
-        self.launches.append((call, start, max(self.host, start + 0.001), next(_SEQ)))
+        self.launches.append((call, start, max(self.host, start + 0.001), next(RUNNING.order)))
 
     def wait_until(self, t: float, sleep: bool = False) -> None:
         """The host waits until ``t``; an operator that failed meanwhile is reported now, as CUDA reports a kernel's
@@ -349,34 +319,7 @@ class SimGPU(Simulation):
 
     def finish(self) -> None:
         """Let all queued work happen (the end of a check), without moving the host."""
-        with torch.inference_mode(False):
-            while self._queue:
-                heapq.heappop(self._queue)[-1]()
-
-    def matmul_rate(self, dtype: torch.dtype, flops: float, convolution: bool = False) -> float:
-        """FLOPs per ms of a matrix product of ``flops`` FLOPs (at a check's sizes) with output of ``dtype``: bf16,
-        fp16, tf32 (float32 where PyTorch allows TF32: ``torch.backends.cuda.matmul.allow_tf32``, or
-        ``set_float32_matmul_precision("high")``; for a ``convolution``, where cuDNN may:
-        ``torch.backends.cudnn.allow_tf32``, on by default), fp32 (any other dtype too). It is the card's rate for a
-        square product of the same work at the GPU's sizes, interpolated on a log-log scale between the sides it was
-        measured at (``matmul_tflops_by_side``), the smallest side's rate below them and the largest's above.
-
-        Example:
-            >>> gpu = SimGPU()
-            >>> [round(gpu.matmul_rate(torch.bfloat16, 2.0 * n ** 3) / 1e9) for n in (256, 1024, 8192, 16384)]
-            [9, 320, 772, 772]
-            >>> round(gpu.matmul_rate(torch.float32, 2e9) / 1e9, 1)  # a 1000 x 1000 product in fp32
-            37.2
-        """
-        tf32 = torch.backends.cudnn.allow_tf32 if convolution else torch.backends.cuda.matmul.allow_tf32
-        if dtype is torch.float32 and tf32:
-            kind = "tf32"
-        else:
-            kind = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, "fp32")
-        sides, rates = self.MATMUL_CURVES[kind]
-        scale = self.scale ** 1.5  # a check's products have sides sqrt(scale) shorter: FLOPs scale ** 1.5 fewer
-        side = math.log(max(flops * scale / 2.0, 1.0)) / 3.0
-        return math.exp(float(np.interp(side, np.log(sides), np.log(rates)))) / scale
+        self.work.finish()
 
     def cycles(self, ms: float) -> int:
         """The ``torch.cuda._sleep`` argument that spins for ``ms``."""
@@ -386,16 +329,26 @@ class SimGPU(Simulation):
         """``torch.cuda._sleep(cycles)``: a spin kernel on the current stream."""
         self.queue("spin", self.current(), max(self.KERNEL_MS, cycles / self.CYCLES_PER_MS), lambda: None)
 
-    def queue(self, name: str, stream: Stream, ms: float, at_start: Callable, cat: str = "kernel",
-              engine: tuple | None = None, after: float = 0.0, reads: tuple = (), writes: tuple = (),
-              fill: float = 0.0, memory: bool = False, launched: bool = True,
-              waves: tuple = (), holds: bool = False) -> tuple[float, float]:
+    def queue(self, name: str, stream: Stream, ms: float, at_start: Callable, launched: bool = True,
+              **kw: Any) -> tuple[float, float]:
+        """Queue GPU work of ``ms`` on ``stream``, launched by the host (``launched``) or by a CUDA graph's replay, as
+        :meth:`enqueue` does; the host-cost policy sees the launch before and after (``al.simulate``'s: the launch
+        queue's depth). Returns (start, end)."""
+        self.costs.launch_starts(launched)
+        start, end = self.enqueue(name, stream, ms, at_start, launched=launched, **kw)
+        self.costs.launch_ends(launched, start)
+        return start, end
+
+    def enqueue(self, name: str, stream: Stream, ms: float, at_start: Callable, cat: str = "kernel",
+                engine: tuple | None = None, after: float = 0.0, reads: tuple = (), writes: tuple = (),
+                fill: float = 0.0, memory: bool = False, launched: bool = True,
+                waves: tuple = (), holds: bool = False) -> tuple[float, float]:
         """Queue GPU work of ``ms`` on ``stream`` (and on a copy ``engine``): ``at_start()`` runs when it starts and
         may return what to do when it ends. A kernel whose blocks hold a share ``fill`` of the SMs gets what the
-        kernels already queued leave of them (:meth:`on_sms`); one given as ``waves`` ((fill, ms) of each, for a
+        kernels already queued leave of them (:class:`asynclab.sim.sms.SMs`); one given as ``waves`` ((fill, ms) of each, for a
         kernel of more blocks than the GPU holds at once, whose blocks' time is known) runs them one after another,
         its last wave's empty SMs left to the kernels queued after it; ``holds``: its blocks hold their SMs until it
-        ends (see :meth:`on_sms`). The work reads the memory of ``reads`` all
+        ends (see :meth:`asynclab.sim.sms.SMs.on_sms`). The work reads the memory of ``reads`` all
         along: if other work writes it meanwhile, what it writes (``writes``) is garbage, as on a GPU. The host pays
         one launch (none for a CUDA graph's work, ``launched=False``). While a graph is captured the work goes into
         it instead. Returns (start, end)."""
@@ -407,15 +360,15 @@ class SimGPU(Simulation):
         start = max(self.ready(stream), self.host, after, self._engines.get(engine, 0.0))
         priority = getattr(stream, "priority", 0)
         if waves:
-            start, end = self.in_waves(stream.device_index, start, waves, memory, priority)
+            start, end = self.sms.in_waves(stream.device_index, start, waves, memory, priority)
         elif fill > 0:
-            start, end = self.on_sms(stream.device_index, start, ms, fill, memory, priority, holds)
+            start, end = self.sms.on_sms(stream.device_index, start, ms, fill, memory, priority, holds)
         else:
             end = start + ms
         self.set_ready(stream, end)
         if engine is not None:
             self._engines[engine] = end
-        corr = next(_SEQ)
+        corr = next(RUNNING.order)
         self.ran.append((cat, name, stream.device_index, self.number(stream), start, end, corr))
         if launched:
             launch = "cudaMemcpyAsync" if cat == "gpu_memcpy" else "cudaLaunchKernel"
@@ -425,145 +378,33 @@ class SimGPU(Simulation):
         def begin() -> None:
             then = at_start()
             if then is not None:
-                for t in writes:  # from now on it writes there, a little at a time, until it ends
-                    self._writing.setdefault(memory_of(t), set()).add(corr)
-                self.at(end, lambda: self._finish(then, start, end, reads, writes, corr))
-        self.at(start, begin, starts=True)
+                self.work.writes(writes, corr)
+                self.work.at(end, lambda: self.work.ended(then, start, end, reads, writes, corr))
+        self.work.at(start, begin, starts=True)
         return start, end
-
-    def drawn(self, share: float) -> float:
-        """The share of the memory's bandwidth that kernels holding ``share`` of the SMs draw together: an SM draws up
-        to ``SM_DRAW`` times its even share while few are busy, and together they draw no more than the whole: the
-        time per byte is what the SMs can draw plus what is left of the memory's own time.
-
-        Example:
-            >>> gpu = SimGPU()
-            >>> gpu.SM_DRAW = 2.0
-            >>> [round(gpu.drawn(f), 2) for f in (0.0, 0.125, 0.5, 1.0)]
-            [0.0, 0.22, 0.67, 1.0]
-        """
-        return self.SM_DRAW * share / (1.0 + (self.SM_DRAW - 1.0) * share) if share > 0 else 0.0
-
-    def _speed(self, sms: float, memory: bool, running: list) -> float:
-        """How fast a kernel goes on the share ``sms`` of the SMs, beside the ``running`` stretches of other kernels
-        (:class:`Stretch`), as a share of its speed on the whole GPU: a
-        compute-bound kernel in proportion to its SMs; a memory-bound one as fast as its SMs draw, within what is left
-        of the bandwidth that all the memory-bound kernels' SMs draw together once the others have drawn theirs (the
-        kernels launched before it go on as they were)."""
-        if not memory:
-            return sms
-        others = [k for k in running if k.memory]
-        left = self.drawn(sms + sum(k.sms for k in others)) - sum(k.speed for k in others)
-        return max(0.0, min(self.drawn(sms), left))
-
-    def on_sms(self, device: int, ready: float, ms: float, fill: float, memory: bool = False, priority: int = 0,
-               holds: bool = False) -> tuple[float, float]:
-        """When a kernel ready at ``ready`` that runs ``ms`` alone on a share ``fill`` of the SMs of ``device`` starts
-        and ends, beside the kernels queued before it: as a GPU hands out SMs to blocks in the order kernels were
-        launched, it runs on what those leave free (no faster than alone), and starts once some SMs are free. A
-        ``memory``-bound kernel shares the memory's bandwidth with the memory-bound kernels beside it (:meth:`drawn`).
-        A GPU hands SMs to the blocks of a stream of more urgent ``priority`` (a lower number) first, as the blocks
-        running on them end (:meth:`Stretch.holds_from`); the kernels it takes them from are not slowed here (a GPU slows them by
-        the share it takes, while it runs: little, for the short kernels priorities are for). ``holds``: its blocks
-        hold their SMs until it ends (a wave of :meth:`in_waves`; a matrix product, whose kernels on an H100 keep their
-        blocks on the SMs for the whole product: behind a bf16 product of 8192 x 8192, a kernel on a high-priority
-        stream waited 1.23 ms, one on a normal stream 1.22).
-
-        Example:
-            >>> gpu = SimGPU()
-            >>> gpu.on_sms(0, 0.0, 2.0, 1.0), gpu.on_sms(0, 0.0, 2.0, 1.0)   # both fill the GPU: one after the other
-            ((0.0, 2.0), (2.0, 4.0))
-            >>> gpu.on_sms(0, 10.0, 1.0, 0.5), gpu.on_sms(0, 10.0, 1.0, 0.25)  # room for both: side by side
-            ((10.0, 11.0), (10.0, 11.0))
-        """
-        past = min(ready, self.threads.horizon)
-        stretches = [k for k in self._on_sms.get(device, ()) if k.end > past]
-        self._on_sms[device] = stretches
-        later = [k for k in stretches if k.end > ready and k.holds_from(ready, priority)]
-        alone = self._speed(fill, memory, [])
-        t, work, start, mine = ready, ms * alone, None, []
-        for edge in sorted({e for k in later for e in (k.start, k.end) if e > ready}) + [float("inf")]:
-            running = [k for k in later if k.start <= t < k.end]
-            sms = min(fill, max(0.0, 1.0 - sum(k.sms for k in running)))
-            speed = self._speed(sms, memory, running) if sms > 1e-9 else 0.0
-            if speed > 1e-9:
-                start = t if start is None else start
-                until = min(edge, t + work / speed)
-                mine.append((t, until, sms, memory, speed, priority))
-                work -= speed * (until - t)
-                if until < edge or work <= 1e-12 * ms:
-                    break
-            t = edge
-        stretches.extend(Stretch(*k, start if holds else float("inf")) for k in mine)
-        return start, mine[-1][1]
-
-    def in_waves(self, device: int, ready: float, waves: tuple, memory: bool = False,
-                 priority: int = 0) -> tuple[float, float]:
-        """When a kernel of ``waves`` ((share of the SMs, ms) of each) ready at ``ready`` starts and ends: each wave
-        after the one before it, on what the kernels queued before it leave (:meth:`on_sms`).
-
-        Example:
-            >>> gpu = SimGPU()
-            >>> gpu.in_waves(0, 0.0, ((1.0, 0.2), (0.25, 0.2)))  # a full wave, then a quarter of the SMs
-            (0.0, 0.4)
-            >>> gpu.on_sms(0, 0.0, 0.2, 0.75)  # another stream's kernel fills the rest of the second wave
-            (0.2, 0.4)
-        """
-        start, t = None, ready
-        for fill, ms in waves:
-            s, t = self.on_sms(device, t, ms, fill, memory, priority, holds=True)
-            start = s if start is None else start
-        return start, t
-
-    def _finish(self, then: Callable, start: float, end: float, reads: tuple, writes: tuple, corr: int) -> None:
-        """Work ends at ``end``: it writes its results, unless memory it read was written while it ran (by work that
-        ended meanwhile, or that is still writing it)."""
-        if any(self._written.get(memory_of(t), -1.0) > start or self._writing.get(memory_of(t), set()) - {corr}
-               for t in reads):
-            for t in writes:
-                t.fill_(float("nan") if t.dtype.is_floating_point else -1)
-        else:
-            then()
-        for t in writes:
-            self._written[memory_of(t)] = end
-            self._writing.get(memory_of(t), set()).discard(corr)
 
     # -- memory ---------------------------------------------------------------------------------------------------
     def allocate(self, like: torch.Tensor, device: int, stream: Stream | None = None) -> DeviceTensor:
         """New memory on ``device`` shaped like ``like``, from the pool of ``stream`` (default: the current one)."""
         stream = stream or self.current(device)
-        need, pool = needed_bytes(like), self._pools.setdefault((device, stream), [])
-        fits = self._fitting(pool, need)
+        need, pool = needed_bytes(like), self.memory.pool(device, stream)
+        fits = self.memory.fitting(pool, need)
         with torch.inference_mode(False):  # memory the simulation writes later, whatever mode the host is in then
             base = pool.pop(fits)[2] if fits is not None else fresh_memory(need, self.computes)
-            self.mallocs += fits is None
+            self.memory.mallocs += fits is None
             elem = shaped_on(base, like)
-        self._count(device, base.numel(), reserved=base.numel() if not fits else 0)
+        self.memory.count(device, base.numel(), reserved=base.numel() if not fits else 0)
         block = Block(base, device, stream, self)
         weakref.finalize(block, self._free, base, device, stream, block.recorded)
-        return DeviceTensor(elem, block)
+        out = DeviceTensor(elem, block)
+        self.costs.new_memory(int(fits is None))  # the policy prices cudaMalloc
+        return out
 
     def _free(self, base: torch.Tensor, device: int, stream: Stream, recorded: set) -> None:
         """A block no tensor uses: back to its stream's pool, at once, or once the streams record_stream named have
         done what is queued on them now."""
         free_at = max([self.host] + [self.ready(s) for s in recorded if s.device_index == device and s is not stream])
-        self._count(device, -base.numel())
-        bisect.insort(self._pools.setdefault((device, stream), []), (base.numel(), next(_SEQ), base, free_at))
-
-    def _fitting(self, pool: list, need: int) -> int | None:
-        """Where in ``pool`` (free blocks sorted by size, then by when they were freed) the smallest block that is
-        free now and holds ``need`` bytes, without wasting more than half of it, lies; None if there is none."""
-        i = bisect.bisect_left(pool, (need,))
-        while i < len(pool) and pool[i][0] <= 2 * max(need, 512):
-            if pool[i][3] <= self.host:
-                return i
-            i += 1
-        return None
-
-    def _count(self, device: int, allocated: int, reserved: int = 0) -> None:
-        for kind, change in (("allocated", allocated), ("reserved", reserved)):
-            now = self._bytes[kind, device] = self._bytes.get((kind, device), 0) + change
-            self._peaks[kind, device] = max(self._peaks.get((kind, device), 0), now)
+        self.memory.freed(base, device, stream, free_at)
 
     def memory_stat(self, kind: str, device: Any = None, peak: bool = False) -> int:
         """Bytes ``allocated`` to tensors (rounded up to 512, as PyTorch's caching allocator rounds them) or
@@ -575,41 +416,25 @@ class SimGPU(Simulation):
             ...     torch.cuda.memory_allocated(), torch.cuda.max_memory_reserved()
             (4096, 4096)
         """
-        key = (kind, self.index(device))
-        return (self._peaks if peak else self._bytes).get(key, 0)
+        return self.memory.stat(kind, self.index(device), peak)
 
     def reset_peak(self, device: Any = None) -> None:
-        i = self.index(device)
-        for kind in ("allocated", "reserved"):
-            self._peaks[kind, i] = self._bytes.get((kind, i), 0)
-
-    def cached_blocks(self) -> int:
-        """How many free blocks the caching allocator holds now (what ``empty_cache`` gives back)."""
-        return sum(1 for pool in self._pools.values() for *_, free_at in pool if free_at <= self.host)
+        self.memory.reset_peak(self.index(device))
 
     def empty_cache(self) -> None:
-        """``torch.cuda.empty_cache()``: the free blocks go back to the driver."""
-        for (device, _), pool in self._pools.items():
-            self._count(device, 0, reserved=-sum(size for size, *_, t in pool if t <= self.host))
-            pool[:] = [entry for entry in pool if entry[3] > self.host]
-
-    def host_work(self, name: str, args: Any, out: Any) -> None:
-        """The host ran ``name`` on host tensors, giving ``out``: its own tensor work costs nothing here;
-        :func:`asynclab.sim.simulate.simulate` prices it."""
+        """``torch.cuda.empty_cache()``: the free blocks go back to the driver (the policy prices their cudaFree)."""
+        self.costs.emptying_cache()
+        self.memory.empty()
 
     def pin(self, host: torch.Tensor) -> PinnedTensor:
         """``host`` as page-locked memory: the memory is pinned, whichever tensor reaches it (a view, ``from_numpy``
         of its ``numpy()``, a ``set_`` onto its storage). PyTorch's caching host allocator keeps its block once no
         tensor holds it, for a later pin of the same size (:class:`asynclab.sim.hostmem.PinnedMemory`); a pin it cannot
-        serve from there has the driver page-lock a new block (:meth:`host_alloc`)."""
+        serve from there has the driver page-lock a new block, which the host-cost policy prices."""
         fresh = self.pinned.pin(host, self.host)
         if fresh:
-            self.host_alloc(fresh)
+            self.costs.host_alloc(fresh)
         return host.as_subclass(PinnedTensor)
-
-    def host_alloc(self, nbytes: int) -> None:
-        """The driver allocates and page-locks a new pinned block of ``nbytes`` (``cudaHostAlloc``): it costs nothing
-        here; :func:`asynclab.sim.simulate.simulate` prices it."""
 
     def is_pinned_memory(self, host: torch.Tensor) -> bool:
         """Whether a host tensor's memory is page-locked (:meth:`pin`).
@@ -625,13 +450,24 @@ class SimGPU(Simulation):
 
     # -- operators ------------------------------------------------------------------------------------------------
     def dispatch(self, func: Any, args: tuple, kwargs: dict) -> Any:
-        """Run one operator on simulated tensors, where and when a GPU would."""
+        """Run one operator on simulated tensors, where and when a GPU would; the host-cost policy prices its call
+        from Python around it."""
+        started = self.costs.operator_starts(func, args, kwargs)
         self.catch_up()
-        return run_operator(self, func, args, kwargs)
+        out = run_operator(self, func, args, kwargs)
+        self.costs.operator_ends(func, started)
+        return out
 
     def made(self, out: Any, device: int, name: str) -> Any:
         """A factory's CPU result ``out`` as GPU memory on ``device``, written by a kernel (or, for data from the host,
-        a blocking copy) on the current stream."""
+        a blocking copy) on the current stream; the host-cost policy prices the factory's call from Python."""
+        started = self.costs.factory_starts()
+        made = self.place(out, device, name)
+        self.costs.factory_ends(name, started)
+        return made
+
+    def place(self, out: Any, device: int, name: str) -> Any:
+        """A factory's CPU result ``out`` as GPU memory on ``device`` (see :meth:`made`)."""
         if not isinstance(out, torch.Tensor):
             return out
         if name in ("tensor", "as_tensor", "from_numpy"):
@@ -644,21 +480,6 @@ class SimGPU(Simulation):
         self.queue(name, self.current(device), ms, lambda: (lambda: target.elem.copy_(out)) if computed else None,
                    writes=(target.elem,))
         return target
-
-    def target_of(self, name: str, args: tuple, kwargs: dict) -> tuple[int, bool, Any] | None:
-        """(device, non_blocking, dtype) of a ``.to(...)``/``.cuda(...)`` call that moves a host tensor to a GPU."""
-        if name == "cuda":
-            device = args[0] if args else kwargs.get("device")
-            return self.index(device), bool(kwargs.get("non_blocking", args[1] if len(args) > 1 else False)), None
-        other = next((a for a in args if isinstance(a, torch.Tensor)), None)  # to(other): its device and dtype
-        device = kwargs.get("device", next((a for a in args if isinstance(a, (str, torch.device, int))
-                                            and not isinstance(a, bool)), other.device if other is not None else None))
-        flags = [a for a in args if isinstance(a, bool)]
-        dtype = kwargs.get("dtype", next((a for a in args if isinstance(a, torch.dtype)),
-                                         other.dtype if other is not None else None))
-        if not _is_cuda(device):
-            return None
-        return self.index(device), bool(kwargs.get("non_blocking", flags[0] if flags else False)), dtype
 
     def from_host(self, host: torch.Tensor, device: int, non_blocking: bool, dtype: Any = None) -> DeviceTensor:
         """A copy of ``host`` to GPU ``device`` on its current stream: into new memory allocated there."""
@@ -676,32 +497,15 @@ class SimGPU(Simulation):
         self.copy(host, src, non_blocking)
         return host
 
-    def read_nest(self, data: Any) -> Any:
-        """Lists and tuples of numbers and tensors, with each GPU tensor read by the host (as ``torch.tensor`` reads
-        each element of a list of GPU tensors)."""
-        if isinstance(data, (list, tuple)):
-            return type(data)(self.read_nest(d) for d in data)
-        return self.to_host(data, non_blocking=False, pinned=False) if isinstance(data, DeviceTensor) else data
-
     def copy(self, dst: torch.Tensor, src: torch.Tensor, non_blocking: bool) -> None:
         """``dst.copy_(src)`` across host and GPUs: on the copy engine of its direction, read when it starts and
         written when it ends; the host waits unless it is non-blocking between a GPU and pinned memory."""
         copy_between(self, dst, src, non_blocking)
 
-    def annotation(self, name: str, handle: Any, arg: Any) -> Any:
-        """``torch.profiler.record_function`` entered (``arg`` its name) or left (``arg`` its handle): the host's
-        range goes into the trace, as the profiler's would."""
-        if name == "_record_function_enter_new":
-            self._open.append((str(arg), self.host))
-        elif self._open:
-            label, start = self._open.pop()
-            self.annotations.append((label, start, self.host))
-        self.host += self.ANNOTATION_MS
-        return handle
-
     def forget_past(self) -> None:
         """Start the trace afresh (after a warm-up run)."""
         self.ran.clear(), self.launches.clear(), self.annotations.clear()
+        self.costs.forget_past()
 
     def trace(self):
         """What ran on the simulated GPUs, the host's launches and its ``record_function`` ranges, as a
@@ -725,26 +529,16 @@ class SimGPU(Simulation):
         torch.__future__.set_overwrite_module_params_on_conversion(True)
         self._placement = _Placement(self)
         self._placement.__enter__()
-        # threads started in the check place tensors there too; an optimizer takes its multi-tensor (foreach) path for
-        # parameters on the simulated GPU, as it does for a GPU's (it checks a parameter's type and groups by device)
-        self._installed = [patches.install("threading.Thread", _threads(threading.Thread.run, threading.Thread.join)),
-                           patches.install("threading.Condition", _signals(threading.Condition.notify,
-                                                                           threading.Condition.wait)),
-                           *handoffs.install()]
-        here = {"_group_tensors_by_device_and_dtype": _grouped, "_host_emptyCache": self.pinned.empty_cache}
-        for path, names in {**patches.FOREACH, **patches.HOST_CACHE}.items():  # and clip_grad_norm_'s foreach kernels,
-            owner = patches.owner_of(path)  # the caching host allocator's cache; each where this PyTorch has it
-            ours = {**here, "_foreach_supported_types": [*getattr(owner, "_foreach_supported_types", ()), DeviceTensor]}
-            done = patches.install_present(path, {name: ours[name] for name in names})
-            if done is not None:
-                self._installed.append(done)
+        self._installed = _install_gpu_patches(self)
+        self.costs.enter()
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self.costs.exit(*exc)
         while self._installed:
             self._installed.pop().undo()
         self._placement.__exit__(*exc)
         torch.__future__.set_overwrite_module_params_on_conversion(self._overwrite)
         self.finish()
-        self._pools.clear()  # the simulated process ends: its cached memory goes back at once, not at a gc pass
+        self.memory.pools.clear()  # the simulated process ends: its cached memory goes back at once, not at a gc pass
         super().__exit__(*exc)

@@ -4,10 +4,11 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator
 
-from asynclab.sim.cuda import Stream, StreamContext, active
+from asynclab.sim.cuda import Stream, StreamContext
+from asynclab.sim.running import RUNNING, active
 from asynclab.sim.limits import unknown_attribute
 
-__all__ = ["CUDAGraph", "graph"]
+__all__ = ["CUDAGraph", "graph", "launch"]
 
 
 class CUDAGraph:
@@ -46,7 +47,7 @@ class CUDAGraph:
     def replay(self) -> None:
         if self._actions is None:
             raise RuntimeError("Called CUDAGraph::replay without a preceding successful capture.")
-        active().replay(self._actions, self._stream)
+        launch(active(), self._actions, self._stream)
 
     def reset(self) -> None:
         self._actions = None
@@ -77,3 +78,35 @@ def graph(cuda_graph: CUDAGraph, pool: Any = None, stream: Stream | None = None,
             yield
         finally:
             cuda_graph.capture_end()
+
+
+def launch(gpu: Any, actions: list[tuple], captured_on: Stream) -> None:
+    """Launch a captured CUDA graph: its work and stream calls again, in their order, what was captured on
+    ``captured_on`` now on the current stream; the host pays one launch (``cudaGraphLaunch``), its kernels none.
+
+    Example:
+        >>> import torch
+        >>> from asynclab.sim.device import SimGPU
+        >>> with SimGPU() as gpu:
+        ...     x = torch.zeros(4, device="cuda")
+        ...     g = torch.cuda.CUDAGraph()
+        ...     with torch.cuda.graph(g):
+        ...         _ = x.add_(1)
+        ...     g.replay(); g.replay()
+        ...     x.tolist()
+        [2.0, 2.0, 2.0, 2.0]
+    """
+    here = gpu.current(captured_on.device_index)
+    where = lambda s: here if s is captured_on else s  # noqa: E731
+    gpu.launches.append(("cudaGraphLaunch", gpu.host, gpu.host + gpu.LAUNCH_MS, next(RUNNING.order)))
+    gpu.host += gpu.LAUNCH_MS
+    for kind, *rest in actions:
+        if kind == "work":
+            name, stream, ms, at_start, kw = rest
+            gpu.queue(name, where(stream), ms, at_start, launched=False, **kw)
+        elif kind == "wait_stream":
+            gpu.set_ready(where(rest[0]), max(gpu.ready(where(rest[0])), gpu.ready(where(rest[1]))))
+        elif kind == "record":
+            gpu.record(rest[0], where(rest[1]))
+        elif gpu.recorded(rest[1]) is not None:  # wait_event
+            gpu.set_ready(where(rest[0]), max(gpu.ready(where(rest[0])), gpu.recorded(rest[1])))

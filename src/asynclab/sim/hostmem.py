@@ -35,7 +35,7 @@ class PinnedMemory:
     ``CachingHostAllocator.h``) keeps it. A pin takes a block of the next power of two bytes. Once no tensor reaches a
     block any more and the copies that used it have ended, the block waits in the cache, and a later pin of the same
     block size takes it back; else the driver allocates and page-locks new memory (``cudaHostAlloc``), which costs the
-    host time (:class:`asynclab.sim.simulate.Predictor` prices it). ``torch._C._host_emptyCache()`` gives the cached
+    host time (:class:`asynclab.sim.simulate.HostCosts` prices it). ``torch._C._host_emptyCache()`` gives the cached
     blocks back.
 
     Example:

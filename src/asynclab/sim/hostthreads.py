@@ -4,7 +4,7 @@ A simulation keeps one clock per host thread of the program a check runs, in ms.
 owns the first; each thread the program starts gets its own, starting at the starter's time, as threads run side by
 side. Clocks meet where a real program's threads meet: a ``join``, a wake-up from a ``Condition``, a hand-off (a
 queue's item, a future's result; see :mod:`asynclab.sim.handoffs`). A thread blocked in a join or a wait holds no one
-back. :class:`asynclab.sim.cuda.Simulation` holds one :class:`HostThreads` and moves its clocks as the host launches,
+back. :class:`asynclab.sim.simulation.Simulation` holds one :class:`HostThreads` and moves its clocks as the host launches,
 waits and sleeps.
 
 Example:

@@ -62,7 +62,7 @@ def _learner_line(err: BaseException) -> str | None:
 
 def limit_message(err: BaseException, gpus: int = 0) -> str | None:
     """What to tell a learner whose code reached past the simulated GPU with ``err``, on a machine with ``gpus`` GPUs
-    (:func:`asynclab.sim.cuda.gpus_here`); None when it did not.
+    (:func:`asynclab.sim.install.gpus_here`); None when it did not.
 
     Example:
         >>> print(limit_message(SimulationLimit("torch.cuda.memory_allocated()")))  # doctest: +ELLIPSIS

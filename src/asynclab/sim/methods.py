@@ -7,7 +7,7 @@ import torch
 
 from asynclab.sim.cuda import Stream
 from asynclab.sim.limits import SimulationLimit
-from asynclab.sim.tensors import DeviceTensor, moves_trained, register_tensor_methods
+from asynclab.sim.tensors import DeviceTensor, moves_trained, register_tensor_methods, target_of
 
 aten = torch.ops.aten
 
@@ -125,7 +125,7 @@ def _move(name: str) -> Callable:
             moved = moves_trained(getattr(torch.Tensor, name), (t, *args), kwargs)
             if moved is not NotImplemented:
                 return moved
-        target = gpu.target_of(name, args, kwargs)
+        target = target_of(gpu, name, args, kwargs)
         if target is None:  # a dtype, or the host
             with torch._C.DisableTorchFunctionSubclass():
                 return getattr(torch.Tensor, name)(t, *args, **kwargs)

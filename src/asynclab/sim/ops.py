@@ -7,9 +7,11 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
+import numpy as np
 import torch
 
-from asynclab.sim.cuda import Simulation
+from asynclab.sim.running import RUNNING
+from asynclab.sim.simulation import Simulation
 from asynclab.sim.nest import leaves, map_leaves
 from asynclab.sim.tensors import DeviceTensor, PinnedTensor, fresh_memory, needed_bytes, shaped_on
 
@@ -18,8 +20,8 @@ aten = torch.ops.aten
 #: Operators whose work is matrix products: timed by their FLOPs, not their bytes.
 MATMULS = {"mm", "addmm", "bmm", "baddbmm", "matmul", "_scaled_mm", "linear", "convolution"}
 #: cuBLAS's products: their kernels keep their blocks on the SMs until the product ends (a stream of higher priority
-#: waits for them: :meth:`asynclab.sim.device.SimGPU.on_sms`), and a run's first of a dtype loads them
-#: (:meth:`asynclab.sim.simulate.Predictor._loading_ms`).
+#: waits for them: :meth:`asynclab.sim.sms.SMs.on_sms`), and a run's first of a dtype loads them
+#: (:meth:`asynclab.sim.simulate.HostCosts.loading_ms`).
 CUBLAS_PRODUCTS = MATMULS - {"convolution"}
 
 
@@ -176,9 +178,9 @@ def _bytes(gpu: Simulation, name: str, args: Any, tensors: list) -> int:
 
 def _kernel_cost(gpu: Simulation, func: Any, args: Any, outputs: list) -> tuple[float, float, bool]:
     """How long the operator runs alone, the share of the SMs it holds meanwhile, and whether memory bounds it: its
-    FLOPs at the card's rate for a product of its size (:meth:`SimGPU.matmul_rate`: a small one fills few SMs) for
+    FLOPs at the card's rate for a product of its size (:func:`matmul_rate`: a small one fills few SMs) for
     matrix products and convolutions, else its bytes at the bandwidth that share of the SMs draws
-    (:meth:`SimGPU.drawn`); never less than the shortest kernel (or matrix product).
+    (:meth:`asynclab.sim.sms.SMs.drawn`); never less than the shortest kernel (or matrix product).
 
     Example:
         >>> from asynclab.sim.device import SimGPU
@@ -190,9 +192,9 @@ def _kernel_cost(gpu: Simulation, func: Any, args: Any, outputs: list) -> tuple[
     tensors = [t for t in leaves(args) if isinstance(t, torch.Tensor)] + outputs
     name = func._schema.name.split("::")[-1]
     fill = _fill(gpu, name, args, tensors, outputs)
-    ms = _bytes(gpu, name, args, tensors) / gpu.MEMORY_BYTES_PER_MS / gpu.drawn(fill)
+    ms = _bytes(gpu, name, args, tensors) / gpu.MEMORY_BYTES_PER_MS / gpu.sms.drawn(fill)
     flops = _flops(name, args, outputs)
-    flops_ms = flops / gpu.matmul_rate(_product_dtype(name, args, outputs), flops, "convolution" in name) \
+    flops_ms = flops / matmul_rate(gpu, _product_dtype(name, args, outputs), flops, "convolution" in name) \
         if flops else 0.0
     least = gpu.MATMUL_KERNEL_MS if flops else gpu.KERNEL_MS
     return max(least, ms, flops_ms), fill, ms >= flops_ms
@@ -229,7 +231,7 @@ ROUND_TILE = (256, 128)
 
 
 def product_rounds(gpu: Simulation, out: torch.Tensor, ms: float) -> tuple:
-    """A 16-bit product that fills the GPU as the waves of :meth:`SimGPU.in_waves`: its rounds of one tile an SM
+    """A 16-bit product that fills the GPU as the waves of :meth:`asynclab.sim.sms.SMs.in_waves`: its rounds of one tile an SM
     (:data:`ROUND_TILE`), all but the last on every SM, the last on those that have a tile left; () where the tiles
     fill their rounds, the product does not fill the GPU or is not in 16 bits. On an H100 (bf16, 4096 x 4096: 512
     tiles, 3.9 rounds), kernels of another stream ran on the 16 SMs of the last round, in its last 44 of 174 µs.
@@ -400,8 +402,7 @@ def run_operator(gpu: Simulation, func: Any, args: tuple, kwargs: dict) -> Any:
     return _kernel(gpu, func, args, kwargs, device, shapes)
 
 
-#: The shapes of outputs already worked out, by operator and the signature of its arguments (:func:`_shapes`).
-_SHAPES: dict = {}
+#: How many operators' output shapes :data:`asynclab.sim.running.RUNNING` keeps (:func:`_shapes`).
 _SHAPES_KEPT = 4096
 _TENSOR = object()  # marks a tensor in a signature
 
@@ -423,21 +424,21 @@ def _shapes(func: Any, args: tuple, kwargs: dict) -> Any:
 
     Example:
         >>> a = torch.empty(2, 3)
-        >>> [_shapes(aten.mm.default, (a, a.t()), {}).shape for _ in range(2)], len(_SHAPES) > 0
+        >>> [_shapes(aten.mm.default, (a, a.t()), {}).shape for _ in range(2)], len(RUNNING.shapes) > 0
         ([torch.Size([2, 2]), torch.Size([2, 2])], True)
     """
     try:
         key = (func, _signature(args), _signature(kwargs))
-        known = _SHAPES.get(key)
+        known = RUNNING.shapes.get(key)
     except TypeError:  # an argument that cannot be a key (a SymInt's expression, say): worked out each time
         key, known = None, None
     if known is not None:
         return map_leaves(lambda m: torch.empty_strided(m.shape, m.stride(), dtype=m.dtype, device="meta"), known)
     shapes = func(*map_leaves(_meta, args), **map_leaves(_meta, kwargs))
     if key is not None and leaves(shapes) and all(isinstance(o, torch.Tensor) for o in leaves(shapes)):
-        if len(_SHAPES) >= _SHAPES_KEPT:
-            _SHAPES.clear()
-        _SHAPES[key] = shapes
+        if len(RUNNING.shapes) >= _SHAPES_KEPT:
+            RUNNING.shapes.clear()
+        RUNNING.shapes[key] = shapes
     return shapes
 
 
@@ -649,3 +650,30 @@ def _peer_copy(gpu: Simulation, dst: DeviceTensor, src: DeviceTensor, nbytes: in
         if sender is default_stream_of(src.block.device):  # the legacy default streams: the other GPU's waits too
             other = default_stream_of(dst.block.device)
             gpu.set_ready(other, max(gpu.ready(other), end))
+
+
+def matmul_rate(gpu: Simulation, dtype: torch.dtype, flops: float, convolution: bool = False) -> float:
+    """FLOPs per ms, on the simulated GPU ``gpu`` (its card's figures and its ``scale``), of a matrix product of ``flops`` FLOPs (at a check's sizes) with output of ``dtype``: bf16,
+    fp16, tf32 (float32 where PyTorch allows TF32: ``torch.backends.cuda.matmul.allow_tf32``, or
+    ``set_float32_matmul_precision("high")``; for a ``convolution``, where cuDNN may:
+    ``torch.backends.cudnn.allow_tf32``, on by default), fp32 (any other dtype too). It is the card's rate for a
+    square product of the same work at the GPU's sizes, interpolated on a log-log scale between the sides it was
+    measured at (``matmul_tflops_by_side``), the smallest side's rate below them and the largest's above.
+
+    Example:
+        >>> from asynclab.sim.device import SimGPU
+        >>> gpu = SimGPU()
+        >>> [round(matmul_rate(gpu, torch.bfloat16, 2.0 * n ** 3) / 1e9) for n in (256, 1024, 8192, 16384)]
+        [9, 320, 772, 772]
+        >>> round(matmul_rate(gpu, torch.float32, 2e9) / 1e9, 1)  # a 1000 x 1000 product in fp32
+        37.2
+    """
+    tf32 = torch.backends.cudnn.allow_tf32 if convolution else torch.backends.cuda.matmul.allow_tf32
+    if dtype is torch.float32 and tf32:
+        kind = "tf32"
+    else:
+        kind = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, "fp32")
+    sides, rates = gpu.MATMUL_CURVES[kind]
+    scale = gpu.scale ** 1.5  # a check's products have sides sqrt(scale) shorter: FLOPs scale ** 1.5 fewer
+    side = math.log(max(flops * scale / 2.0, 1.0)) / 3.0
+    return math.exp(float(np.interp(side, np.log(sides), np.log(rates)))) / scale

@@ -22,6 +22,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook, register_op
 from torch.overrides import TorchFunctionMode
 
 from asynclab.sim.device import SimGPU
+from asynclab.sim.simulation import FreeHost
 from asynclab.sim.figures import card_figures, rates
 from asynclab.sim.ops import CUBLAS_PRODUCTS, MATMULS
 from asynclab.sim.nest import leaves
@@ -29,7 +30,7 @@ from asynclab.sim.refusals import refusals
 from asynclab.sim.tensors import DeviceTensor
 from asynclab.sim.trace import document_of
 
-__all__ = ["Predictor", "RANDOM", "host_tensors_made", "simulate", "running_predictor", "record_predicted", "save_document", "LOWER_PRECISION", "FULL_PRECISION"]
+__all__ = ["HostCosts", "predictor", "RANDOM", "host_tensors_made", "simulate", "running_predictor", "record_predicted", "save_document", "LOWER_PRECISION", "FULL_PRECISION"]
 
 #: Functions ``torch.autocast("cuda")`` runs in its 16-bit dtype (PyTorch's CUDA autocast list, the common ones).
 LOWER_PRECISION = frozenset({"linear", "matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "addmm", "baddbmm", "addbmm",
@@ -105,10 +106,11 @@ _NOT_RECORDED = frozenset({"detach", "alias", "_local_scalar_dense", "is_nonzero
                            "gt", "ge", "argmax", "argmin", "isnan", "isinf", "isfinite"})
 
 
-class Predictor(SimGPU):
-    """Simulated GPUs with a card's whole cost model, that run autograd: what :func:`simulate` runs code on.
+class HostCosts(FreeHost):
+    """``al.simulate``'s host-cost policy: a card's whole cost model of the host's own work, which a
+    :class:`asynclab.sim.device.SimGPU` handed it (:func:`predictor`) calls at named points; autograd runs too.
 
-    Besides a checker's :class:`SimGPU`, each operator costs the host ``HOST_OP_MS`` (a matrix product, cuBLAS's call,
+    Besides a checker's GPU, each operator costs the host ``HOST_OP_MS`` (a matrix product, cuBLAS's call,
     ``HOST_MATMUL_MS``; a ``cpu_op`` row in the trace),
     autograd ``AUTOGRAD_RECORD_MS`` for each operator that records a backward node, ``BACKWARD_CALL_MS`` for each
     backward call and ``AUTOGRAD_NODE_MS`` for each node its engine runs, an optimizer's step ``OPTIMIZER_STEP_MS``
@@ -118,45 +120,64 @@ class Predictor(SimGPU):
     memory new to the caching allocator costs ``MALLOC_MS``, ``torch.cuda.empty_cache()`` waits for the GPU and costs
     ``FREE_MS`` per block, a pinned block the caching host allocator cannot serve from its cache costs
     ``HOST_ALLOC_MS`` and its bytes at ``HOST_ALLOC_BYTES_PER_MS``, the first matrix product of a dtype
-    ``MATMUL_LOAD_MS`` (:meth:`_loading_ms`), and the host blocks when ``LAUNCH_QUEUE_DEPTH`` launches wait. With
-    ``computes=False`` the GPUs' work is timed but moves no values (what the host reads is garbage): a large model then runs in seconds.
+    ``MATMUL_LOAD_MS`` (:meth:`loading_ms`), and the host blocks when ``LAUNCH_QUEUE_DEPTH`` launches wait. The
+    figures are the GPU's (its card's), read from it at each use. What it records (the host's operators, its clock
+    readings and elapsed times) goes into :func:`simulate`'s trace.
 
     Example:
-        >>> with Predictor() as gpu:
+        >>> with predictor() as gpu:
         ...     x = torch.ones(1024, device="cuda")
         ...     y = (x * 2).sum().item()
-        >>> y, [name for name, *_ in gpu.ops]
+        >>> y, [name for name, *_ in gpu.costs.ops]
         (2048.0, ['aten::ones', 'aten::mul', 'aten::sum', 'aten::_local_scalar_dense'])
     """
 
     trains = True
 
-    def __init__(self, gpus: int = 1, card: str = "H100", computes: bool = True) -> None:
-        super().__init__(devices=gpus)
-        self.figures = card_figures(card)
-        for name, value in rates(self.figures).items():
-            setattr(self, name, value)
-        self.computes = computes
+    def __init__(self) -> None:
+        self.gpu: Any = None
         self.ops: list[tuple[str, float, float]] = []  # the host's operators: (name, start, end)
         self.clock_reads: list[float] = []  # when the code read a host clock (ms)
         self.elapsed: list[float] = []  # what the code's elapsed_time calls gave (ms)
         self._unstarted: list[float] = []  # starts of launched work not yet started (a heap)
         self._loaded: set[tuple] = set()  # (device, dtype) whose matrix products' kernels cuBLAS has loaded
+        self._node, self._node_row, self._steps, self._task = None, None, {}, None
 
-    def dispatch(self, func: Any, args: tuple, kwargs: dict) -> Any:
+    def attach(self, gpu: Any) -> None:
+        self.gpu = gpu
+
+    def enter(self) -> None:
+        self._autocast = _Autocast()
+        self._autocast.__enter__()
+        self._node, self._node_row, self._steps, self._task = None, None, {}, None
+        self._step_hooks = [register_optimizer_step_pre_hook(self._step_starts),
+                            register_optimizer_step_post_hook(self._step_ends)]
+
+    def exit(self, *exc: Any) -> None:
+        for hook in self._step_hooks:
+            hook.remove()
+        self._end_node()
+        self._autocast.__exit__(*exc)
+
+    def operator_starts(self, func: Any, args: tuple, kwargs: dict) -> tuple[str, float]:
+        """The operator's host time from Python, before the GPU runs it: autograd's engine around a backward node,
+        the operator's own time (a view's: next to nothing), cuBLAS's loading, autograd's recording."""
+        gpu = self.gpu
         self._backward_node()
-        start = self.host
+        start = gpu.host
         name = func._schema.name.split("::")[-1]
         views = [r for r in func._schema.returns if r.alias_info is not None and not r.alias_info.is_write]
         if func._schema.returns and not views:  # an in-place op (x.add_) costs as much as any; a view next to nothing
-            self.host += self.host_op_ms(name)
-            self.host += self._loading_ms(name, args)
-        self.host += self._recording_ms(name, args, kwargs)
-        out = super().dispatch(func, args, kwargs)
-        self.ops.append((f"aten::{name}", start, self.host))
+            gpu.host += self.host_op_ms(name)
+            gpu.host += self.loading_ms(name, args)
+        gpu.host += self._recording_ms(name, args, kwargs)
+        return name, start
+
+    def operator_ends(self, func: Any, started: tuple[str, float]) -> None:
+        name, start = started
+        self.ops.append((f"aten::{name}", start, self.gpu.host))
         if self._node_row is not None:
-            self._node_row[2] = self.host
-        return out
+            self._node_row[2] = self.gpu.host
 
     def host_op_ms(self, name: str) -> float:
         """The host's time for the operator ``name`` from Python, besides its launch: the card's figure for an
@@ -164,22 +185,22 @@ class Predictor(SimGPU):
         where the card gives them), a matrix product's, or any operator's.
 
         Example:
-            >>> gpu = Predictor(card="H200")
-            >>> [round(gpu.host_op_ms(n) * 1e3, 1) for n in ("add", "mm", "convolution")]  # µs
+            >>> costs = predictor(card="H200").costs
+            >>> [round(costs.host_op_ms(n) * 1e3, 1) for n in ("add", "mm", "convolution")]  # µs
             [11.0, 22.7, 54.6]
         """
-        library = self.HOST_LIBRARY_MS.get(name)
+        library = self.gpu.HOST_LIBRARY_MS.get(name)
         if library is not None:
             return library
-        return self.HOST_MATMUL_MS if name in MATMULS else self.HOST_OP_MS
+        return self.gpu.HOST_MATMUL_MS if name in MATMULS else self.gpu.HOST_OP_MS
 
-    def _loading_ms(self, name: str, args: tuple) -> float:
+    def loading_ms(self, name: str, args: tuple) -> float:
         """``MATMUL_LOAD_MS`` for the first matrix product of a dtype on a GPU in this simulation (a fresh process, for
         the code it runs): cuBLAS loads its kernels then. A convolution's cuDNN, and the first launch of other kernels
         (CUDA loads a kernel's module on its first use), are left out.
 
         Example:
-            >>> with Predictor() as gpu:
+            >>> with predictor() as gpu:
             ...     a = torch.ones(64, 64, device="cuda")
             ...     t0 = gpu.host; _ = a @ a; first = gpu.host - t0
             ...     t0 = gpu.host; _ = a @ a; then = gpu.host - t0
@@ -189,11 +210,11 @@ class Predictor(SimGPU):
         if name not in CUBLAS_PRODUCTS:
             return 0.0
         t = next((a for a in leaves(args) if isinstance(a, torch.Tensor) and a.device.type == "cuda"), None)
-        key = None if t is None else (self.index(t.device), t.dtype)
+        key = None if t is None else (self.gpu.index(t.device), t.dtype)
         if key is None or key in self._loaded:
             return 0.0
         self._loaded.add(key)
-        return self.MATMUL_LOAD_MS
+        return self.gpu.MATMUL_LOAD_MS
 
     def _backward_node(self) -> None:
         """Autograd's engine, in the backward pass: ``BACKWARD_CALL_MS`` before the first node of each backward call
@@ -206,12 +227,13 @@ class Predictor(SimGPU):
         self._end_node()
         self._node = node
         if node is not None:  # the row starts at the node's first operator: only a profiler's own time comes between
+            gpu = self.gpu
             task = torch._C._current_graph_task_id()
             if task != self._task:
                 self._task = task
-                self.host += self.BACKWARD_CALL_MS
-            self.host += self.AUTOGRAD_NODE_MS
-            self._node_row = [f"autograd::engine::evaluate_function: {node.name()}", self.host, self.host]
+                gpu.host += gpu.BACKWARD_CALL_MS
+            gpu.host += gpu.AUTOGRAD_NODE_MS
+            self._node_row = [f"autograd::engine::evaluate_function: {node.name()}", gpu.host, gpu.host]
 
     def _end_node(self) -> None:
         if self._node_row is not None:
@@ -224,34 +246,35 @@ class Predictor(SimGPU):
         if self._node is not None or name in _NOT_RECORDED or not torch.is_grad_enabled():
             return 0.0
         wants = any(isinstance(t, torch.Tensor) and t.requires_grad for t in leaves((args, kwargs)))
-        return self.AUTOGRAD_RECORD_MS if wants else 0.0
+        return self.gpu.AUTOGRAD_RECORD_MS if wants else 0.0
 
     def _step_starts(self, optimizer: Any, *_: Any) -> None:
         """An optimizer's step costs the host ``OPTIMIZER_STEP_MS`` and ``OPTIMIZER_PARAM_MS`` per parameter with a
         gradient, by its class (or the class it derives from): its Python around the parameters and the Python that
         gathers each parameter's state; another optimizer costs its operators alone. The step is a ``cpu_op`` row,
         ``Optimizer.step#<class>.step``, as torch.profiler names it."""
+        gpu = self.gpu
         self._end_node()
-        self._steps[id(optimizer)] = self.host
-        kind = next((c.__name__ for c in type(optimizer).__mro__ if c.__name__ in self.OPTIMIZER_PARAM_MS), None)
+        self._steps[id(optimizer)] = gpu.host
+        kind = next((c.__name__ for c in type(optimizer).__mro__ if c.__name__ in gpu.OPTIMIZER_PARAM_MS), None)
         n = sum(p.grad is not None for group in optimizer.param_groups for p in group["params"])
         if n:  # a step over no gradients skips the work both figures price
-            self.host += self.OPTIMIZER_STEP_MS.get(kind, 0.0) + self.OPTIMIZER_PARAM_MS.get(kind, 0.0) * n
+            gpu.host += gpu.OPTIMIZER_STEP_MS.get(kind, 0.0) + gpu.OPTIMIZER_PARAM_MS.get(kind, 0.0) * n
 
     def _step_ends(self, optimizer: Any, *_: Any) -> None:
-        start = self._steps.pop(id(optimizer), self.host)
-        self.ops.append((f"Optimizer.step#{type(optimizer).__name__}.step", start, self.host))
+        start = self._steps.pop(id(optimizer), self.gpu.host)
+        self.ops.append((f"Optimizer.step#{type(optimizer).__name__}.step", start, self.gpu.host))
 
     def copy_waited(self) -> None:
         """A blocking copy between the host and a GPU costs the host ``BLOCKING_COPY_MS`` once it has landed: the
         driver's round trip (staging through its pinned buffer, waking the host)."""
-        self.host += self.BLOCKING_COPY_MS
+        self.gpu.host += self.gpu.BLOCKING_COPY_MS
 
     def stream_call(self, name: str) -> None:
         """A stream call from Python costs the host ``STREAM_CALL_MS`` (a ``cpu_op`` row in the trace)."""
-        start = self.host
-        self.host += self.STREAM_CALL_MS
-        self.ops.append((f"torch.cuda.{name}", start, self.host))
+        start = self.gpu.host
+        self.gpu.host += self.gpu.STREAM_CALL_MS
+        self.ops.append((f"torch.cuda.{name}", start, self.gpu.host))
 
     def host_work(self, name: str, args: Any, out: Any) -> None:
         """The host's own tensor work (``torch.randn`` of a host tensor, a ``tanh``, a DataLoader's stacking): an
@@ -259,58 +282,61 @@ class Predictor(SimGPU):
         ``HOST_BYTES_PER_MS`` (an ``empty``: no bytes); a view costs nothing (:func:`host_tensors_made`).
 
         Example:
-            >>> with Predictor() as gpu:
+            >>> with predictor() as gpu:
             ...     before = gpu.host
             ...     x = torch.randn(1000, 1000)
             ...     view = x[:10]
             >>> round(gpu.host - before, 2)  # ms: a million numbers from the host's generator
             5.91
         """
+        gpu = self.gpu
         made = host_tensors_made(args, out)
         if not made:
             return
         if name in RANDOM:
-            ms = sum(t.numel() for t in made) * self.HOST_RANDOM_MS
+            ms = sum(t.numel() for t in made) * gpu.HOST_RANDOM_MS
         elif name in UNWRITTEN:
             ms = 0.0
         else:
             ins = [t for t in leaves(args) if isinstance(t, torch.Tensor) and t.device.type == "cpu"]
-            ms = sum(t.numel() * t.element_size() for t in made + ins) / self.HOST_BYTES_PER_MS
-        start = self.host
-        self.host += self.HOST_OP_MS + ms
-        self.ops.append((f"aten::{name.strip('_') or name}", start, self.host))  # tensor.__mul__: aten::mul
+            ms = sum(t.numel() * t.element_size() for t in made + ins) / gpu.HOST_BYTES_PER_MS
+        start = gpu.host
+        gpu.host += gpu.HOST_OP_MS + ms
+        self.ops.append((f"aten::{name.strip('_') or name}", start, gpu.host))  # tensor.__mul__: aten::mul
 
-    def made(self, out: Any, device: int, name: str) -> Any:
+    def factory_starts(self) -> float:
         """A factory (``torch.ones(..., device="cuda")``): an operator of the host's, too."""
-        start = self.host
-        self.host += self.HOST_OP_MS
-        made = super().made(out, device, name)
-        self.ops.append((f"aten::{name}", start, self.host))
-        return made
+        start = self.gpu.host
+        self.gpu.host += self.gpu.HOST_OP_MS
+        return start
 
-    def queue(self, name: str, stream: Any, ms: float, at_start: Callable, **kw: Any) -> tuple[float, float]:
-        if not kw.get("launched", True):  # a CUDA graph's work holds no place of its own in the launch queue
-            return super().queue(name, stream, ms, at_start, **kw)
-        while self._unstarted and self._unstarted[0] <= self.host:
+    def factory_ends(self, name: str, started: float) -> None:
+        self.ops.append((f"aten::{name}", started, self.gpu.host))
+
+    def launch_starts(self, launched: bool) -> None:
+        """The host blocks while ``LAUNCH_QUEUE_DEPTH`` launches wait to start (a CUDA graph's work holds no place of
+        its own in the launch queue)."""
+        if not launched:
+            return
+        while self._unstarted and self._unstarted[0] <= self.gpu.host:
             heapq.heappop(self._unstarted)
-        if len(self._unstarted) >= self.LAUNCH_QUEUE_DEPTH:  # the queue is full: the host waits for a place
-            self.wait_until(heapq.heappop(self._unstarted))
-        start, end = super().queue(name, stream, ms, at_start, **kw)
-        heapq.heappush(self._unstarted, start)
-        return start, end
+        if len(self._unstarted) >= self.gpu.LAUNCH_QUEUE_DEPTH:  # the queue is full: the host waits for a place
+            self.gpu.wait_until(heapq.heappop(self._unstarted))
 
-    def allocate(self, like: torch.Tensor, device: int, stream: Any = None) -> Any:
-        before = self.mallocs
-        out = super().allocate(like, device, stream)
-        self.host += self.MALLOC_MS * (self.mallocs - before)
-        return out
+    def launch_ends(self, launched: bool, start: float) -> None:
+        if launched:
+            heapq.heappush(self._unstarted, start)
+
+    def new_memory(self, blocks: int) -> None:
+        """Each block new to the caching allocator (cudaMalloc) costs the host ``MALLOC_MS``."""
+        self.gpu.host += self.gpu.MALLOC_MS * blocks
 
     def host_alloc(self, nbytes: int) -> None:
         """A new pinned block (``cudaHostAlloc``) costs the host ``HOST_ALLOC_MS`` and its bytes at
         ``HOST_ALLOC_BYTES_PER_MS``: the driver page-locks the memory.
 
         Example:
-            >>> with Predictor() as gpu:
+            >>> with predictor() as gpu:
             ...     before = gpu.host
             ...     fresh = torch.empty(1 << 26, dtype=torch.uint8, pin_memory=True)
             ...     del fresh
@@ -319,40 +345,36 @@ class Predictor(SimGPU):
             >>> round(middle - before, 1), round(gpu.host - middle, 3)  # ms: 64 MiB pinned afresh, then reused
             (22.2, 0.011)
         """
-        self.host += self.HOST_ALLOC_MS + nbytes / self.HOST_ALLOC_BYTES_PER_MS
+        self.gpu.host += self.gpu.HOST_ALLOC_MS + nbytes / self.gpu.HOST_ALLOC_BYTES_PER_MS
 
-    def empty_cache(self) -> None:
+    def emptying_cache(self) -> None:
         """``torch.cuda.empty_cache()``: each cached block goes back with a cudaFree, which waits for the GPU."""
-        blocks = self.cached_blocks()
+        gpu = self.gpu
+        blocks = gpu.memory.cached_blocks()
         if blocks:
-            for device in range(self.devices):
-                self.synchronize(device)
-            self.host += self.FREE_MS * blocks
-        super().empty_cache()
+            for device in range(gpu.devices):
+                gpu.synchronize(device)
+            gpu.host += gpu.FREE_MS * blocks
 
     def timer_read(self, kind: str, ms: float) -> None:
-        super().timer_read(kind, ms)
         (self.clock_reads if kind == "clock" else self.elapsed).append(ms)
 
     def forget_past(self) -> None:
-        super().forget_past()
         self.ops.clear(), self.clock_reads.clear(), self.elapsed.clear()
 
-    def __enter__(self) -> "Predictor":
-        super().__enter__()
-        self._autocast = _Autocast()
-        self._autocast.__enter__()
-        self._node, self._node_row, self._steps, self._task = None, None, {}, None
-        self._step_hooks = [register_optimizer_step_pre_hook(self._step_starts),
-                            register_optimizer_step_post_hook(self._step_ends)]
-        return self
 
-    def __exit__(self, *exc: Any) -> None:
-        for hook in self._step_hooks:
-            hook.remove()
-        self._end_node()
-        self._autocast.__exit__(*exc)
-        super().__exit__(*exc)
+def predictor(gpus: int = 1, card: str = "H100", computes: bool = True) -> SimGPU:
+    """Simulated GPUs with ``card``'s whole cost model, that run autograd: what :func:`simulate` runs code on (a
+    :class:`asynclab.sim.device.SimGPU` with the :class:`HostCosts` policy). With ``computes=False`` the GPUs' work
+    is timed but moves no values (what the host reads is garbage): a large model then runs in seconds.
+
+    Example:
+        >>> with predictor(computes=False) as gpu:
+        ...     _ = torch.ones(8, device="cuda") * 2
+        >>> type(gpu.costs).__name__, gpu.trains, [name for name, *_ in gpu.costs.ops]
+        ('HostCosts', True, ['aten::ones', 'aten::mul'])
+    """
+    return SimGPU(devices=gpus, card=card, computes=computes, costs=HostCosts())
 
 
 def simulate(fn: Callable[..., Any], *args: Any, gpus: int = 1, steps: int | None = None, warmup: int = 1,
@@ -399,14 +421,14 @@ def simulate(fn: Callable[..., Any], *args: Any, gpus: int = 1, steps: int | Non
     if steps is not None and not (isinstance(steps, int) and steps >= 1) or not (isinstance(warmup, int) and warmup >= 0):
         raise ValueError(f"steps must be a whole number of at least 1 (or None), warmup at least 0: {steps!r}, {warmup!r}")
     out = _output(path)
-    with refusals(), Predictor(gpus=gpus, card=card, computes=values) as gpu:
+    with refusals(), predictor(gpus=gpus, card=card, computes=values) as gpu:
         state = setup() if setup is not None else None
         call = (lambda: fn(state, *args, **kwargs)) if state is not None else (lambda: fn(*args, **kwargs))
         result, starts = _run_steps(gpu, call, steps, warmup)
         gpu.finish()
         del state, call
     gc.collect()  # the simulation's patches and memory form cycles: free its tensors now, not at some later gc pass
-    doc = document_of(gpu.ran, gpu.launches, gpu.annotations, gpu.ops, _header(gpu, starts, result))
+    doc = document_of(gpu.ran, gpu.launches, gpu.annotations, gpu.costs.ops, _header(gpu, starts, result))
     if out is not None:
         save_document(doc, out)
     from asynclab.trace import load_trace
@@ -416,8 +438,8 @@ def simulate(fn: Callable[..., Any], *args: Any, gpus: int = 1, steps: int | Non
     return trace
 
 
-def running_predictor() -> Predictor | None:
-    """The :class:`Predictor` that runs now (inside :func:`simulate`), or None.
+def running_predictor() -> SimGPU | None:
+    """The simulated GPU with :class:`HostCosts` that runs now (inside :func:`simulate`), or None.
 
     Example:
         >>> running_predictor() is None
@@ -426,10 +448,10 @@ def running_predictor() -> Predictor | None:
     from asynclab.sim.tensors import gpu_of
 
     gpu = gpu_of(required=False)
-    return gpu if isinstance(gpu, Predictor) else None
+    return gpu if isinstance(getattr(gpu, "costs", None), HostCosts) else None
 
 
-def record_predicted(gpu: Predictor, call: Callable[[], Any], steps: int, warmup: int,
+def record_predicted(gpu: SimGPU, call: Callable[[], Any], steps: int, warmup: int,
                      annotation: str) -> dict:
     """What torch.profiler records of ``call`` inside :func:`simulate` (:func:`asynclab.gpu.record.record` there):
     ``warmup`` runs, then ``steps`` runs each in a ``record_function(annotation)`` and a ``ProfilerStep``; the
@@ -441,14 +463,14 @@ def record_predicted(gpu: Predictor, call: Callable[[], Any], steps: int, warmup
         >>> def run():
         ...     doc = record_predicted(running_predictor(), step, steps=2, warmup=1, annotation="step")
         ...     return sorted({e["name"] for e in doc["traceEvents"] if e["cat"] == "user_annotation"})
-        >>> with Predictor() as gpu:
+        >>> with predictor() as gpu:
         ...     run()
         ['ProfilerStep#1', 'ProfilerStep#2', 'step']
     """
     for _ in range(warmup):
         call()
     torch.cuda.synchronize()
-    marks = [len(rows) for rows in (gpu.ran, gpu.launches, gpu.annotations, gpu.ops)]
+    marks = [len(rows) for rows in (gpu.ran, gpu.launches, gpu.annotations, gpu.costs.ops)]
     starts = []
     for k in range(warmup, warmup + steps):
         starts.append(gpu.host)
@@ -458,11 +480,11 @@ def record_predicted(gpu: Predictor, call: Callable[[], Any], steps: int, warmup
             torch.cuda.synchronize()  # every kernel of the last step lands in the trace, as record() does
         gpu.annotations.append((f"ProfilerStep#{k}", starts[-1], gpu.host))
         gpu.host += gpu.ANNOTATION_MS
-    rows = [rows[mark:] for rows, mark in zip((gpu.ran, gpu.launches, gpu.annotations, gpu.ops), marks)]
+    rows = [rows[mark:] for rows, mark in zip((gpu.ran, gpu.launches, gpu.annotations, gpu.costs.ops), marks)]
     return document_of(*rows, _header(gpu, starts + [gpu.host], None))
 
 
-def _run_steps(gpu: Predictor, call: Callable[[], Any], steps: int | None, warmup: int) -> tuple[Any, list[float]]:
+def _run_steps(gpu: SimGPU, call: Callable[[], Any], steps: int | None, warmup: int) -> tuple[Any, list[float]]:
     """Run ``call`` once, or ``warmup`` times and then ``steps`` times in ProfilerStep ranges; the last result and
     when each step began (and, last, when the steps ended)."""
     if steps is None:
@@ -481,9 +503,9 @@ def _run_steps(gpu: Predictor, call: Callable[[], Any], steps: int | None, warmu
     return result, starts + [gpu.host]
 
 
-def _header(gpu: Predictor, starts: list[float], result: Any) -> dict:
+def _header(gpu: SimGPU, starts: list[float], result: Any) -> dict:
     """The trace's top-level fields: the simulated card as its device, and what :func:`simulate` records."""
-    reads = gpu.clock_reads
+    reads = gpu.costs.clock_reads
     number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
     returned = result if number(result) or (isinstance(result, (list, tuple)) and result
                                             and all(number(v) for v in result)) else None
@@ -493,7 +515,7 @@ def _header(gpu: Predictor, starts: list[float], result: Any) -> dict:
                           "calibrated": bool(gpu.figures["meta"].get("calibrated")), "values": gpu.computes,
                           "step_ms": [b - a for a, b in zip(starts, starts[1:])],
                           "clock_reads_ms": list(reads), "timed_ms": [b - a for a, b in zip(reads, reads[1:])],
-                          "elapsed_ms": list(gpu.elapsed),
+                          "elapsed_ms": list(gpu.costs.elapsed),
                           "returned": list(returned) if isinstance(returned, tuple) else returned}}
 
 

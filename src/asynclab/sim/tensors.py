@@ -11,11 +11,13 @@ from typing import Any, Callable
 
 import torch
 
-from asynclab.sim.cuda import Simulation, Stream, running_simulations
+from asynclab.sim.cuda import Stream
+from asynclab.sim.running import running_simulations
+from asynclab.sim.simulation import Simulation
 from asynclab.sim.limits import SimulationLimit
 from asynclab.sim.nest import leaves, map_leaves
 
-__all__ = ["Block", "DeviceTensor", "PinnedTensor", "TENSOR_METHODS", "flat_tensors", "fresh_memory", "gpu_of", "storage_of",
+__all__ = ["Block", "DeviceTensor", "PinnedTensor", "TENSOR_METHODS", "flat_tensors", "fresh_memory", "gpu_of", "is_cuda", "target_of", "storage_of",
            "memory_of", "moves_trained", "needed_bytes", "register_tensor_methods", "shaped_on",
            "trains_here"]
 
@@ -297,3 +299,30 @@ def gpu_of(required: bool = True) -> Simulation | None:
 def flat_tensors(tree: Any) -> list:
     """Every tensor in a nest of lists, tuples and dicts."""
     return [x for x in leaves(tree) if isinstance(x, torch.Tensor)]
+
+
+def is_cuda(device: Any) -> bool:
+    """Whether ``device`` (an index, "cuda", "cuda:1", a torch.device) names a GPU.
+
+    Example:
+        >>> is_cuda(1), is_cuda("cuda:0"), is_cuda("cpu"), is_cuda(True)
+        (True, True, False, False)
+    """
+    return (isinstance(device, int) and not isinstance(device, bool)) or str(device).startswith("cuda")
+
+
+def target_of(gpu: Any, name: str, args: tuple, kwargs: dict) -> tuple[int, bool, Any] | None:
+    """(device, non_blocking, dtype) of a ``.to(...)``/``.cuda(...)`` call that moves a host tensor to a GPU
+    (``gpu.index``: the device as an index of the simulated GPU ``gpu``), None where it moves none there."""
+    if name == "cuda":
+        device = args[0] if args else kwargs.get("device")
+        return gpu.index(device), bool(kwargs.get("non_blocking", args[1] if len(args) > 1 else False)), None
+    other = next((a for a in args if isinstance(a, torch.Tensor)), None)  # to(other): its device and dtype
+    device = kwargs.get("device", next((a for a in args if isinstance(a, (str, torch.device, int))
+                                        and not isinstance(a, bool)), other.device if other is not None else None))
+    flags = [a for a in args if isinstance(a, bool)]
+    dtype = kwargs.get("dtype", next((a for a in args if isinstance(a, torch.dtype)),
+                                     other.dtype if other is not None else None))
+    if not is_cuda(device):
+        return None
+    return gpu.index(device), bool(kwargs.get("non_blocking", flags[0] if flags else False)), dtype

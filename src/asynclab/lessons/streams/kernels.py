@@ -5,7 +5,7 @@ from typing import Any
 
 import torch
 
-from asynclab.sim.cuda import in_check
+from asynclab.sim.running import in_check
 from asynclab.sim.limits import SimulationLimit
 from asynclab.sim.ops import operator_rule
 
