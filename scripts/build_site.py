@@ -29,8 +29,9 @@ from asynclab.course import registry  # noqa: E402
 #: Files copied into the book as they are in the repository; links from them to anything else go to the repository.
 PAGES = ("docs/instructors.md", "docs/predicted.md", "CONTRIBUTING.md")
 #: The modules the API page documents, in the order a reader meets them.
-API_MODULES = ("trace", "timeline", "metrics", "timing", "record", "ranks", "parallel", "schedules", "hardware",
-               "lessons", "lessonrun", "checks", "reference", "launch", "classroom")
+API_MODULES = ("trace", "trace.draw.timeline", "trace.analysis.metrics", "gpu.timing", "gpu.record", "trace.read.ranks",
+               "gpu.parallel", "trace.pipeline.schedules", "gpu.hardware", "lessons", "course.lessonrun",
+               "grading.checks", "course.reference", "course.launch", "grading.classroom")
 _LINK = re.compile(r"(!?\[[^\]]*\]\()([^)\s#]+)(#[^)\s]*)?\)")
 
 
@@ -114,10 +115,15 @@ def cli_page() -> str:
 
 def api_page() -> str:
     """The Python API: each module's docstrings through Sphinx autodoc."""
+    import asynclab
+
+    alias = {home: short for short, home in asynclab.ALIASES.items()}
     parts = ["# The Python API", "`import asynclab as al` gives the names below; each module can also be imported "
-             "on its own (`from asynclab import metrics`). Reading and drawing a trace never imports torch."]
+             "on its own, by where it lives or by its short name (`from asynclab import metrics`). Reading and drawing "
+             "a trace never imports torch."]
     for name in API_MODULES:
-        parts.append(f"## `asynclab.{name}`\n\n```{{eval-rst}}\n.. automodule:: asynclab.{name}\n   :members:\n```")
+        also = f" (`al.{alias[name]}`)" if name in alias else ""
+        parts.append(f"## `asynclab.{name}`{also}\n\n```{{eval-rst}}\n.. automodule:: asynclab.{name}\n   :members:\n```")
     return "\n\n".join(parts) + "\n"
 
 

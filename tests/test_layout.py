@@ -125,21 +125,34 @@ def test_every_module_imports_only_its_layer_and_those_below():
 
 
 def test_the_package_imports_its_modules_by_their_names_of_today():
-    """Flat names of before the layers (asynclab.metrics) are for learners' code, not the package's."""
+    """Short aliases (asynclab.metrics) are for learners' code, not the package's."""
     stale = sorted((m, mod) for m in MODULES for mod, name in _imports(m) if mod.startswith("asynclab.")
                    and mod not in MODULES and f"{mod}.{name}" not in MODULES)
     assert stale == []
 
 
-@pytest.mark.parametrize("flat", sorted(asynclab.MODULES))
-def test_a_flat_name_of_before_the_layers_still_imports(flat):
-    assert importlib.import_module(f"asynclab.{flat}") is importlib.import_module(f"asynclab.{asynclab.MODULES[flat]}")
+@pytest.mark.parametrize("short", sorted(asynclab.ALIASES))
+def test_a_short_name_is_an_alias_of_the_module_where_it_lives(short):
+    home = importlib.import_module(f"asynclab.{asynclab.ALIASES[short]}")
+    assert importlib.import_module(f"asynclab.{short}") is home
+    assert callable(getattr(asynclab, short)) or getattr(asynclab, short) is home
 
 
-def test_a_flat_module_name_leaves_the_function_of_that_name_in_place():
-    for flat in sorted(set(asynclab.MODULES) & set(asynclab.__all__)):
-        module = importlib.import_module(f"asynclab.{flat}")
-        assert callable(getattr(asynclab, flat)) or getattr(asynclab, flat) is module
+def test_only_the_short_names_are_aliases():
+    """The flat names of before the layers that no lesson uses are retired: each module has its name and at most one
+    short alias."""
+    for retired in ("traceio", "tracebuild", "tracemodel", "simcuda", "simdevice", "simops", "hostreads", "idle"):
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(f"asynclab.{retired}")
+        with pytest.raises(AttributeError):
+            getattr(asynclab, retired)
+    assert len(set(asynclab.ALIASES.values())) == len(asynclab.ALIASES)
+
+
+def test_an_alias_leaves_the_function_of_that_name_in_place():
+    import asynclab.diagnose  # noqa: F401 - as a learner may write it
+    import asynclab.record  # noqa: F401
+
     assert callable(asynclab.diagnose) and callable(asynclab.record)
 
 

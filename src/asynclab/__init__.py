@@ -18,21 +18,16 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-#: Where each module lives, by the short name ``al.<name>`` gives (and the flat name it had before the layers:
-#: ``import asynclab.metrics`` still finds ``asynclab.trace.analysis.metrics``).
-MODULES = {
-    "events": "trace.read.events", "intervals": "trace.read.intervals", "traceio": "trace.read.io",
-    "tracebuild": "trace.read.table", "tracemodel": "trace.read.model", "tracefile": "trace.read.file",
-    "ranks": "trace.read.ranks", "metrics": "trace.analysis.metrics", "collectives": "trace.analysis.collectives",
-    "idle": "trace.analysis.idle", "findings": "trace.analysis.findings", "diagnose": "trace.analysis.diagnose",
-    "timeline": "trace.draw.timeline", "schedules": "trace.pipeline.schedules", "trace": "trace",
-    "simcuda": "sim.cuda", "simdevice": "sim.device", "simops": "sim.ops", "simmethods": "sim.methods",
-    "simtrace": "sim.trace", "simfigures": "sim.figures",
-    "record": "gpu.record", "timing": "gpu.timing", "parallel": "gpu.parallel", "hardware": "gpu.hardware",
-    "reference": "course.reference", "experiments": "course.experiments", "lessonrun": "course.lessonrun",
-    "launch": "course.launch", "course": "course", "lessons": "lessons",
-    "checks": "grading.checks", "backend": "grading.backend", "hostreads": "grading.hostreads",
-    "grading": "grading", "classroom": "grading.classroom",
+#: The short names the lessons use, each the alias of one module where it lives: ``al.metrics`` and
+#: ``from asynclab.metrics import bubble_fraction`` (as a learner writes it) give ``asynclab.trace.analysis.metrics``,
+#: the same module. Only these: the package itself imports every module by where it lives (tests/test_layout.py).
+ALIASES = {
+    "events": "trace.read.events", "ranks": "trace.read.ranks", "metrics": "trace.analysis.metrics",
+    "findings": "trace.analysis.findings", "diagnose": "trace.analysis.diagnose", "timeline": "trace.draw.timeline",
+    "schedules": "trace.pipeline.schedules", "record": "gpu.record", "timing": "gpu.timing",
+    "parallel": "gpu.parallel", "hardware": "gpu.hardware", "reference": "course.reference",
+    "experiments": "course.experiments", "lessonrun": "course.lessonrun", "launch": "course.launch",
+    "checks": "grading.checks",
 }
 # Names are imported on first use, so that reading and drawing a trace never imports torch.
 _NAMES = {
@@ -55,16 +50,16 @@ _NAMES = {
     "trace": ("Trace", "TraceError", "TraceWarning", "load_trace"),
 }
 _HOME = {name: module for module, names in _NAMES.items() for name in names}
-_SHORT = ("checks", "course", "diagnose", "events", "experiments", "findings", "hardware", "launch", "lessonrun",
-          "lessons", "metrics", "parallel", "ranks", "record", "reference", "schedules", "timeline", "timing", "trace")
-__all__ = sorted(_HOME) + list(_SHORT)
+#: The package's rooms, which ``al.<room>`` gives too.
+_ROOMS = ("course", "gpu", "grading", "lessons", "sim", "trace")
+__all__ = sorted(_HOME) + sorted(set(ALIASES) - set(_HOME)) + ["course", "grading", "lessons", "trace"]
 
 
 def __getattr__(name: str) -> Any:
     if name in _HOME:
         value = getattr(importlib.import_module(f"asynclab.{_HOME[name]}"), name)
-    elif name in MODULES:
-        value = importlib.import_module(f"asynclab.{MODULES[name]}")
+    elif name in ALIASES or name in _ROOMS:
+        value = importlib.import_module(f"asynclab.{ALIASES.get(name, name)}")
     else:
         raise AttributeError(f"module 'asynclab' has no attribute {name!r}")
     globals()[name] = value
@@ -75,32 +70,32 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
 
 
-class _FlatNames:
-    """``import asynclab.metrics`` (a flat name of before the layers) gives the module where it lives now: a finder
-    on ``sys.meta_path`` and the loader of what it finds (the import system asks for these methods only; importing
+class _Aliases:
+    """``import asynclab.metrics`` (a short name of :data:`ALIASES`) gives the module where it lives: a finder on
+    ``sys.meta_path`` and the loader of what it finds (the import system asks for these methods only; importing
     ``importlib.abc`` for their base classes would cost every ``import asynclab`` several ms)."""
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         prefix, _, short = fullname.partition(".")
-        if prefix != "asynclab" or "." in short or MODULES.get(short, short) == short:
+        if prefix != "asynclab" or short not in ALIASES:
             return None
         return importlib.util.spec_from_loader(fullname, self)
 
     def create_module(self, spec: Any) -> Any:
-        module = importlib.import_module(f"asynclab.{MODULES[spec.name.partition('.')[2]]}")
-        spec.loader_state = module.__spec__  # the import system writes the flat name's spec on the module
+        module = importlib.import_module(f"asynclab.{ALIASES[spec.name.partition('.')[2]]}")
+        spec.loader_state = module.__spec__  # the import system writes the alias's spec on the module
         return module
 
     def exec_module(self, module: Any) -> None:  # the module ran where it lives: it keeps its own spec
         module.__spec__ = module.__spec__.loader_state
 
 
-sys.meta_path.append(_FlatNames())
+sys.meta_path.append(_Aliases())
 
 
 class _Facade(types.ModuleType):
-    """The package's module: a function of :data:`_NAMES` keeps its name when a flat module name that is the same
-    word is imported (``import asynclab.diagnose`` leaves ``al.diagnose`` the function; the module is in
+    """The package's module: a function of :data:`_NAMES` keeps its name when an alias that is the same word is
+    imported (``import asynclab.diagnose`` leaves ``al.diagnose`` the function; the module is in
     ``sys.modules``)."""
 
     def __setattr__(self, name: str, value: Any) -> None:
