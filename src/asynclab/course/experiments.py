@@ -10,6 +10,8 @@ from typing import Any, Callable, Sequence
 import torch
 
 from asynclab.gpu.devices import gpu_count, resolve_device, sync_all
+# The recorded experiment cells calibrate their spins with al.experiments.spin_cycles: the harness hands them the timer's.
+from asynclab.gpu.timing import spin_cycles
 
 def for_lesson(lesson: str | int) -> ModuleType:
     """The experiments module of a lesson (``asynclab/lessons/<name>/experiments.py``), from the lesson registry.
@@ -327,4 +329,4 @@ def lesson_run_all(lesson: str, experiments: Sequence[Experiment], cpu_kwargs: d
 
 __all__ = ["for_lesson", "with_experiments", "whole_number", "dig", "run_setup", "annotate", "record_gpu_trace",
            "TraceFolder", "no_gpu", "gpu_or_note", "run_annotated", "ExperimentRun", "Experiment", "run_all",
-           "lesson_run_all"]
+           "lesson_run_all", "spin_cycles"]
