@@ -287,12 +287,16 @@ _MUTATORS = {"append", "extend", "insert", "remove", "pop", "popitem", "clear", 
 def changed_at_run_time(source: str) -> list[str]:
     """The module-level containers a module changes at run time: a top-level name bound to a list, dict or set (or a
     counter, a ``threading.local``, an instance of one of its classes) that a function appends to, assigns into,
-    advances or rebinds (``global``).
+    advances or rebinds (``global``), and an instance of one of its classes whose methods change it.
 
     Example:
-        >>> changed_at_run_time("_SEEN = []\\nRULES = {}\\nFIXED = {'a': 1}\\n"
-        ...                     "def f(x):\\n    _SEEN.append(x)\\n    RULES[x] = 1\\n    return FIXED[x]\\n")
-        ['RULES', '_SEEN']
+        >>> changed_at_run_time("_SEEN = []\\nRULES = {}\\nFIXED = {'a': 1}\\nclass R:\\n    pass\\nNOW = R()\\n"
+        ...                     "def f(x):\\n    _SEEN.append(x)\\n    RULES[x] = 1\\n    NOW.stack[-1] = x\\n"
+        ...                     "    return FIXED[x]\\n")
+        ['NOW', 'RULES', '_SEEN']
+        >>> changed_at_run_time("class Running:\\n    def __init__(self):\\n        self.stack = []\\n"
+        ...                     "    def push(self, x):\\n        self.stack.append(x)\\nRUNNING = Running()\\n")
+        ['RUNNING']
     """
     tree = ast.parse(source)
     classes = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
@@ -307,21 +311,48 @@ def changed_at_run_time(source: str) -> list[str]:
     top = {t.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None
            and mutable(node.value) for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
            if isinstance(t, ast.Name)}
-    changed = set()
+    def root(node: ast.AST) -> str | None:  # RUNNING for RUNNING.stack[-1]: the name a chain of parts starts from
+        while isinstance(node, (ast.Attribute, ast.Subscript)):
+            node = node.value
+        return node.id if isinstance(node, ast.Name) and node.id in top else None
+
+    changed = {t.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None
+               and getattr(getattr(node.value, "func", None), "id", None) in _changing_classes(tree)
+               for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)}
     for node in ast.walk(tree):
         if isinstance(node, ast.Global):
             changed |= top & set(node.names)
         elif isinstance(node, ast.Call):
             func, args = node.func, node.args
-            if isinstance(func, ast.Attribute) and getattr(func.value, "id", None) in top and func.attr in _MUTATORS:
-                changed.add(func.value.id)
-            if getattr(func, "id", None) == "next" and args and getattr(args[0], "id", None) in top:
-                changed.add(args[0].id)
+            if isinstance(func, ast.Attribute) and func.attr in _MUTATORS and root(func.value):
+                changed.add(root(func.value))
+            if getattr(func, "id", None) == "next" and args and root(args[0]):
+                changed.add(root(args[0]))
         elif isinstance(node, (ast.Assign, ast.AugAssign, ast.Delete)):
             targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
-            changed |= {t.value.id for t in targets if isinstance(t, (ast.Subscript, ast.Attribute))
-                        and getattr(t.value, "id", None) in top}
+            changed |= {root(t) for t in targets if isinstance(t, (ast.Subscript, ast.Attribute)) and root(t)}
     return sorted(changed)
+
+
+def _changing_classes(tree: ast.Module) -> set[str]:
+    """The module's classes whose methods (``__init__`` aside) change their instance: assign to ``self.x``, into it,
+    or call a mutator on it (``self.stack.append``). A module-level instance of one is state changed at run time."""
+    def changes_self(node: ast.AST) -> bool:
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            return any(isinstance(t, (ast.Attribute, ast.Subscript)) and _rooted_in(t, "self") for t in targets)
+        return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATORS
+                and _rooted_in(node.func.value, "self"))
+
+    return {c.name for c in tree.body if isinstance(c, ast.ClassDef)
+            and any(changes_self(n) for f in c.body if isinstance(f, ast.FunctionDef) and f.name != "__init__"
+                    for n in ast.walk(f))}
+
+
+def _rooted_in(node: ast.AST, name: str) -> bool:
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id == name
 
 
 #: The most module-level containers the package may change at run time: its registries (exercises, operator rules,
