@@ -99,7 +99,7 @@ def work_wait(dev, rank: int, world: int, late_ms: float = 20.0, size: int = 1 <
     import torch
     import torch.distributed as dist
 
-    from asynclab.gpu.timing import spin_cycles
+    from asynclab.course.experiments import spin_cycles
 
     cycles, t = spin_cycles(dev, late_ms), torch.ones(size, device=dev)
     for _ in range(2):
