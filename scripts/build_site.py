@@ -29,9 +29,13 @@ from asynclab.course import registry  # noqa: E402
 #: Files copied into the book as they are in the repository; links from them to anything else go to the repository.
 PAGES = ("docs/instructors.md", "docs/predicted.md", "CONTRIBUTING.md")
 #: The modules the API page documents, in the order a reader meets them.
-API_MODULES = ("trace", "trace.draw.timeline", "trace.analysis.metrics", "gpu.timing", "gpu.record", "trace.read.ranks",
-               "gpu.parallel", "trace.pipeline.schedules", "gpu.hardware", "lessons", "course.lessonrun",
-               "grading.checks", "course.reference", "course.launch", "grading.classroom")
+#: The API page's sections, one per module a learner reaches: every module that holds a name of ``al.<name>`` is here
+#: (tests/test_site.py holds it), with the experiment-cell harness, the devices and the simulated card beside them.
+API_MODULES = ("trace", "trace.read.events", "trace.draw.timeline", "trace.analysis.metrics", "trace.analysis.diagnose",
+               "trace.analysis.findings", "gpu.timing", "gpu.devices", "gpu.record", "trace.read.ranks", "gpu.parallel",
+               "trace.pipeline.schedules", "gpu.hardware", "lessons", "course.begin", "course.lessonrun", "course.cells",
+               "course.experiments", "course.registry", "course.notebooks", "sim.simulate", "grading.checks",
+               "course.reference", "course.launch", "grading.classroom")
 _LINK = re.compile(r"(!?\[[^\]]*\]\()([^)\s#]+)(#[^)\s]*)?\)")
 
 

@@ -373,3 +373,15 @@ def test_what_runs_where_is_for_learners_and_contributing_says_what_tests_each_p
     assert len(places) >= 5 and [row[0] for row in tests[1:]] == places
     assert all(len(row) == 2 and len(row[1]) > 20 for row in tests[1:]), tests
     assert "what tests it" in tests[0][1]
+
+
+def test_the_api_page_has_a_section_for_every_module_behind_al():
+    """Every module that holds a name of ``al.<name>`` (``asynclab._HOME``) or is one of its short names
+    (``asynclab.ALIASES``) has its section on the API page, and every section names a module that imports."""
+    import asynclab
+
+    sections = set(_build_site_module().API_MODULES)
+    behind = set(asynclab._HOME.values()) | set(asynclab.ALIASES.values())
+    assert not behind - sections, f"add to build_site.API_MODULES: {sorted(behind - sections)}"
+    for name in sections:
+        assert importlib.util.find_spec(f"asynclab.{name}") is not None, name
