@@ -328,14 +328,15 @@ def _guides_student_config() -> str:
 
 
 def test_a_regrade_gets_what_the_notebooks_earlier_cells_defined_for_the_answer():
-    """06.both_ways's solution reads ``bw``, which a lesson cell defined after al.start (from its reference)."""
+    """06.both_ways's solution reads ``one_way_ms``, which a lesson cell defined after al.start (from section 3's
+    bandwidth cell, which comes along with what it reads)."""
     from asynclab.grading.fresh import setup_code
 
     cells = json.loads((NOTEBOOKS / "06_multi_gpu_p2p.ipynb").read_text())["cells"]
     at = next(i for i, c in enumerate(cells) if 'al.check("06.both_ways"' in "".join(c["source"]))
-    answer = "one_way_ms = bw['one_way_ms']\npredicted_ms = 2 * one_way_ms"
+    answer = "predicted_ms = 2 * one_way_ms"
     setup = setup_code(cells, at, needs=answer)
-    assert 'bw = run.reference("bandwidth")' in setup
+    assert 'one_way_ms = bw.ms["one way"]' in setup and 'name="p2p_bandwidth"' in setup
     assert "al.check(" not in setup.split("al.start(")[1]  # no other exercise's cell comes along
     namespace: dict = {}
     exec(compile(setup + "\n" + answer, "<regrade>", "exec"), namespace)  # noqa: S102 - the course's own cells

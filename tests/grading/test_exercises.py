@@ -598,9 +598,10 @@ def test_overlap_copy_checks_what_the_streams_do(fn, right, says):
 
 @pytest.mark.skipif(torch.cuda.is_available() and torch.cuda.device_count() >= 2, reason="checks the reference")
 def test_both_ways_prediction_against_the_reference():
-    from asynclab.course import reference
+    from asynclab.course import cells, registry
 
-    bw = reference.results("06")["bandwidth"]
+    ms = cells.recorded(registry.lesson(6).reference_dir, "p2p_bandwidth")["ms"]  # section 3's cell: 4 copies a run
+    bw = {"one_way_ms": ms["one way"] / 4, "both_ways_ms": ms["both ways"] / 4}
     assert al.check("06.both_ways", bw["both_ways_ms"] * 1.1).right
     assert al.check("06.both_ways", bw["one_way_ms"]).right  # the full-duplex answer
     wrong = al.check("06.both_ways", 2 * bw["one_way_ms"])

@@ -147,6 +147,39 @@ class LessonRun:
             measured.notes.append(f"(your code differs from the cell's original: the recording on {gpu} ran the original)")
         return measured
 
+    def query(self, fn: Callable[[], Any], *, name: str) -> Any:
+        """Ask this machine something with the cell's own code: ``fn()`` (who reaches whom, the topology) runs when
+        the lesson runs live, and its answer is kept under ``returned[fn.__name__]``. A query times nothing and
+        queues no GPU work, so the simulated card has nothing to answer: without the lesson's GPUs nothing runs
+        (``failed`` says so). It is recorded like :meth:`measure`'s cells (``ASYNCLAB_RECORD``, a fingerprint of
+        ``fn``, no trace), and ``.recording()`` gives the answer on the GPUs the lesson was recorded on.
+
+        Example:
+            >>> def gpus():
+            ...     return torch.cuda.device_count()
+            >>> m = LessonRun(lesson(6), hardware.Hardware()).query(gpus, name="doc_gpus")
+            >>> m.failed, m.reference
+            ('needs 2 GPUs: none to ask here', None)
+        """
+        import os
+
+        from asynclab.course import cells
+
+        key, recording = getattr(fn, "__name__", "query"), cells.recorded(self.lesson.reference_dir, name)
+        code = cells.fingerprint({key: fn}, None)
+        if not self.live:
+            measured = cells.Measured({}, {}, {}, None, "this machine", code,
+                                      failed=f"needs {self.lesson.gpus} GPUs: none to ask here")
+        else:
+            measured = cells.Measured({}, {}, {key: fn()}, None, f"live on {self.hw.named(self.lesson.gpus)}", code)
+            mode = os.environ.get(cells.RECORD_ENV)
+            if mode == "1" or (mode == "stale" and (recording is None or recording.get("fingerprint") != code)):
+                cells.write_recording(self.lesson.reference_dir, name, measured, self.hw.gpus[0].name)
+                recording = cells.recorded(self.lesson.reference_dir, name)
+                measured.notes.append("(this run is the cell's recording)")
+        measured.reference, measured.same_code = recording, bool(recording) and recording.get("fingerprint") == code
+        return measured
+
     def measure_cpu(self, name: str, **kwargs: Any) -> Any:
         """Run experiment ``name`` live on the CPU, at the small sizes that keep it to seconds.
 
