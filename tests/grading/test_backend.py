@@ -10,7 +10,8 @@ from asynclab.grading.backend import Backend, Simulated, backend
 LESSONS = Path(__file__).resolve().parents[2] / "src" / "asynclab" / "lessons"
 
 #: The simulators' modules: a checker writes its scenario against the backend, never against them.
-SIMULATORS = {"asynclab.sim.device", "asynclab.sim.ops", "asynclab.sim.methods", "asynclab.sim.trace", "asynclab.sim.cuda"}
+SIMULATORS = {"asynclab.sim.device", "asynclab.sim.ops", "asynclab.sim.kernel_costs", "asynclab.sim.methods",
+              "asynclab.sim.trace", "asynclab.sim.cuda"}
 
 
 def _imports(path: Path) -> set[str]:

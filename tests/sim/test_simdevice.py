@@ -641,3 +641,15 @@ def test_a_tensor_that_is_only_allocated_runs_no_kernel_and_a_filled_one_writes_
         rows = _gpu_rows(gpu)
     assert rows["name"].tolist() == ["zeros"]
     assert rows["dur_us"].iloc[0] == pytest.approx(n * 4 / gpu.MEMORY_BYTES_PER_MS * 1e3)
+
+
+def test_a_block_reused_from_the_front_of_its_pool_is_not_reserved_again():
+    """A freed block the allocator finds first in its pool (position 0) is reused: reserved memory stays as it was."""
+    with SimGPU():
+        x = torch.empty(1000, device="cuda")
+        reserved = torch.cuda.memory_reserved()
+        del x
+        y = torch.empty(1000, device="cuda")
+        assert (torch.cuda.memory_allocated(), torch.cuda.memory_reserved()) == (4096, reserved) == (4096, 4096)
+        assert torch.cuda.max_memory_reserved() == 4096
+        del y

@@ -393,7 +393,7 @@ class SimGPU(Simulation):
             base = pool.pop(fits)[2] if fits is not None else fresh_memory(need, self.computes)
             self.memory.mallocs += fits is None
             elem = shaped_on(base, like)
-        self.memory.count(device, base.numel(), reserved=base.numel() if not fits else 0)
+        self.memory.count(device, base.numel(), reserved=base.numel() if fits is None else 0)
         block = Block(base, device, stream, self)
         weakref.finalize(block, self._free, base, device, stream, block.recorded)
         out = DeviceTensor(elem, block)

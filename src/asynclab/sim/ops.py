@@ -1,28 +1,24 @@
-"""How the simulated GPU runs one operator: a special rule, a view, a kernel on the current stream, or a read by the host.
+"""How the simulated GPU runs one operator: the first of its rules (:data:`OPERATOR_RULES`) that matches it, in order a
+rule of the operator's own, the device check, a view, a read by the host, or a kernel on the current stream (how long
+a kernel runs: :mod:`asynclab.sim.kernel_costs`).
 
 Every function here takes the running :class:`asynclab.sim.device.SimGPU` as ``gpu``.
 """
 from __future__ import annotations
 
-import math
-from typing import Any, Callable
+import inspect
+from functools import cached_property
+from typing import Any, Callable, NamedTuple
 
-import numpy as np
 import torch
 
+from asynclab.sim.kernel_costs import CUBLAS_PRODUCTS, kernel_cost, memcpy_bytes, product_rounds
+from asynclab.sim.nest import leaves, map_leaves
 from asynclab.sim.running import RUNNING
 from asynclab.sim.simulation import Simulation
-from asynclab.sim.nest import leaves, map_leaves
 from asynclab.sim.tensors import DeviceTensor, PinnedTensor, fresh_memory, needed_bytes, shaped_on
 
 aten = torch.ops.aten
-
-#: Operators whose work is matrix products: timed by their FLOPs, not their bytes.
-MATMULS = {"mm", "addmm", "bmm", "baddbmm", "matmul", "_scaled_mm", "linear", "convolution"}
-#: cuBLAS's products: their kernels keep their blocks on the SMs until the product ends (a stream of higher priority
-#: waits for them: :meth:`asynclab.sim.sms.SMs.on_sms`), and a run's first of a dtype loads them
-#: (:meth:`asynclab.sim.simulate.HostCosts.loading_ms`).
-CUBLAS_PRODUCTS = MATMULS - {"convolution"}
 
 
 class _NeedsHostRead(Exception):
@@ -107,235 +103,174 @@ def _is_view(func: Any) -> bool:
         and not any(a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments)
 
 
-#: How many elements fill one SM, by the shapes of PyTorch's kernels: an elementwise kernel's block is 128 threads
-#: of 4 elements each, and an SM holds 2048 threads; a matrix product's block computes one tile of its output, one
-#: block to an SM, and cuBLAS shrinks its tiles, down to 32 x 32, to give every SM one (the products the lessons
-#: recorded on an H100 ran tiles from 32 x 32 to 320 x 128); a softmax or a norm runs one block per row, one to an SM.
-ELEMENTS_PER_SM = 2048 * 4
-TILE_PER_SM = 32 * 32
-#: Operators that run one block per row (of the last dimension; softmax's own ``dim``).
-_PER_ROW = {"_softmax", "_log_softmax", "_softmax_backward_data", "_log_softmax_backward_data", "native_layer_norm",
-            "native_layer_norm_backward", "_fused_rms_norm"}
-
-
-def _operands(args: Any) -> Any:
-    """An operator's positional arguments, from ``args`` or from the ``(args, kwargs)`` pair a kernel's cost gets."""
-    return args[0] if isinstance(args, tuple) and len(args) == 2 and isinstance(args[1], dict) else args
-
-
-def _row_dim(name: str, args: Any) -> int:
-    """The dimension a per-row operator's rows run along: a softmax's own ``dim``, else the last.
+class OperatorCall:
+    """One call of an operator as the rules see it: the operator, its arguments, and what the rules work out about
+    them, each once (the GPUs its tensors are on, its outputs' shapes).
 
     Example:
-        >>> _row_dim("_softmax", (torch.empty(2, 3), 0, False)), _row_dim("native_layer_norm", (torch.empty(2, 3),))
-        (0, -1)
-    """
-    operands = _operands(args)
-    softmax = "softmax" in name and name.startswith("_")
-    return operands[1] if softmax and len(operands) > 1 and isinstance(operands[1], int) else -1
-
-
-def _fill(gpu: Simulation, name: str, args: Any, tensors: list, outputs: list) -> float:
-    """The share of the GPU's SMs the operator's blocks occupy (0 to 1), from the sizes the GPU would see (a check's
-    tensors are ``gpu.scale`` times smaller)."""
-    scale = getattr(gpu, "scale", 1.0)
-    if name in MATMULS and outputs:
-        units = outputs[0].numel() * scale / TILE_PER_SM
-    elif name in _PER_ROW and tensors and tensors[0].dim() >= 1:
-        units = tensors[0].numel() * scale / max(1, tensors[0].shape[_row_dim(name, args)])
-    else:
-        units = max((t.numel() for t in tensors), default=0) * scale / ELEMENTS_PER_SM
-    return min(1.0, max(units, 1.0) / gpu.SM_COUNT)
-
-
-#: Softmaxes whose kernel reads a long row three times (PyTorch's ``cunn_SoftMaxForward``: for its maximum, for the
-#: sum of the exponentials, and for the output). PyTorch keeps a row in registers while it has under 10 elements a
-#: thread (a block has 1024 threads), else in shared memory if it fits there (its length a multiple of 16 bytes);
-#: only a row that fits neither is read three times, and the two rereads come from the L2 cache while the rows read
-#: at once (two blocks an SM) fit in the half of it beside the SMs. On an H100 (scripts/calibrate_gpu.py): 132 rows
-#: of 63 550 float32 (34 MB read at once) took 45 µs, four passes at the card's 3.0 TB/s; 512 rows of 16 384 (17 MB at
-#: once) took 33 µs, a read and a write.
-_ROW_REREAD = {"_softmax": 3, "_log_softmax": 3}
-_REGISTER_ROW = 10 * 1024
-
-
-def _bytes(gpu: Simulation, name: str, args: Any, tensors: list) -> int:
-    """The bytes an operator's kernel moves from memory: each tensor once, a softmax's long rows as often as its
-    kernel reads them (:data:`_ROW_REREAD`)."""
-    nbytes = sum(t.numel() * t.element_size() for t in tensors)
-    operands = _operands(args)
-    if name not in _ROW_REREAD or not operands or not isinstance(operands[0], torch.Tensor) or operands[0].dim() < 1:
-        return nbytes
-    x = operands[0]
-    length, size = x.shape[_row_dim(name, args)], x.element_size()
-    rows = x.numel() // max(1, length)
-    in_shared = length * size < gpu.SHARED_MEMORY_BYTES and length * size % 16 == 0
-    in_cache = min(rows, 2 * gpu.SM_COUNT) * length * size <= gpu.L2_BYTES / 2
-    if length >= _REGISTER_ROW and not in_shared and not in_cache:
-        nbytes += (_ROW_REREAD[name] - 1) * x.numel() * size
-    return nbytes
-
-
-def _kernel_cost(gpu: Simulation, func: Any, args: Any, outputs: list) -> tuple[float, float, bool]:
-    """How long the operator runs alone, the share of the SMs it holds meanwhile, and whether memory bounds it: its
-    FLOPs at the card's rate for a product of its size (:func:`matmul_rate`: a small one fills few SMs) for
-    matrix products and convolutions, else its bytes at the bandwidth that share of the SMs draws
-    (:meth:`asynclab.sim.sms.SMs.drawn`); never less than the shortest kernel (or matrix product).
-
-    Example:
-        >>> from asynclab.sim.device import SimGPU
-        >>> gpu = SimGPU()
-        >>> big, tiny = torch.empty(8192, 8192), torch.empty(256, 256)
-        >>> [round(_kernel_cost(gpu, aten.mm.default, (m, m), [m])[1], 3) for m in (big, tiny)]  # 64 tiles of 132
-        [1.0, 0.485]
-    """
-    tensors = [t for t in leaves(args) if isinstance(t, torch.Tensor)] + outputs
-    name = func._schema.name.split("::")[-1]
-    fill = _fill(gpu, name, args, tensors, outputs)
-    ms = _bytes(gpu, name, args, tensors) / gpu.MEMORY_BYTES_PER_MS / gpu.sms.drawn(fill)
-    flops = _flops(name, args, outputs)
-    flops_ms = flops / matmul_rate(gpu, _product_dtype(name, args, outputs), flops, "convolution" in name) \
-        if flops else 0.0
-    least = gpu.MATMUL_KERNEL_MS if flops else gpu.KERNEL_MS
-    return max(least, ms, flops_ms), fill, ms >= flops_ms
-
-
-def _flops(name: str, args: Any, outputs: list) -> float:
-    """The FLOPs of a matrix product or a convolution (0 for any other operator); a convolution's backward pass
-    makes the gradients its ``output_mask`` asks for, of its input and of its weight, each as many FLOPs as the
-    forward pass.
-
-    Example:
-        >>> x, w, y = torch.empty(8, 3, 32, 32), torch.empty(16, 3, 3, 3), torch.empty(8, 16, 32, 32)
-        >>> _flops("convolution", (x, w), [y]) == 2 * y.numel() * 27
-        True
-        >>> back = (y, x, w, None, [1], [1], [1], False, [0], 1, [True, True, False])
-        >>> _flops("convolution_backward", back, [x, w]) == 2 * _flops("convolution", (x, w), [y])
+        >>> call = OperatorCall(aten.mm.default, (torch.empty(2, 3), torch.empty(3, 4)), {})
+        >>> call.name, call.devices, call.shapes.shape, call.shapes.device
+        ('mm', set(), torch.Size([2, 4]), device(type='meta'))
+        >>> OperatorCall(aten.nonzero.default, (torch.ones(3),), {}).shapes is READ_BY_HOST
         True
     """
-    if name in MATMULS and outputs:
-        return 2.0 * outputs[0].numel() * _inner(name, args)
-    operands = _operands(args)
-    if name != "convolution_backward" or len(operands) < 3 or not isinstance(operands[0], torch.Tensor):
-        return 0.0
-    grad, weight = operands[0], operands[2]
-    mask = operands[10] if len(operands) > 10 else [True, True, True]
-    forward = 2.0 * grad.numel() * max(1, weight.numel() // max(1, weight.shape[0]))
-    return forward * sum(bool(m) for m in list(mask)[:2])
+
+    def __init__(self, func: Any, args: tuple, kwargs: dict) -> None:
+        self.func, self.args, self.kwargs = func, args, kwargs
+
+    @property
+    def name(self) -> str:
+        """The operator's name without its namespace (``mm`` for ``aten::mm``)."""
+        return self.func._schema.name.split("::")[-1]
+
+    @cached_property
+    def devices(self) -> set[int]:
+        """The GPUs the operator's simulated tensors are on."""
+        return _devices((self.args, self.kwargs))
+
+    def device(self, gpu: Simulation) -> int:
+        """The GPU the operator runs on: its tensors' (one, once the device check has passed), else ``gpu``'s current
+        one."""
+        return next(iter(self.devices)) if self.devices else gpu.device
+
+    @cached_property
+    def shapes(self) -> Any:
+        """The operator's outputs as meta tensors (:func:`_shapes`), or :data:`READ_BY_HOST` where the host must read
+        them: an output whose size or value depends on the data (``nonzero``, ``.item()``), or none at all."""
+        func, args, kwargs = self.func, self.args, self.kwargs
+        try:
+            shapes = _shapes(func, args, kwargs)
+            in_place = not func._schema.returns and bool(_mutated(func, args, kwargs))  # torch._foreach_add_(xs, ys)
+            if not all(isinstance(o, torch.Tensor) for o in leaves(shapes)) or not (leaves(shapes) or in_place):
+                raise _NeedsHostRead()
+        except (_NeedsHostRead, NotImplementedError, RuntimeError) as err:
+            meta = isinstance(err, (_NeedsHostRead, NotImplementedError)) or "meta" in str(err).lower() \
+                or "data-dependent" in str(err)
+            if not meta:
+                raise
+            return READ_BY_HOST
+        return shapes
 
 
-#: The output tile of a 16-bit matrix product that fills the GPU (rows x columns): cuBLAS's kernels on an H100 run one
-#: block per SM, each doing tile after tile (256 x 128 for a bf16 product of 4096, 320 x 128 for one of 8192, both 132
-#: blocks), so that the last round of tiles leaves the SMs without one free for other streams' kernels.
-ROUND_TILE = (256, 128)
+#: What :attr:`OperatorCall.shapes` is for an operator whose outputs the host must read.
+READ_BY_HOST = object()
 
 
-def product_rounds(gpu: Simulation, out: torch.Tensor, ms: float) -> tuple:
-    """A 16-bit product that fills the GPU as the waves of :meth:`asynclab.sim.sms.SMs.in_waves`: its rounds of one tile an SM
-    (:data:`ROUND_TILE`), all but the last on every SM, the last on those that have a tile left; () where the tiles
-    fill their rounds, the product does not fill the GPU or is not in 16 bits. On an H100 (bf16, 4096 x 4096: 512
-    tiles, 3.9 rounds), kernels of another stream ran on the 16 SMs of the last round, in its last 44 of 174 µs.
+class OperatorRule(NamedTuple):
+    """One entry of :data:`OPERATOR_RULES`: the operators it is for (none: those its ``predicate`` picks), and the
+    ``rule(gpu, call)`` that runs them."""
+    ops: frozenset
+    predicate: Callable[[OperatorCall], bool] | None
+    rule: Callable[[Simulation, OperatorCall], Any]
+
+    def matches(self, call: OperatorCall) -> bool:
+        """Whether this entry is for ``call``'s operator.
+
+        Example:
+            >>> entry = OperatorRule(frozenset({aten.mm.default}), None, print)
+            >>> [entry.matches(OperatorCall(op, (), {})) for op in (aten.mm.default, aten.add.Tensor)]
+            [True, False]
+        """
+        return call.func in self.ops if self.predicate is None else self.predicate(call)
+
+
+#: The simulated operator rules, in the order :func:`run_operator` tries them (filled by :func:`operator_rule`, as
+#: PyTorch's FakeTensor fills its ``op_implementations``): those for named operators first, then those keyed by a
+#: predicate, each in the order registered. The predicates' rules are the general path: the device check, a view,
+#: a read by the host, and a kernel, the last taking any operator. A rule hands the operator on to the next one that
+#: matches by returning :data:`NEXT`.
+OPERATOR_RULES: list[OperatorRule] = []
+NEXT = object()
+
+
+def operator_rule(*keys: Any) -> Callable:
+    """Register the decorated ``rule(gpu, call)`` (``call`` an :class:`OperatorCall`) for the operators ``keys``, or
+    for those a predicate ``keys[0](call)`` picks; a second rule for one operator is refused.
 
     Example:
-        >>> from asynclab.sim.device import SimGPU
-        >>> out = torch.empty(4096, 4096, dtype=torch.bfloat16)
-        >>> [(round(f, 3), round(ms, 3)) for f, ms in product_rounds(SimGPU(), out, 0.2)]
-        [(1.0, 0.15), (0.879, 0.05)]
-    """
-    if out.dim() < 2 or out.dtype not in (torch.bfloat16, torch.float16):
-        return ()
-    side = math.sqrt(getattr(gpu, "scale", 1.0))
-    rows, cols = math.ceil(out.shape[-2] * side / ROUND_TILE[0]), math.ceil(out.shape[-1] * side / ROUND_TILE[1])
-    tiles = rows * cols * math.prod(out.shape[:-2])
-    rounds = math.ceil(tiles / gpu.SM_COUNT)
-    last = tiles - (rounds - 1) * gpu.SM_COUNT
-    if rounds < 2 or last == gpu.SM_COUNT:
-        return ()
-    return ((1.0, ms * (rounds - 1) / rounds), (last / gpu.SM_COUNT, ms / rounds))
-
-
-def _product_dtype(name: str, args: Any, outputs: list) -> torch.dtype:
-    """The dtype a product runs in: its output's (a convolution's backward pass: its incoming gradient's)."""
-    operands = _operands(args)
-    return operands[0].dtype if name == "convolution_backward" else outputs[0].dtype
-
-
-def _inner(name: str, args: Any) -> int:
-    """The length of the sums a matrix product makes for each output element: the first factor's last dimension
-    (``addmm``'s and ``baddbmm``'s second argument), a convolution's weight size per output channel."""
-    operands = _operands(args)
-    tensors = [t for t in operands if isinstance(t, torch.Tensor)]
-    first = 1 if name in ("addmm", "baddbmm") else 0
-    if name == "convolution" and len(tensors) > 1:
-        return max(1, tensors[1].numel() // max(1, tensors[1].shape[0]))
-    if len(tensors) > first and tensors[first].dim() >= 1:
-        return tensors[first].shape[-1]
-    return 1
-
-
-#: Operators with a rule of their own, one each (filled by :func:`operator_rule`, as PyTorch's FakeTensor fills its
-#: ``op_implementations``); a rule may hand the operator back to the general path by returning :data:`GENERAL`.
-OPERATOR_RULES: dict[Any, Callable] = {}
-GENERAL = object()
-
-
-def operator_rule(*ops: Any) -> Callable:
-    """Register the decorated ``rule(gpu, args, kwargs)`` for each of ``ops``; a second rule for one is refused.
-
-    Example:
-        >>> operator_rule(aten.is_pinned.default)(lambda gpu, args, kwargs: True)
+        >>> operator_rule(aten.is_pinned.default)(lambda gpu, call: True)
         Traceback (most recent call last):
         ...
         ValueError: a second simulated rule for aten.is_pinned.default
+        >>> [e.rule.__name__ for e in OPERATOR_RULES if e.predicate is not None]
+        ['_two_devices', '_view', '_read_by_host', '_kernel']
     """
+    predicate = keys[0] if len(keys) == 1 and inspect.isfunction(keys[0]) else None
+    ops = frozenset() if predicate is not None else frozenset(keys)
+
     def register(rule: Callable) -> Callable:
-        again = [op for op in ops if op in OPERATOR_RULES]
+        again = [op for op in keys if predicate is None and any(op in e.ops for e in OPERATOR_RULES)]
         if again:
             raise ValueError(f"a second simulated rule for {again[0]}")
-        OPERATOR_RULES.update(dict.fromkeys(ops, rule))
+        general = next((i for i, e in enumerate(OPERATOR_RULES) if e.predicate is not None), len(OPERATOR_RULES))
+        OPERATOR_RULES.insert(len(OPERATOR_RULES) if predicate is not None else general,
+                              OperatorRule(ops, predicate, rule))
         return rule
     return register
 
 
+def run_operator(gpu: Simulation, func: Any, args: tuple, kwargs: dict) -> Any:
+    """Run ``func`` on simulated tensors: the first rule of :data:`OPERATOR_RULES` that matches it and does not hand
+    it on (a rule of its own, the device check, a view at once, a read by the host, or a kernel).
+
+    Example:
+        >>> from asynclab.sim.device import SimGPU
+        >>> with SimGPU() as gpu:
+        ...     x = torch.arange(6.0, device="cuda").view(2, 3)
+        ...     (x.t() @ x).sum().item()
+        153.0
+    """
+    call = OperatorCall(func, args, kwargs)
+    for entry in OPERATOR_RULES:
+        if entry.matches(call):
+            out = entry.rule(gpu, call)
+            if out is not NEXT:
+                return out
+    raise LookupError(f"no simulated rule runs {func}")  # never: the last rule takes any operator
+
+
 @operator_rule(aten._local_scalar_dense.default)
-def _item(gpu: Simulation, args: tuple, kwargs: dict) -> Any:
+def _item(gpu: Simulation, call: OperatorCall) -> Any:
     """``.item()``: a blocking copy to the host."""
-    return gpu.to_host(args[0], non_blocking=False, pinned=False).item()
+    return gpu.to_host(call.args[0], non_blocking=False, pinned=False).item()
 
 
 @operator_rule(aten.is_pinned.default)
-def _is_pinned(gpu: Simulation, args: tuple, kwargs: dict) -> bool:
+def _is_pinned(gpu: Simulation, call: OperatorCall) -> bool:
     """GPU memory is not pinned host memory."""
     return False
 
 
 @operator_rule(aten._to_copy.default)
-def _to_copy(gpu: Simulation, args: tuple, kwargs: dict) -> Any:
+def _to_copy(gpu: Simulation, call: OperatorCall) -> Any:
     """``.to(device)``: a copy to another device; a change of dtype alone is a kernel. A tensor that tells autograd it
     lives on the CPU (:func:`asynclab.sim.tensors.trains_here`) stays on its GPU when autograd casts it "to the CPU"."""
+    args, kwargs = call.args, call.kwargs
     device = kwargs.get("device")
     if getattr(args[0], "trains", False) and device is not None and device.type == "cpu":
         return run_operator(gpu, aten._to_copy.default, args, {k: v for k, v in kwargs.items() if k != "device"})
     moved = _to_device(gpu, args[0], kwargs)
-    return GENERAL if moved is None else moved
+    return NEXT if moved is None else moved
 
 
 @operator_rule(aten.copy_.default)
-def _copy(gpu: Simulation, args: tuple, kwargs: dict) -> Any:
+def _copy(gpu: Simulation, call: OperatorCall) -> Any:
     """``dst.copy_(src)`` between the host and a GPU or two GPUs: a copy; on one GPU, a kernel."""
+    args, kwargs = call.args, call.kwargs
     if not (_any_host(args[:2]) or len(_devices(args)) > 1):
-        return GENERAL
+        return NEXT
     gpu.copy(args[0], args[1], bool(args[2]) if len(args) > 2 else bool(kwargs.get("non_blocking")))
     return args[0]
 
 
 def _allocation(op: Any) -> Callable:
     """The rule of an operator that only allocates (``empty_like``, ``new_empty``): memory from the caching
-    allocator, no kernel, as on a GPU; one that asks for another device than a GPU is left to the general path."""
-    def rule(gpu: Simulation, args: tuple, kwargs: dict) -> Any:
+    allocator, no kernel, as on a GPU; one that asks for another device than a GPU is handed on to the general path."""
+    def rule(gpu: Simulation, call: OperatorCall) -> Any:
+        args, kwargs = call.args, call.kwargs
         device = kwargs.get("device")
         if device is not None and torch.device(device).type != "cuda":
-            return GENERAL
+            return NEXT
         meta = op(*map_leaves(_meta, args), **{**kwargs, "device": "meta", "pin_memory": None})
         return gpu.allocate(meta, args[0].block.device if device is None else gpu.index(device))
     return rule
@@ -351,55 +286,79 @@ _CPP_DTYPE = {torch.float32: "float", torch.float16: "c10::Half", torch.bfloat16
 
 
 @operator_rule(aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default)
-def _matrix_product(gpu: Simulation, args: tuple, kwargs: dict) -> Any:
+def _matrix_product(gpu: Simulation, call: OperatorCall) -> Any:
     """A matrix product of two dtypes raises at its launch, as the GPU's does (its meta kernel does not check)."""
+    args = call.args
     a, b = (args[1], args[2]) if len(args) > 2 else (args[0], args[1])
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dtype != b.dtype:
         raise RuntimeError(f"expected mat1 and mat2 to have the same dtype, but got: "
                            f"{_CPP_DTYPE.get(a.dtype, a.dtype)} != {_CPP_DTYPE.get(b.dtype, b.dtype)}")
-    return GENERAL
+    return NEXT
 
 
-def run_operator(gpu: Simulation, func: Any, args: tuple, kwargs: dict) -> Any:
-    """Run ``func`` on simulated tensors: a view at once, a copy between devices, a read by the host, or a kernel.
+# -- the general path: rules keyed by a predicate, tried in this order after the rules for named operators ---------
+def _host_written(call: OperatorCall) -> list:
+    """The host tensors the operator writes in place (a GPU kernel writes no host memory)."""
+    return [t for t in _mutated(call.func, call.args, call.kwargs, torch.Tensor) if not isinstance(t, DeviceTensor)]
 
-    Example:
-        >>> from asynclab.sim.device import SimGPU
-        >>> with SimGPU() as gpu:
-        ...     x = torch.arange(6.0, device="cuda").view(2, 3)
-        ...     (x.t() @ x).sum().item()
-        153.0
-    """
-    special = OPERATOR_RULES.get(func)
-    if special is not None:
-        out = special(gpu, args, kwargs)
-        if out is not GENERAL:
-            return out
-    devices = _devices((args, kwargs))
-    host_written = [t for t in _mutated(func, args, kwargs, torch.Tensor) if not isinstance(t, DeviceTensor)]
-    if _host_tensors((args, kwargs)) or host_written or len(devices) > 1:  # a GPU kernel writes no host memory
-        names = sorted({f"cuda:{d}" for d in devices} | ({"cpu"} if _host_tensors((args, kwargs)) or host_written
-                                                          else set()))
-        raise RuntimeError("Expected all tensors to be on the same device, but found at least two devices, "
-                           f"{names[0]} and {names[1]}!")
-    device = devices.pop() if devices else gpu.device
-    if _is_view(func):
-        base = next(t for t in leaves(args) if isinstance(t, DeviceTensor))
-        views = func(*map_leaves(_elem, args), **map_leaves(_elem, kwargs))
-        with torch.inference_mode(base.is_inference()):  # a view is an inference tensor if its base is one
-            return map_leaves(lambda o: DeviceTensor(o, base.block) if isinstance(o, torch.Tensor) else o, views)
-    try:
-        shapes = _shapes(func, args, kwargs)
-        in_place = not func._schema.returns and bool(_mutated(func, args, kwargs))  # torch._foreach_add_(xs, ys)
-        if not all(isinstance(o, torch.Tensor) for o in leaves(shapes)) or not (leaves(shapes) or in_place):
-            raise _NeedsHostRead()
-    except (_NeedsHostRead, NotImplementedError, RuntimeError) as err:
-        meta = isinstance(err, (_NeedsHostRead, NotImplementedError)) or "meta" in str(err).lower() \
-            or "data-dependent" in str(err)
-        if not meta:
-            raise
-        return _read_by_host(gpu, func, args, kwargs, device)
-    return _kernel(gpu, func, args, kwargs, device, shapes)
+
+def _on_two_devices(call: OperatorCall) -> bool:
+    """Whether the operator's tensors are on two devices: two GPUs, or a GPU and the host memory it reads (but a 0-d
+    tensor) or writes."""
+    return bool(_host_tensors((call.args, call.kwargs)) or _host_written(call) or len(call.devices) > 1)
+
+
+@operator_rule(_on_two_devices)
+def _two_devices(gpu: Simulation, call: OperatorCall) -> Any:
+    """PyTorch's refusal of an operator whose tensors are on two devices."""
+    host = _host_tensors((call.args, call.kwargs)) or _host_written(call)
+    names = sorted({f"cuda:{d}" for d in call.devices} | ({"cpu"} if host else set()))
+    raise RuntimeError("Expected all tensors to be on the same device, but found at least two devices, "
+                       f"{names[0]} and {names[1]}!")
+
+
+def _a_view(call: OperatorCall) -> bool:
+    return _is_view(call.func)
+
+
+@operator_rule(_a_view)
+def _view(gpu: Simulation, call: OperatorCall) -> Any:
+    """A view: at once, on the memory of its base (no kernel)."""
+    args, kwargs = call.args, call.kwargs
+    base = next(t for t in leaves(args) if isinstance(t, DeviceTensor))
+    views = call.func(*map_leaves(_elem, args), **map_leaves(_elem, kwargs))
+    with torch.inference_mode(base.is_inference()):  # a view is an inference tensor if its base is one
+        return map_leaves(lambda o: DeviceTensor(o, base.block) if isinstance(o, torch.Tensor) else o, views)
+
+
+def _host_reads(call: OperatorCall) -> bool:
+    return call.shapes is READ_BY_HOST
+
+
+@operator_rule(_host_reads)
+def _read_by_host(gpu: Simulation, call: OperatorCall) -> Any:
+    """An operator whose result the host must read (a size that depends on the data, or a Python value): a kernel on
+    the current stream that reads its inputs when it starts, and the host waits for it, as CUDA's ``nonzero`` does."""
+    func, args, kwargs, device = call.func, call.args, call.kwargs, call.device(gpu)
+    box: list = []
+    read = _on_cpu if gpu.computes else _garbage  # timing only: what the host reads is garbage, the same every run
+    eargs, ekwargs = map_leaves(read, args), map_leaves(read, kwargs)
+
+    def at_start() -> None:
+        box.append(func(*eargs, **ekwargs))
+    _, end = gpu.queue(func._schema.name.split("::")[-1], gpu.current(device), gpu.KERNEL_MS, at_start)
+    gpu.sync_report()
+    gpu.wait_until(end)
+    gpu.catch_up()
+    result = box[0]
+
+    def on_gpu(value: Any) -> Any:
+        if not isinstance(value, torch.Tensor):
+            return value
+        out = gpu.allocate(value, device)
+        out.elem.copy_(value)
+        return out
+    return map_leaves(on_gpu, result)
 
 
 #: How many operators' output shapes :data:`asynclab.sim.running.RUNNING` keeps (:func:`_shapes`).
@@ -450,9 +409,15 @@ def _returns(func: Any, shapes: Any) -> list:
     return [ret for ret, out in zip(returns, outs) for _ in leaves(out)]
 
 
-def _kernel(gpu: Simulation, func: Any, args: tuple, kwargs: dict, device: int, shapes: Any) -> Any:
-    """Queue ``func`` as a kernel on the current stream: it reads its inputs when it starts and writes its outputs
-    (new memory, and the tensors it mutates) when it ends."""
+def _any_operator(call: OperatorCall) -> bool:
+    return True
+
+
+@operator_rule(_any_operator)
+def _kernel(gpu: Simulation, call: OperatorCall) -> Any:
+    """Any other operator: a kernel on the current stream, which reads its inputs when it starts and writes its
+    outputs (new memory, and the tensors it mutates) when it ends."""
+    func, args, kwargs, shapes, device = call.func, call.args, call.kwargs, call.shapes, call.device(gpu)
     mutated = _mutated(func, args, kwargs)
     name = func._schema.name.split("::")[-1]
     flat = leaves(shapes)
@@ -490,7 +455,7 @@ def _kernel(gpu: Simulation, func: Any, args: tuple, kwargs: dict, device: int, 
     reads = tuple(t for t in leaves((eargs, ekwargs)) if isinstance(t, torch.Tensor)
                   and any(t is x.elem for x in leaves((args, kwargs)) if isinstance(x, DeviceTensor)))
     made_or_written = [o for o in outputs if o is not None] or mutated  # an in-place op of no return writes its inputs
-    ms, fill, memory = _kernel_cost(gpu, func, (args, kwargs), made_or_written)
+    ms, fill, memory = kernel_cost(gpu, func, (args, kwargs), made_or_written)
     product = name in CUBLAS_PRODUCTS
     nbytes = memcpy_bytes(name, args, made_or_written)
     if nbytes is not None:  # PyTorch copies these with cudaMemcpyAsync (aten/src/ATen/native/cuda/Copy.cu)
@@ -501,64 +466,6 @@ def _kernel(gpu: Simulation, func: Any, args: tuple, kwargs: dict, device: int, 
               waves=product_rounds(gpu, made_or_written[0], ms) if product and made_or_written else ())
     made = iter([o if o is not None else m for o, m in zip(outputs, flat)])
     return map_leaves(lambda _: next(made), shapes)
-
-
-def memcpy_bytes(name: str, args: tuple, outputs: list) -> int | None:
-    """The bytes of a copy within one GPU that PyTorch makes a cudaMemcpyAsync from device to device, not a kernel:
-    ``copy_`` or ``clone`` of one dtype into the same shape and strides, laid out densely; None for any other.
-
-    Example:
-        >>> x = torch.empty(4, 8)
-        >>> memcpy_bytes("copy_", (torch.empty(4, 8), x), []), memcpy_bytes("clone", (x.t(),), [x.t().clone()])
-        (128, 128)
-        >>> memcpy_bytes("copy_", (torch.empty(8, 4), x.t()), []), memcpy_bytes("copy_", (x.half(), x), [])
-        (None, None)
-    """
-    if name == "copy_" and len(args) > 1:
-        dst, src = args[0], args[1]
-    elif name == "clone" and outputs:
-        dst, src = outputs[0], args[0]
-    else:
-        return None
-    if not (isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor)) or src.dtype != dst.dtype \
-            or src.shape != dst.shape or src.stride() != dst.stride() or not src.numel() or not _dense(src) \
-            or src.is_conj() or src.is_neg():
-        return None
-    return src.numel() * src.element_size()
-
-
-def _dense(t: torch.Tensor) -> bool:
-    """Whether a tensor's elements fill its memory without gaps or overlap, in some order of its dimensions."""
-    expected = 1
-    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz != 1):
-        if stride != expected:
-            return False
-        expected *= size
-    return True
-
-
-def _read_by_host(gpu: Simulation, func: Any, args: tuple, kwargs: dict, device: int) -> Any:
-    """An operator whose result the host must read (a size that depends on the data, or a Python value): a kernel on
-    the current stream that reads its inputs when it starts, and the host waits for it, as CUDA's ``nonzero`` does."""
-    box: list = []
-    read = _on_cpu if gpu.computes else _garbage  # timing only: what the host reads is garbage, the same every run
-    eargs, ekwargs = map_leaves(read, args), map_leaves(read, kwargs)
-
-    def at_start() -> None:
-        box.append(func(*eargs, **ekwargs))
-    _, end = gpu.queue(func._schema.name.split("::")[-1], gpu.current(device), gpu.KERNEL_MS, at_start)
-    gpu.sync_report()
-    gpu.wait_until(end)
-    gpu.catch_up()
-    result = box[0]
-
-    def on_gpu(value: Any) -> Any:
-        if not isinstance(value, torch.Tensor):
-            return value
-        out = gpu.allocate(value, device)
-        out.elem.copy_(value)
-        return out
-    return map_leaves(on_gpu, result)
 
 
 def _to_device(gpu: Simulation, src: Any, kwargs: dict) -> Any:
@@ -651,29 +558,3 @@ def _peer_copy(gpu: Simulation, dst: DeviceTensor, src: DeviceTensor, nbytes: in
             other = default_stream_of(dst.block.device)
             gpu.set_ready(other, max(gpu.ready(other), end))
 
-
-def matmul_rate(gpu: Simulation, dtype: torch.dtype, flops: float, convolution: bool = False) -> float:
-    """FLOPs per ms, on the simulated GPU ``gpu`` (its card's figures and its ``scale``), of a matrix product of ``flops`` FLOPs (at a check's sizes) with output of ``dtype``: bf16,
-    fp16, tf32 (float32 where PyTorch allows TF32: ``torch.backends.cuda.matmul.allow_tf32``, or
-    ``set_float32_matmul_precision("high")``; for a ``convolution``, where cuDNN may:
-    ``torch.backends.cudnn.allow_tf32``, on by default), fp32 (any other dtype too). It is the card's rate for a
-    square product of the same work at the GPU's sizes, interpolated on a log-log scale between the sides it was
-    measured at (``matmul_tflops_by_side``), the smallest side's rate below them and the largest's above.
-
-    Example:
-        >>> from asynclab.sim.device import SimGPU
-        >>> gpu = SimGPU()
-        >>> [round(matmul_rate(gpu, torch.bfloat16, 2.0 * n ** 3) / 1e9) for n in (256, 1024, 8192, 16384)]
-        [9, 320, 772, 772]
-        >>> round(matmul_rate(gpu, torch.float32, 2e9) / 1e9, 1)  # a 1000 x 1000 product in fp32
-        37.2
-    """
-    tf32 = torch.backends.cudnn.allow_tf32 if convolution else torch.backends.cuda.matmul.allow_tf32
-    if dtype is torch.float32 and tf32:
-        kind = "tf32"
-    else:
-        kind = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, "fp32")
-    sides, rates = gpu.MATMUL_CURVES[kind]
-    scale = gpu.scale ** 1.5  # a check's products have sides sqrt(scale) shorter: FLOPs scale ** 1.5 fewer
-    side = math.log(max(flops * scale / 2.0, 1.0)) / 3.0
-    return math.exp(float(np.interp(side, np.log(sides), np.log(rates)))) / scale

@@ -24,7 +24,7 @@ from torch.overrides import TorchFunctionMode
 from asynclab.sim.device import SimGPU
 from asynclab.sim.simulation import FreeHost
 from asynclab.sim.figures import card_figures, rates
-from asynclab.sim.ops import CUBLAS_PRODUCTS, MATMULS
+from asynclab.sim.kernel_costs import CUBLAS_PRODUCTS, MATMULS
 from asynclab.sim.nest import leaves
 from asynclab.sim.refusals import refusals
 from asynclab.sim.tensors import DeviceTensor

@@ -72,10 +72,11 @@ def spin_blocks_op() -> Any:
     return _OP
 
 
-def _simulated(gpu: Any, args: tuple, kwargs: dict) -> None:
-    """The spin-blocks kernel on a simulated GPU: its blocks in waves of as many as the SMs hold at once (by
-    threads), each wave ``ns`` long; the last wave's empty SMs are left to kernels queued after it."""
-    given = {**dict(zip(("out", "ns", "blocks", "warps"), args)), **kwargs}
+def _simulated(gpu: Any, call: Any) -> None:
+    """The spin-blocks kernel on a simulated GPU (its rule: ``call`` an :class:`asynclab.sim.ops.OperatorCall`): its
+    blocks in waves of as many as the SMs hold at once (by threads), each wave ``ns`` long; the last wave's empty SMs
+    are left to kernels queued after it."""
+    given = {**dict(zip(("out", "ns", "blocks", "warps"), call.args)), **call.kwargs}
     out, ms, blocks = given["out"], given["ns"] / 1e6, int(given["blocks"])
     wave = gpu.SM_COUNT * blocks_per_sm_by_threads(int(given["warps"]))
     full, rest = divmod(blocks, wave)
