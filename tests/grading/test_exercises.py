@@ -344,10 +344,11 @@ def test_event_wait_fix_checks_what_the_code_does(fn, right, says):
     assert verdict.right is right and says in verdict.message, verdict.message
 
 
-def test_who_waited_is_read_from_the_reference_trace():
-    from asynclab.lessons.events.exercises import true_waits
+def test_who_waited_is_read_from_the_cells_trace():
+    from asynclab.lessons.events.exercises import exercise_trace, true_waits
 
-    truth = true_waits(reference.trace(4, "who_waited"))
+    trace = exercise_trace()  # the cell's recording (the older reference until the cell is recorded)
+    truth = true_waits(trace)
     assert len(truth) == 2  # two streams waited, in the reference
     assert al.check("04.who_waited", truth).right
     assert al.check("04.who_waited", {int(a): int(b) for a, b in truth}).right  # a dict works too
@@ -358,10 +359,30 @@ def test_who_waited_is_read_from_the_reference_trace():
     assert "no stream 999" in al.check("04.who_waited", {(999, 7)}).message
     assert "pairs of whole stream numbers" in al.check("04.who_waited", "7 waited for 13").message
     assert not al.check("04.who_waited", {(int(a) + 0.5, int(b)) for a, b in truth}).right  # no rounding
-    streams = ["7", "34", "38", "42", "46"]
+    streams = sorted({lane.split("stream ")[-1].split(" ")[0] for lane in trace.lanes() if "· stream " in lane})
+    assert len(streams) == 5
     everything = {(a, b) for a in streams for b in streams if a != b}
     verdict = al.check("04.who_waited", everything)
     assert not verdict.right and "each stream that waited" in verdict.message  # listing every pair gives nothing away
+
+
+def test_who_waited_judges_the_trace_the_cell_drew():
+    """The cell's own run (live or simulated) numbers its streams as its timeline shows them: given that run, the
+    check reads the waits off it, not off the recording."""
+    from asynclab.trace import load_trace
+
+    def kernel(name, stream, ts, dur, corr=None):
+        args = {"device": 0, "stream": stream} | ({"correlation": corr} if corr else {})
+        return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur, "args": args}
+
+    mine = load_trace({"traceEvents": [
+        kernel("spin", 13, 0, 1000),
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 4,
+         "args": {"correlation": 2}},
+        kernel("use", 7, 1002, 5, corr=2)]})
+    assert al.check("04.who_waited", {(7, 13)}, trace=mine).right
+    assert not al.check("04.who_waited", {(13, 7)}, trace=mine).right
+    assert "no stream 13" in al.check("04.who_waited", {(7, 13)}).message  # the recording has other streams
 
 
 def _polling_handoff(producer, consumer, make, use):

@@ -87,13 +87,16 @@ class LessonRun:
         return getattr(module, name), dict(getattr(module, "CPU_KWARGS", {}).get(name, {}))
 
     def measure(self, what: Any, setup: Callable[[], Any] | None = None, *, name: str | None = None,
-                repeats: int = 5, warmup: int = 1, values: bool = False, **kwargs: Any) -> Any:
+                repeats: int = 5, warmup: int = 1, values: bool = False, gpus: int | None = None,
+                **kwargs: Any) -> Any:
         """Time and trace the code of an experiment cell: ``what`` is a function, or ``{name: function}``, of the
         PyTorch lines to measure, each taking ``setup()``'s result when a ``setup`` is given. It runs live on this
         machine's GPU when the lesson runs live, else on the simulated card of the cell's recording (its times
         predicted), and returns a :class:`asynclab.course.cells.Measured` that shows the recording made from the same
         cell (``name``) beside it. ``values=True`` computes values in the simulation (slower), for code whose result
-        the cell reads.
+        the cell reads. ``gpus`` is how many GPUs the code uses, where a cell needs more than its lesson (a
+        two-GPU cell of a one-GPU lesson): it runs live only where this machine has that many, else on that many
+        simulated cards.
 
         With ``what`` a string, the packaged experiment of that name runs live with the recorded sizes (None
         without a GPU): the older form, for cells whose code is not yet on the page.
@@ -109,6 +112,11 @@ class LessonRun:
             ('simulated H100 (predicted)', True)
             >>> LessonRun(lesson(1), hardware.Hardware()).measure("launch_overhead") is None
             True
+            >>> def on_gpu_1():
+            ...     torch.ones(1024, device="cuda:1").mul_(2)
+            >>> two = run.measure(on_gpu_1, name="doc_gpu_1", repeats=1, gpus=2)  # two simulated GPUs
+            >>> two.where, two.trace.lanes()[0]
+            ('simulated H100 (predicted)', 'GPU 1 · stream 7 (default)')
         """
         if isinstance(what, str):
             if not self.live:
@@ -118,10 +126,12 @@ class LessonRun:
         if kwargs:
             raise TypeError(f"measure takes no parameter {sorted(kwargs)[0]!r} with code of your own: "
                             "put sizes in your setup function")
-        return self._measure_cell(what, setup, name, repeats, warmup, values)
+        if gpus is not None and not (isinstance(gpus, int) and 1 <= gpus <= 8):
+            raise ValueError(f"gpus is how many GPUs the code uses, 1 to 8 (got {gpus!r})")
+        return self._measure_cell(what, setup, name, repeats, warmup, values, gpus)
 
     def _measure_cell(self, what: Any, setup: Callable[[], Any] | None, name: str | None, repeats: int,
-                      warmup: int, values: bool) -> Any:
+                      warmup: int, values: bool, gpus: int | None = None) -> Any:
         import os
 
         from asynclab.course import cells
@@ -131,12 +141,14 @@ class LessonRun:
         gpu = (recording or {}).get("gpu") or self.reference_gpu
         card = "H200" if "H200" in gpu else "H100"
         mode = os.environ.get(cells.RECORD_ENV)
-        path = self.trace_path(f"cell_{key}") if self.live else None
-        measured = cells.run_cell(what, setup, live=self.live, card=card, gpus=max(1, self.lesson.gpus),
+        needs = max(1, self.lesson.gpus) if gpus is None else gpus
+        live = self.live if gpus is None else self.hw.live(gpus)  # a two-GPU cell of a one-GPU lesson: live on two
+        path = self.trace_path(f"cell_{key}") if live else None
+        measured = cells.run_cell(what, setup, live=live, card=card, gpus=needs,
                                   repeats=repeats, warmup=warmup, values=values, path=path)
         # "1": every cell recorded again; "stale": only a cell with no recording, or one of other code than the cell's
         stale = recording is None or recording.get("fingerprint") != measured.code
-        if self.live and (mode == "1" or (mode == "stale" and stale)):
+        if live and (mode == "1" or (mode == "stale" and stale)):
             cells.write_recording(self.lesson.reference_dir, key, measured, self.hw.gpus[0].name)
             recording = cells.recorded(self.lesson.reference_dir, key)
             measured.notes.append("(this run is the cell's recording)")

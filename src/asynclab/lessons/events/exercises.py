@@ -107,8 +107,7 @@ def true_waits(trace: Any) -> set[tuple[str, str]]:
     """``{(waiter stream, waited-for stream)}`` in a trace, read by :func:`asynclab.trace.analysis.metrics.stream_waits`.
 
     Example:
-        >>> from asynclab import reference
-        >>> sorted(true_waits(reference.trace(4, "who_waited")))  # doctest: +SKIP
+        >>> sorted(true_waits(exercise_trace()))  # doctest: +SKIP
         [('42', '34'), ('7', '38')]
     """
     from asynclab.trace.analysis.metrics import stream_waits
@@ -117,22 +116,51 @@ def true_waits(trace: Any) -> set[tuple[str, str]]:
     return {(_stream_of(w), _stream_of(f)) for w, f in zip(waits["lane"], waits["waited_for"])}
 
 
+#: The experiment cell of exercise 2: ``run.measure({...}, setup, name=WHO_WAITED)``, its five streams on the page.
+WHO_WAITED = "who_waited"
+
+
+def exercise_trace(trace: Any = None) -> Any:
+    """The trace exercise 2 is about: ``trace`` when given (the cell's own run: its Measured, or the Measured's
+    trace), else the cell's recording, else the trace recorded before the cell held the code (until the cell is
+    recorded).
+
+    Example:
+        >>> from asynclab.trace import EXAMPLE_TRACE, load_trace
+        >>> t = load_trace(EXAMPLE_TRACE)
+        >>> exercise_trace(t) is t, exercise_trace().lanes()[0].startswith("GPU 0")
+        (True, True)
+    """
+    from asynclab.course import reference
+    from asynclab.course.cells import recorded
+    from asynclab.course.registry import lesson
+    from asynclab.trace import load_trace
+
+    trace = getattr(trace, "trace", trace)  # a Measured: the trace of its run
+    if trace is not None:
+        return trace
+    folder = lesson(4).reference_dir
+    cell = folder / f"cell_{WHO_WAITED}.json.gz"
+    if recorded(folder, WHO_WAITED) is not None and cell.is_file():
+        return load_trace(cell)
+    return reference.trace(4, WHO_WAITED)
+
+
 @exercise("04.who_waited")
-def who_waited(answer: Any) -> Verdict:
-    """Which stream waited for which, in the reference trace ``who_waited``? Answer ``{(waiter, waited_for), ...}``
-    with the stream numbers of the timeline's lanes.
+def who_waited(answer: Any, trace: Any = None) -> Verdict:
+    """Which stream waited for which, in the trace of the exercise's cell? Answer ``{(waiter, waited_for), ...}``
+    with the stream numbers of the timeline's lanes. ``trace`` is the cell's run (its Measured, or its trace), the
+    timeline the learner read; without it, the cell's recording (:func:`exercise_trace`).
 
     Example:
         >>> who_waited({(7, 7)}).right
         False
     """
-    from asynclab.course import reference
-
-    trace = reference.trace(4, "who_waited")
     pairs = _pairs(answer)
     if pairs is None:
         return Verdict(False, "give a set of (waiter, waited_for) pairs of whole stream numbers, e.g. {(13, 7)}: "
                               "stream 13 waited for stream 7.")
+    trace = exercise_trace(trace)
     right = true_waits(trace)
     streams = {_stream_of(lane) for lane in trace.lanes() if "· stream " in lane}
     unknown = sorted({s for pair in pairs for s in pair} - streams)
@@ -160,5 +188,5 @@ def who_waited(answer: Any) -> Verdict:
 #: Answers for the classroom's solved examples, where the lesson publishes no code (``asynclab.grading.classroom``).
 CLASSROOM_ANSWERS = {
     "04.who_waited": ("from asynclab.lessons.events.exercises import true_waits\n"
-                      'answer = {(int(a), int(b)) for a, b in true_waits(run.reference_trace("who_waited"))}'),
+                      "answer = {(int(a), int(b)) for a, b in true_waits(five.trace)}"),
 }
