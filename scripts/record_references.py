@@ -114,12 +114,6 @@ def _record_one(lesson: str, out: Path, device: str) -> None:
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix=f"asynclab_ref_{lesson}_") as tmp:
         results, traces = mod.run_all(device, trace_dir=tmp)
-        # parts recorded on two GPUs by scripts/record_two_gpu_extras.py stay until that script runs again
-        if reference.available(lesson, root=out):
-            kept = {k: v for k, v in reference.results(lesson, root=out).items() if k.endswith("_2gpu")}
-            results = {**kept, **results}
-            if kept:
-                print(f"kept {', '.join(sorted(kept))} (re-record with scripts/record_two_gpu_extras.py)")
         folder = reference.write(lesson, results, traces, root=out)
     print(f"wrote {folder} in {time.perf_counter() - t0:.1f} s", flush=True)
 

@@ -292,19 +292,17 @@ def sync_every_iteration_trace(device: Any, path: str | Path, ops: int = 30, siz
 
 
 def synchronize_scope(device: Any = None, spin_ms: float = 50.0) -> dict[str, Any]:
-    """What ``synchronize`` waits for: the current stream only, or the whole device, and only one device.
+    """What ``synchronize`` waits for: the current stream only, or the whole device.
 
-    One GPU: a ``torch.cuda._sleep`` spin of about ``spin_ms`` is launched on a *side* stream, then
+    A ``torch.cuda._sleep`` spin of about ``spin_ms`` is launched on a *side* stream, then
     ``torch.cuda.current_stream().synchronize()`` is timed (returns at once: the current stream has
     nothing queued, and PyTorch's side streams do not synchronize with it), then
     ``torch.cuda.synchronize()`` (waits for every stream of the device, so for the rest of the spin).
-    Two or more GPUs: a spin on the next GPU while ``device`` is current, then ``torch.cuda.synchronize()``
-    (returns at once: it waits for the current device only) and ``torch.cuda.synchronize(other)``.
-    The spin length is calibrated on the device and measured with CUDA events (``*spin_ms``).
+    The spin length is calibrated on the device and measured with CUDA events (``spin_ms``). Whether it
+    waits for other devices too is a cell of the notebook, run on two GPUs (``synchronize_scope_2gpu``).
 
-    Returns ``{"parts", "spin_ms", "current_stream_sync_ms", "device_sync_ms", "other_device",
-    "other_spin_ms", "sync_current_device_ms", "sync_other_device_ms", "device", "note"}``;
-    the parts that did not run are None. On the CPU nothing runs (``parts == []``).
+    Returns ``{"parts", "spin_ms", "current_stream_sync_ms", "device_sync_ms", "device", "note"}``;
+    the figures are None where nothing ran. On the CPU nothing runs (``parts == []``).
 
     Example:
         >>> synchronize_scope("cpu")["parts"]
@@ -313,8 +311,7 @@ def synchronize_scope(device: Any = None, spin_ms: float = 50.0) -> dict[str, An
     dev = resolve_device(device)
     out: dict[str, Any] = {
         "parts": [], "spin_ms": None, "current_stream_sync_ms": None, "device_sync_ms": None,
-        "other_device": None, "other_spin_ms": None, "sync_current_device_ms": None,
-        "sync_other_device_ms": None, "device": str(dev), "note": "",
+        "device": str(dev), "note": "",
     }
     if dev.type != "cuda":
         out["note"] = "no CUDA device: there are no streams to wait for on the CPU"
@@ -336,30 +333,6 @@ def synchronize_scope(device: Any = None, spin_ms: float = 50.0) -> dict[str, An
         out["device_sync_ms"] = wall_ms(t0)
         out["spin_ms"] = start.elapsed_time(end)
         out["parts"].append("one_gpu")
-
-        count = torch.cuda.device_count()
-        if count >= 2:
-            other = (dev.index + 1) % count
-            other_dev = torch.device("cuda", other)
-            other_cycles = spin_cycles(other_dev, spin_ms)
-            torch.cuda.synchronize(other_dev)
-            with torch.cuda.device(other_dev):
-                s1, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                s1.record()
-                torch.cuda._sleep(other_cycles)  # on the other GPU's current stream
-                e1.record()
-            # back on ``dev`` as the current device
-            t0 = time.perf_counter()
-            torch.cuda.synchronize()
-            out["sync_current_device_ms"] = wall_ms(t0)
-            t0 = time.perf_counter()
-            torch.cuda.synchronize(other_dev)
-            out["sync_other_device_ms"] = wall_ms(t0)
-            out["other_device"] = other
-            out["other_spin_ms"] = s1.elapsed_time(e1)
-            out["parts"].append("two_gpus")
-        else:
-            out["note"] = "one GPU: the cross-device part needs two"
     return out
 
 
