@@ -6,8 +6,7 @@
 Each lesson runs its experiments module's ``run_all`` (the same functions the notebook runs live)
 in a fresh Python process, as a notebook kernel would, and writes
 ``asynclab/lessons/<name>/reference/`` (or ``<out>/<NN_name>/``): ``results.json``, ``meta.json`` and the traces (``*.json.gz``, each <= 1 MB).
-A lesson's reference needs the GPUs its live cells need, or more where its experiments module says so
-(``RECORD_GPUS``: lesson 04's cross-device section runs on two).
+A lesson's reference needs the GPUs its live cells need (``Lesson.gpus``).
 """
 from __future__ import annotations
 
@@ -65,9 +64,8 @@ def _normalise(lessons_: list[str]) -> list[str]:
 
 
 def record_gpus(item) -> int:
-    """The GPUs recording a lesson's reference needs: its live cells' (``Lesson.gpus``), or its experiments module's
-    ``RECORD_GPUS`` where a section of the reference needs more."""
-    return max(item.gpus, getattr(item.module("experiments"), "RECORD_GPUS", 0))
+    """The GPUs recording a lesson's reference needs: its live cells' (``Lesson.gpus``)."""
+    return item.gpus
 
 
 def _preflight(lessons_: list[str], device: str) -> None:

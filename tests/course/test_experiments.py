@@ -393,8 +393,7 @@ def test_events_experiments_explain_themselves_on_cpu():
         assert "no CUDA GPU" in r["note"] and is_json_ready(r), name
     head = E.headline({})
     assert set(head) >= {"race_wrong_values_unfixed", "race_wrong_values_fixed", "sanitizer_reported_race_unfixed",
-                         "sanitizer_clean_fixed", "allocator_reuse_corrupted_unfixed", "allocator_reuse_corrupted_fixed",
-                         "cross_device_wait_ok"}
+                         "sanitizer_clean_fixed", "allocator_reuse_corrupted_unfixed", "allocator_reuse_corrupted_fixed"}
     assert all(v is None for k, v in head.items() if k != "race_elements")
 
 

@@ -19,7 +19,7 @@ FAST = {
            "event_pitfalls"],
     "03": ["branches", "missing_wait", "spin_kernels", "matmuls", "parallel_module", "cuda_graphs", "tail_effect",
            "stream_pool"],
-    "04": ["event_api", "race", "allocator_reuse", "cross_device", "event_timer_modes", "who_waited", "sanitizer"],
+    "04": ["event_api", "race", "allocator_reuse", "event_timer_modes", "sanitizer"],
     "05": ["bandwidth", "bidirectional", "non_blocking", "pageable_sizes", "pin_cost", "pipeline", "copy_streams",
            "early_read", "source_mutation", "dataloader"],
     "06": ["fully_parallel", "bandwidth", "latency", "matrix", "machine"],

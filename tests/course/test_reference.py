@@ -182,17 +182,17 @@ def test_script_refuses_without_a_gpu(capsys):
 
 
 def test_script_refuses_a_lesson_whose_reference_needs_more_gpus(monkeypatch, capsys):
-    """Lesson 04's live cells need one GPU, its reference two (the cross-device section)."""
+    """A reference needs the GPUs its lesson's live cells need: two for lessons 06 and 07."""
     import torch
 
     script = load_script()
-    assert [script.record_gpus(item) for item in lessons.LESSONS[1:]] == [1, 1, 1, 2, 1, 2, 2, 1]
+    assert [script.record_gpus(item) for item in lessons.LESSONS[1:]] == [1, 1, 1, 1, 1, 2, 2, 1]
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     with pytest.raises(SystemExit) as info:
-        script.main(["--lessons", "03", "04", "--out", "/nonexistent"])
+        script.main(["--lessons", "03", "06", "--out", "/nonexistent"])
     assert info.value.code == 2
-    assert capsys.readouterr().err.strip() == "record_references: lesson 04 needs 2 GPUs; this machine has 1"
+    assert capsys.readouterr().err.strip() == "record_references: lesson 06 needs 2 GPUs; this machine has 1"
 
 
 def test_script_rejects_unknown_lessons(capsys):

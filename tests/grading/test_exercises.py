@@ -347,7 +347,7 @@ def test_event_wait_fix_checks_what_the_code_does(fn, right, says):
 def test_who_waited_is_read_from_the_cells_trace():
     from asynclab.lessons.events.exercises import exercise_trace, true_waits
 
-    trace = exercise_trace()  # the cell's recording (the older reference until the cell is recorded)
+    trace = exercise_trace()  # the cell's recording, reference/cell_who_waited.json.gz
     truth = true_waits(trace)
     assert len(truth) == 2  # two streams waited, in the reference
     assert al.check("04.who_waited", truth).right

@@ -92,8 +92,8 @@ FIGURES = {
     "04_event_api": [_ref(4, "event_api", annotation="the event API")],
     "04_race": [_ref(4, "race", annotation=a) for a in ("no wait", "wait_event", "synchronize")],
     "04_allocator_reuse": [_ref(4, "allocator_reuse", annotation=a) for a in ("nothing", "record_stream")],
-    "04_cross_device": [_ref(4, "cross_device", annotation=a) for a in ("no wait", "wait_event")],
-    "04_who_waited": [_ref(4, "who_waited", arrows=True)],
+    "04_cross_device": [_ref(4, "cell_cross_device", annotation=a) for a in ("no wait", "wait_event")],
+    "04_who_waited": [_ref(4, "cell_who_waited", annotation="five streams", arrows=True)],
     "05_bidirectional": [_ref(5, "bidirectional", annotation="H2D and D2H at once")],
     "05_non_blocking": [_ref(5, "non_blocking", annotation=a) for a in (
         "pageable, non_blocking=False", "pageable, non_blocking=True", "pinned, non_blocking=False",

@@ -22,8 +22,8 @@ __all__ = ["LABEL", "HEADLINE_FIGURES", "CLAIMS", "VALUES", "VALUE_FIGURES", "ti
 LABEL = "simulated H100 (predicted)"
 
 #: Experiments whose results count wrong values: they run with values computed (slower); the others are timed only.
-VALUES = {("03", "missing_wait"), ("04", "race"), ("04", "allocator_reuse"),
-          ("04", "cross_device"), ("05", "early_read"), ("05", "source_mutation")}
+VALUES = {("03", "missing_wait"), ("04", "race"), ("04", "allocator_reuse"), ("05", "early_read"),
+          ("05", "source_mutation")}
 #: Experiments whose claims read figures from a profiler trace of their own: predicted with a folder for their traces
 #: (the simulated GPU's, as torch.profiler would write them), which is deleted afterwards.
 TRACED = {("05", "dataloader")}

@@ -122,8 +122,7 @@ WHO_WAITED = "who_waited"
 
 def exercise_trace(trace: Any = None) -> Any:
     """The trace exercise 2 is about: ``trace`` when given (the cell's own run: its Measured, or the Measured's
-    trace), else the cell's recording, else the trace recorded before the cell held the code (until the cell is
-    recorded).
+    trace), else the cell's recording (``reference/cell_who_waited.json.gz``).
 
     Example:
         >>> from asynclab.trace import EXAMPLE_TRACE, load_trace
@@ -132,18 +131,9 @@ def exercise_trace(trace: Any = None) -> Any:
         (True, True)
     """
     from asynclab.course import reference
-    from asynclab.course.cells import recorded
-    from asynclab.course.registry import lesson
-    from asynclab.trace import load_trace
 
     trace = getattr(trace, "trace", trace)  # a Measured: the trace of its run
-    if trace is not None:
-        return trace
-    folder = lesson(4).reference_dir
-    cell = folder / f"cell_{WHO_WAITED}.json.gz"
-    if recorded(folder, WHO_WAITED) is not None and cell.is_file():
-        return load_trace(cell)
-    return reference.trace(4, WHO_WAITED)
+    return reference.trace(4, f"cell_{WHO_WAITED}") if trace is None else trace
 
 
 @exercise("04.who_waited")

@@ -1,4 +1,4 @@
-"""Lesson 04 experiments: the event API, a race made certain and fixed, the CUDA sanitizer, allocator reuse, events across GPUs."""
+"""Lesson 04 experiments: the event API, a race made certain and fixed, the CUDA sanitizer, allocator reuse, events as timers."""
 from __future__ import annotations
 
 import json
@@ -12,20 +12,16 @@ import torch
 
 from asynclab.course.experiments import annotate as _annotate
 from asynclab.course.experiments import Experiment, dig, lesson_run_all
-from asynclab.gpu.devices import resolve_device
 from asynclab.gpu.timing import spin_cycles, wall_ms
 from asynclab.course.experiments import record_gpu_trace as _record_trace
-from asynclab.course.experiments import gpu_or_note, no_gpu
+from asynclab.course.experiments import gpu_or_note
 from asynclab.gpu.processes import side_by_side
 
 LESSON = "04"
 
-#: GPUs its reference needs: the cross-device section runs on two, the rest of the lesson on one.
-RECORD_GPUS = 2
-
 #: Every experiment of this lesson needs a GPU (on the CPU each returns a note saying so): nothing to size down.
 CPU_KWARGS: dict[str, dict[str, Any]] = {name: {} for name in (
-    "event_api", "race", "sanitizer", "allocator_reuse", "cross_device", "event_timer_modes", "who_waited")}
+    "event_api", "race", "sanitizer", "allocator_reuse", "event_timer_modes")}
 
 #: What each GPU-only experiment returns on a machine without a GPU.
 NO_GPU = "no CUDA GPU: events order work on GPU streams (the CPU runs every op to the end, in order)"
@@ -354,67 +350,7 @@ def allocator_reuse(device: Any = None, spin_ms: float = 20.0, size: int = SIZE,
     return {**result, "elements": size, "spin_ms": spin_ms, "device": str(dev)}
 
 
-# -- 5: events across devices -------------------------------------------------------------------------------------
-def cross_device(device: Any = None, spin_ms: float = 10.0, size: int = 1 << 26,
-                 path: str | Path | None = None) -> dict[str, Any]:
-    """An event recorded on GPU 0's stream and waited for by GPU 1's stream.
-
-    A side stream of GPU 0 spins for ``spin_ms``, then writes ``x0 = 1`` and records ``done``. On GPU 1 a
-    side stream ``s1`` is current; it copies ``x0`` into ``y1`` (``y1.copy_(x0)``) and computes
-    ``z1 = y1 * 2``. PyTorch runs a copy between GPUs on the *source* GPU's current stream, fenced by
-    the two GPUs' current streams (lesson 06 takes that fence apart); GPU 0's producer stream is
-    neither, so without ``s1.wait_event(done)`` the copy reads ``x0`` during the spin. With the wait,
-    GPU 1's stream waits for an event of GPU 0, the copy waits for GPU 1's stream, and ``z1`` is right.
-    With ``path`` a trace of both (annotated ``"no wait"`` and ``"wait_event"``) is saved there.
-
-    Returns ``{"no wait": {"wrong", "sample"}, "wait_event": {...}, "elements", "spin_ms", "devices",
-    "device"}`` (None values with fewer than two GPUs).
-
-    Example:
-        >>> cross_device("cpu")["wait_event"] is None
-        True
-    """
-    dev = resolve_device(device)
-    if dev.type != "cuda" or torch.cuda.device_count() < 2:
-        out = no_gpu(dev, NO_GPU, elements=size, spin_ms=spin_ms, devices=None, **{"no wait": None, "wait_event": None})
-        if dev.type == "cuda":
-            out["note"] = "needs two CUDA GPUs: an event of one GPU, waited for by a stream of another"
-        return out
-    d0, d1 = torch.device("cuda", 0), torch.device("cuda", 1)
-    cycles = spin_cycles(d0, spin_ms)
-    s0, s1 = torch.cuda.Stream(d0), torch.cuda.Stream(d1)
-    x0, y1, z1 = torch.zeros(size, device=d0), torch.zeros(size, device=d1), torch.zeros(size, device=d1)
-    done = torch.cuda.Event()
-
-    def both() -> None:
-        torch.cuda.synchronize(d0), torch.cuda.synchronize(d1)
-
-    def once(wait: bool) -> dict[str, Any]:
-        x0.zero_(), y1.zero_(), z1.zero_()
-        both()
-        with _annotate("wait_event" if wait else "no wait"):
-            with torch.cuda.device(d0), torch.cuda.stream(s0):
-                torch.cuda._sleep(cycles)  # GPU 0's producer is late...
-                x0.fill_(1.0)  # ...and writes x0 after its spin
-                done.record(s0)
-            with torch.cuda.device(d1), torch.cuda.stream(s1):
-                if wait:
-                    with _annotate("s1.wait_event(done)"):
-                        s1.wait_event(done)  # GPU 1's stream waits for an event of GPU 0
-                y1.copy_(x0)  # GPU 1 takes x0
-                torch.mul(y1, 2, out=z1)  # and uses it
-            both()
-        return {"wrong": int((z1 != 2).sum()), "sample": _sample(z1)}
-
-    once(True), once(False)  # loads every kernel and the copy path
-    out = {"no wait": once(False), "wait_event": once(True)}
-    if path is not None:
-        _record_trace(path, lambda: (once(False), once(True)))
-    return {**out, "elements": size, "spin_ms": spin_ms, "devices": [torch.cuda.get_device_name(i) for i in (0, 1)],
-            "device": str(dev)}
-
-
-# -- 6: events as a timer, and how the host waits -------------------------------------------------------------------
+# -- 5: events as a timer, and how the host waits -------------------------------------------------------------------
 def event_timer_modes(device: Any = None, spin_ms: float = 50.0) -> dict[str, Any]:
     """How the host waits in ``event.synchronize()``: spinning (the default) or asleep (``blocking=True``).
 
@@ -463,52 +399,6 @@ def event_timer_modes(device: Any = None, spin_ms: float = 50.0) -> dict[str, An
             "spin_ms": spin_ms, "device": str(dev)}
 
 
-# -- the trace of exercise 2: who waited for whom --------------------------------------------------------------------
-def who_waited(device: Any = None, path: str | Path | None = None) -> dict[str, Any]:
-    """Four streams, two event waits: the trace behind exercise 2.
-
-    Stream A spins 10 ms and records ``a_done``; stream B spins 5 ms and records ``b_done``. Stream C
-    waits for ``a_done`` and then writes a tensor; the default stream waits for ``b_done`` and then writes
-    one; stream D waits for nothing. Which stream waited for which can be read off the timeline.
-
-    Returns ``{"streams": 5, "device"}`` (the trace is the result; None on the CPU).
-
-    Example:
-        >>> who_waited("cpu")["streams"] is None
-        True
-    """
-    dev, cpu = gpu_or_note(device, NO_GPU, streams=None)
-    if cpu is not None:
-        return cpu
-    with torch.cuda.device(dev):
-        ten = spin_cycles(dev, 10.0)
-        a, b, c, d = (torch.cuda.Stream() for _ in range(4))
-        t = [torch.zeros(SIZE, device=dev) for _ in range(3)]
-        a_done, b_done = torch.cuda.Event(), torch.cuda.Event()
-
-        def once() -> None:
-            torch.cuda.synchronize()
-            with torch.cuda.stream(a):
-                torch.cuda._sleep(ten)
-                a_done.record()
-            with torch.cuda.stream(b):
-                torch.cuda._sleep(ten // 2)
-                b_done.record()
-            with torch.cuda.stream(c):
-                c.wait_event(a_done)
-                t[0].fill_(1.0)  # a fill kernel
-            torch.cuda.current_stream().wait_event(b_done)
-            torch.mul(t[1], 2, out=t[1])  # a multiply kernel
-            with torch.cuda.stream(d):
-                torch.add(t[2], 3, out=t[2])  # an add kernel
-            torch.cuda.synchronize()
-
-        once()
-        if path is not None:
-            _record_trace(path, once)
-    return {"streams": 5, "device": str(dev)}
-
-
 # -- everything, as the recording script runs it -----------------------------------------------------------------------
 def headline(results: dict[str, Any]) -> dict[str, Any]:
     """The figures lesson 04's claims rest on, under the names its issue gives (None where not measured).
@@ -523,7 +413,6 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
     wrong_unfixed, wrong_fixed = get("race", "no wait", "wrong"), get("race", "wait_event", "wrong")
     unfixed_reported, fixed_reported = get("sanitizer", "unfixed", "reported"), get("sanitizer", "fixed", "reported")
     reuse_unfixed, reuse_fixed = get("allocator_reuse", "nothing", "wrong"), get("allocator_reuse", "record_stream", "wrong")
-    cross = get("cross_device", "wait_event", "wrong")
     return {
         "race_wrong_values_unfixed": wrong_unfixed,
         "race_wrong_values_fixed": wrong_fixed,
@@ -532,7 +421,6 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
         "sanitizer_clean_fixed": None if fixed_reported is None else not fixed_reported,
         "allocator_reuse_corrupted_unfixed": None if reuse_unfixed is None else reuse_unfixed > 0,
         "allocator_reuse_corrupted_fixed": None if reuse_fixed is None else reuse_fixed > 0,
-        "cross_device_wait_ok": None if cross is None else cross == 0,
     }
 
 
@@ -546,9 +434,7 @@ EXPERIMENTS: list[Experiment] = [
     Experiment("race", race, "race"),
     Experiment("sanitizer", sanitizer),
     Experiment("allocator_reuse", allocator_reuse, "allocator_reuse"),
-    Experiment("cross_device", cross_device, "cross_device", gpus=2),
     Experiment("event_timer_modes", event_timer_modes),
-    Experiment("who_waited", who_waited, "who_waited"),
 ]
 
 run_all = lesson_run_all(LESSON, EXPERIMENTS, CPU_KWARGS, headline)
