@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT / "src"))
 #: (lesson, experiment, parameters) as the notebooks' explore cells pass them, and experiments the table runs.
 EXPLORE = [(3, "branches", {"rows": 64}), (5, "pipeline", {"chunks": 4}),
            (7, "gpipe", {"micro_batches": (3,), "reps": 1}), (7, "gpipe", {"micro_batches": (16,), "reps": 1})]
-EXPERIMENTS = [("06", "bandwidth"), ("07", "asker"), ("08", "fix_one_at_a_time")]
+EXPERIMENTS = [("06", "latency"), ("07", "asker"), ("08", "fix_one_at_a_time")]
 
 
 def median_s(call: Callable[[], Any], repeat: int) -> float:

@@ -22,13 +22,13 @@ FAST = {
     "04": ["event_api", "race", "allocator_reuse", "event_timer_modes", "sanitizer"],
     "05": ["bandwidth", "bidirectional", "non_blocking", "pageable_sizes", "pin_cost", "pipeline", "copy_streams",
            "early_read", "source_mutation", "dataloader"],
-    "06": ["fully_parallel", "bandwidth", "latency", "matrix", "machine"],
+    "06": ["latency", "matrix"],
     "07": ["one_stage", "naive", "asker", "memory", "torch_pipelining", "work_wait"],
     "08": ["fix_one_at_a_time"],
 }
 #: The experiments that cannot run on the simulated GPU, and a word of the reason they must give.
 CANNOT = {("01", "async_error"): "subprocess",
-          ("01", "cpu_is_synchronous"): "CPU experiment", ("04", "sanitizer"): "subprocess", ("06", "machine"): "CPU experiment",
+          ("01", "cpu_is_synchronous"): "CPU experiment", ("04", "sanitizer"): "subprocess",
           ("07", "torch_pipelining"): "subprocess", ("07", "work_wait"): "subprocess"}
 
 #: Figures and claims the prediction misses, and why (asynclab.course.misses, which docs/predicted.md quotes).

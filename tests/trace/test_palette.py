@@ -105,8 +105,9 @@ FIGURES = {
     "05_source_mutation": [_ref(5, "source_mutation", annotation=a) for a in ("unfixed", "fixed")],
     "05_dataloader": [_window(5, f"dataloader_{n}", "step", occurrence=8, length_us=12_000)
                       for n in ("plain", "pinned")],
-    "06_fully_parallel": [_ref(6, "fully_parallel", host=False)],
-    "06_bandwidth": [_ref(6, "bandwidth")],
+    "06_fully_parallel": [_ref(6, "cell_stream_setups", annotation=f"send {a}, recv {b}", host=False)
+                          for a, b in (("default", "default"), ("side", "default"), ("default", "side"), ("side", "side"))],
+    "06_bandwidth": [_ref(6, "cell_p2p_bandwidth")],
     "07_naive": [_ref(7, "naive", annotation="naive step")],
     "07_asker_detached": [_ref(7, "asker_detached", annotation="small m=4"),
                           _ref(7, "asker_detached", annotation="big m=4", host=False)],

@@ -78,34 +78,14 @@ def available(lesson: str | int, root: str | os.PathLike | None = None) -> bool:
     return (lesson_dir(lesson, root) / "results.json").is_file()
 
 
-#: Names that references recorded before a rename still use, under the names the course uses now: the experiment
-#: of the blog post "Transferring data between GPUs in fully parallel fashion in PyTorch" was once ``seed004``.
-RENAMED = {"fully_parallel": "seed004", "fully_parallel_ms": "seed004_ms", "fully_parallel_overlap": "seed004_overlap"}
-
-
-def _renamed(data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` with every key of an older recording also under its current name (at any depth)."""
-    out = {}
-    for key, value in data.items():
-        value = _renamed(value) if isinstance(value, dict) else value
-        out[key] = value
-        for new, old in RENAMED.items():
-            if key == old and new not in data:
-                out[new] = value
-    return out
-
-
 def results(lesson: str | int, root: str | os.PathLike | None = None) -> dict[str, Any]:
-    """The lesson's recorded figures (``results.json``), keyed by experiment function name (an older recording's
-    names are read under the current ones too, see :data:`RENAMED`).
+    """The lesson's recorded figures (``results.json``), keyed by experiment function name.
 
     Example:
         >>> results(1)["host_runs_ahead"]["finish_ms"]  # doctest: +SKIP
         27.6
-        >>> _renamed({"seed004": {"copy_ms": 2.8}})["fully_parallel"]
-        {'copy_ms': 2.8}
     """
-    return _renamed(_read_json(lesson_dir(lesson, root) / "results.json", lesson, "results file"))
+    return _read_json(lesson_dir(lesson, root) / "results.json", lesson, "results file")
 
 
 def meta(lesson: str | int, root: str | os.PathLike | None = None) -> dict[str, Any]:
@@ -140,9 +120,6 @@ def trace_path(lesson: str | int, name: str, root: str | os.PathLike | None = No
     """
     stem = name[: -len(TRACE_SUFFIX)] if name.endswith(TRACE_SUFFIX) else name
     path = lesson_dir(lesson, root) / f"{stem}{TRACE_SUFFIX}"
-    older = lesson_dir(lesson, root) / f"{RENAMED.get(stem, stem)}{TRACE_SUFFIX}"
-    if not path.is_file() and older.is_file():  # recorded before the rename
-        path = older
     if not path.is_file() and path.parent.is_dir():
         have = trace_names(lesson, root)
         raise ReferenceNotFound(f"lesson {folder_name(lesson)}: no reference trace named {stem!r} "
