@@ -518,37 +518,6 @@ def test_copy_barriers_find_where_gpu0_stalls_and_name_a_trace_without_them():
         P.copy_barriers(reference.trace(7, "pipelining_1f1b_rank0"))
 
 
-def test_asker_loop_walks_the_stages_in_reverse_each_tick():
-    model = P.ToyModel(1, 4, devices=("cpu", "cpu"))
-    calls = []
-    for i, stage in enumerate(model.stages):
-        for name in ("forward", "backward", "update"):
-            def spy(*args, _fn=getattr(stage, name), _tag=(i, name)):
-                calls.append(_tag)
-                return _fn(*args)
-            setattr(stage, name, spy)
-    model.train_pipeline(torch.ones(6, 4), m=3)
-    one = lambda i: [(i, "forward"), (i, "backward"), (i, "update")]  # noqa: E731
-    assert calls == one(0) + (one(1) + one(0)) * 2 + one(1)  # stage 1 first: the chunk stage 0 handed over last tick
-
-
-def test_asker_hand_off_is_detached_so_no_gradient_crosses():
-    model = P.ToyModel(1, 4, devices=("cpu", "cpu"))
-    reached = []
-    weight = model.stages[0].module[0].weight
-    weight.register_hook(lambda g: reached.append(1))
-    model.train_pipeline(torch.ones(6, 4), m=3)
-    assert len(reached) == 3  # stage 0's own loss, once per chunk; stage 1's backward never reaches it
-
-
-def test_asker_headline_names():
-    r = {"m": [1, 2], "loop_ms": [5.0, 4.0], "plain_ms": 6.0, "both_busy_ms_m4": 2.0, "step_ms_m4": 4.0}
-    h = P.headline({"asker_detached": {"small": r, "big": r}})
-    assert h["asker_detached_small_ms"] == {"plain": 6.0, "1": 5.0, "2": 4.0} == h["asker_detached_big_ms"]
-    assert h["asker_detached_big_both_busy_share_m4"] == 0.5
-    assert P.headline({})["asker_detached_big_ms"] is None
-
-
 def test_native_half_is_fp16_below_compute_capability_8(monkeypatch):
     from asynclab.gpu.devices import native_half
 

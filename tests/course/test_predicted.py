@@ -10,8 +10,8 @@ import pytest
 from asynclab.course import misses, predicted
 
 #: The experiments this test runs, per lesson: every one the simulation runs in seconds, and those it refuses.
-#: Left out: lesson 01's d2l_benchmark (its claims time numpy on this machine's own CPU), and lesson 07's gpipe and
-#: asker_detached (a minute or more each; scripts/predicted_table.py runs them).
+#: Left out: lesson 01's d2l_benchmark (its claims time numpy on this machine's own CPU), and lesson 07's gpipe (most
+#: of a minute; scripts/predicted_table.py runs it).
 FAST = {
     "01": ["host_runs_ahead", "launch_overhead", "overhead_bound", "hidden_syncs", "sync_debug_blind_spots",
            "async_error", "cpu_is_synchronous"],

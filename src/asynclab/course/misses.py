@@ -25,11 +25,6 @@ FIGURE_MISSES: dict[tuple[str, str, str], str] = {
     "tensor operators (each of 256 images made with its own generator, two randint and a flip or a copy; the batch "
     "stacked) and not the Python around them, and that host time differs between runs of the step (the same step "
     "recorded on an H100 two days before took 106 ms)",
-    ("07", "asker_detached", "small.loop_ms.2"): "predicted 5.6 ms vs 9.97 ms recorded on two "
-    "H100s: the asker's loop at his own size is the host's (each of four chunks: both stages' forward, backward and "
-    "Adam step on a 10-wide layer, nothing for the GPUs to do), and the host's time for such small steps differs "
-    "between runs and machines by up to a factor of two: the same loop took 10.8 ms in the recording on two H200s "
-    "before, and 6.7 to 8.2 ms measured again there, each time in a fresh process",
 }
 
 #: Claims whose verdict the prediction does not reproduce, by (lesson, experiment, claim), and why.

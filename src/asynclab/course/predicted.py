@@ -53,8 +53,7 @@ HEADLINE_FIGURES: dict[str, list[tuple[str, tuple[str, ...]]]] = {
     "07": [("one_stage", ("ms",)), ("one_stage", ("forward_ms",)), ("naive", ("step_ms",)),
            ("asker", ("chunk_by_chunk", "step_ms")), ("asker", ("forwards_first", "step_ms")),
            ("gpipe", ("step_ms", 2)), ("gpipe", ("step_ms", 3)), ("gpipe", ("step_ms", 5)),
-           ("memory", ("gpipe", "peak_gib", 0)), ("memory", ("1f1b", "peak_gib", 0)), ("memory", ("1f1b", "step_ms")),
-           ("asker_detached", ("big", "step_ms_m4")), ("asker_detached", ("small", "loop_ms", 2))],
+           ("memory", ("gpipe", "peak_gib", 0)), ("memory", ("1f1b", "peak_gib", 0)), ("memory", ("1f1b", "step_ms"))],
     "08": [("fix_one_at_a_time", ("stages", 0, "step_ms"))],
 }
 
@@ -85,11 +84,6 @@ class Claim:
 
 def _flat(r: dict) -> float:
     return r["flat_level_us"]
-
-
-def _at(r: dict, m: int) -> float:
-    """The asker's loop's step time with ``m`` chunks."""
-    return r["loop_ms"][r["m"].index(m)]
 
 
 #: The notebooks' claims (``al.claim`` cells) that read one experiment's results only, as they state them.
@@ -171,12 +165,6 @@ CLAIMS = [
           lambda r: r["step_ms"][-1] > min(r["step_ms"])),
     Claim("07", "memory", "by hand, 1F1B is slower than by-hand GPipe (1.2x or more)",
           lambda r: r["1f1b"]["step_ms"] >= 1.2 * r["gpipe"]["step_ms"]),
-    Claim("07", "asker_detached", "at his size, his loop with m=4 is at least 1.5x slower than the plain step",
-          lambda r: _at(r["small"], 4) >= 1.5 * r["small"]["plain_ms"]),
-    Claim("07", "asker_detached", "at the GPU-bound size, his loop with m=4 is at least 1.3x faster than with one chunk",
-          lambda r: _at(r["big"], 1) >= 1.3 * _at(r["big"], 4)),
-    Claim("07", "asker_detached", "at the GPU-bound size, both GPUs work at once for at least 40% of the m=4 step",
-          lambda r: r["big"]["both_busy_ms_m4"] >= 0.4 * r["big"]["step_ms_m4"]),
 ]
 
 

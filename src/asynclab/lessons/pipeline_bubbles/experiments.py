@@ -1,4 +1,4 @@
-"""Lesson 07 experiments: the model of the PyTorch Forums thread "How CUDA do Asynchronous execution really looks like?" split over two GPUs: the asker's own, naive and pipelined by hand; GPipe over m; 1F1B's memory; torch.distributed.pipelining."""
+"""Lesson 07 experiments: the model of the PyTorch Forums thread "How CUDA do Asynchronous execution really looks like?" split over two GPUs: naive, chunk by chunk as the asker wrote it, and pipelined by hand; GPipe over m; 1F1B's memory; torch.distributed.pipelining."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -37,7 +37,7 @@ MULTI_GPU_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1
 
 #: Every experiment needs two GPUs (without them each returns a note saying so): nothing to size down.
 CPU_KWARGS: dict[str, dict[str, Any]] = {name: {} for name in (
-    "one_stage", "naive", "asker", "asker_detached", "gpipe", "memory", "torch_pipelining", "work_wait")}
+    "one_stage", "naive", "asker", "gpipe", "memory", "torch_pipelining", "work_wait")}
 
 NO_GPUS = "needs two CUDA GPUs: a model split over two GPUs"
 NO_PIPELINING = ("needs torch.distributed.pipelining (PyTorch 2.4 or newer): this PyTorch is older, so this section "
@@ -231,125 +231,6 @@ def asker(device: Any = None, m: int = 4, reps: int = 5, path: str | Path | None
     trace = _record_trace(path or _tmp("asker"), lambda: [run_annotated(name, fn) for name, fn in runs.items()])
     return {"m": m, **{name: {"step_ms": step_ms[name], "busy_share": _busy_share(trace, name)} for name in runs},
             "device": str(dev)}
-
-
-# -- 1b: the asker's own model: a detached hand-off, a loss and an Adam per stage, his loop ------------------------
-#: The asker's size (one Linear(10, 10) and ReLU per stage, batch 64), and one whose GPU work dwarfs the launches.
-ASKER_SIZES: dict[str, dict[str, int]] = {"small": {"layers": 1, "width": 10, "batch": 64},
-                                          "big": {"layers": LAYERS, "width": WIDTH, "batch": BATCH}}
-#: Chunk counts of his loop.
-ASKER_M = (1, 2, 4, 8, 16)
-
-
-class AskerStage:
-    """One stage of the asker's model with its own loss and its own Adam (``weight_decay=5e-4``), and the three
-    calls his loop makes on it: ``forward``, ``backward``, ``update``.
-
-    Example:
-        >>> stage = AskerStage(1, 4, torch.device("cpu"))
-        >>> stage.forward(torch.ones(2, 4)).shape
-        torch.Size([2, 4])
-    """
-
-    def __init__(self, layers: int, width: int, device: torch.device, lr: float = 1e-4):
-        self.device = device
-        self.module = stage_module(layers, width, device)
-        self.opt = torch.optim.Adam(self.module.parameters(), lr=lr, weight_decay=5e-4)
-        self.out: torch.Tensor | None = None
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self.out = self.module(x.to(self.device))  # the hand-off arrives here: a copy from the previous GPU
-        return self.out
-
-    def backward(self) -> None:
-        _loss(self.out).backward()
-
-    def update(self) -> None:
-        self.opt.step()
-        self.opt.zero_grad()
-
-
-class ToyModel:
-    """The forum asker's model as he describes it: two stages on two GPUs, the hand-off between them detached, so
-    that no gradient crosses the GPUs and each stage trains on a loss and an optimizer of its own.
-
-    Example:
-        >>> model = ToyModel(1, 4, devices=("cpu", "cpu"))
-        >>> model.train_pipeline(torch.ones(8, 4), m=4)  # four chunks, five ticks: trains each stage on each chunk
-        >>> [stage.opt.state_dict()["state"][0]["step"].item() for stage in model.stages]
-        [4.0, 4.0]
-    """
-
-    def __init__(self, layers: int, width: int, devices: tuple[Any, Any] = ("cuda:0", "cuda:1")):
-        torch.manual_seed(0)
-        self.stages = [AskerStage(layers, width, torch.device(d)) for d in devices]
-
-    def plain(self, x: torch.Tensor) -> None:
-        """One ordinary step on the whole batch: both forwards, then each stage's backward and update."""
-        first, second = self.stages
-        second.forward(first.forward(x).detach())
-        for stage in self.stages:
-            stage.backward()
-            stage.update()
-
-    def train_pipeline(self, x: torch.Tensor, m: int) -> None:
-        """The asker's loop: the batch in ``m`` chunks; at each tick the stages in reverse order, each running its
-        forward, backward and update on the chunk it holds, stage 1 on what stage 0 handed over the tick before."""
-        first, second = self.stages
-        handed: torch.Tensor | None = None
-        for tick, chunk in enumerate([*x.chunk(m), None]):
-            if handed is not None:  # stage 1 first: the chunk stage 0 finished last tick
-                second.forward(handed)
-                second.backward()
-                second.update()
-            handed = None
-            if chunk is not None:
-                handed = first.forward(chunk).detach()
-                first.backward()
-                first.update()
-
-
-def asker_detached(device: Any = None, sizes: tuple[str, ...] = ("small", "big"), micro_batches: tuple[int, ...] = ASKER_M,
-                   reps: int = 5, path: str | Path | None = None) -> dict[str, Any]:
-    """The asker's own model (:class:`ToyModel`) and loop, at his size and at a GPU-bound one (:data:`ASKER_SIZES`):
-    the plain step and his ``train_pipeline`` for each ``m``, and, from a trace of ``m = 4``, how long both GPUs
-    worked at once (:func:`asynclab.trace.analysis.metrics.busy_together`) and each GPU's busy time.
-
-    With ``path`` the trace (annotated ``"<size> plain"`` and ``"<size> m=4"``) is kept there.
-    Returns ``{"<size>": {"plain_ms", "m": [...], "loop_ms": [...], "both_busy_ms_m4", "step_ms_m4",
-    "busy_ms_m4" ([GPU 0, GPU 1]), "size"}, "device"}``.
-
-    Example:
-        >>> asker_detached("cpu")["small"] is None
-        True
-    """
-    dev, cpu = gpu_or_note(device, NO_GPUS, min_gpus=2, **{name: None for name in sizes})
-    if cpu is not None:
-        return cpu
-    from asynclab.trace.analysis.metrics import busy_time, busy_together
-    from asynclab.gpu.record import record
-
-    out: dict[str, Any] = {}
-    runs: dict[str, Callable[[], Any]] = {}
-    for name in sizes:
-        size = ASKER_SIZES[name]
-        model = ToyModel(size["layers"], size["width"])
-        x = torch.randn(size["batch"], size["width"], device="cuda:0")
-        out[name] = {"plain_ms": median_wall_ms(lambda: model.plain(x), reps), "m": list(micro_batches),
-                     "loop_ms": [median_wall_ms(lambda: model.train_pipeline(x, m), reps) for m in micro_batches],
-                     "size": dict(size)}
-        runs[f"{name} plain"] = lambda model=model, x=x: model.plain(x)
-        runs[f"{name} m=4"] = lambda model=model, x=x: model.train_pipeline(x, 4)
-    trace = record(lambda: [run_annotated(label, fn) for label, fn in runs.items()], path=path or _tmp("asker_detached"),
-                   warmup=1, steps=1, cuda_sync_events=True)
-    for name in sizes:
-        w = trace.window(annotation=f"{name} m=4")
-        lo, hi = trace.annotation_range(f"{name} m=4", occurrence=0)
-        busy = busy_time(w, by="device")
-        out[name].update({"both_busy_ms_m4": busy_together(w, devices=[0, 1]) / 1e3, "step_ms_m4": (hi - lo) / 1e3,
-                          "busy_ms_m4": [float(busy.get(d, 0.0)) / 1e3 for d in (0, 1)]})
-    out["device"] = str(dev)
-    return out
 
 
 # -- 2: GPipe over m -------------------------------------------------------------------------------------------
@@ -594,13 +475,6 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
     ms = gp.get("m") or []
     by_m = lambda key: dict(zip(map(str, ms), gp.get(key) or []))  # noqa: E731
     pipelining = {s: r for s, r in tp.items() if isinstance(r, dict)}
-    detached = results.get("asker_detached") or {}
-
-    def loop_ms(size: str) -> dict[str, float] | None:
-        r = detached.get(size)
-        return None if not r else {"plain": r["plain_ms"], **{str(m): ms for m, ms in zip(r["m"], r["loop_ms"])}}
-
-    big = detached.get("big") or {}
     return {
         "naive_busy_share_per_gpu": naive_.get("busy_share"),
         "one_stage_ms": stage.get("ms"),
@@ -611,9 +485,6 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
         "peak_mem_gib_1f1b_m8": (mem.get("1f1b") or {}).get("peak_gib"),
         "torch_pipelining_step_ms": {f"{s} {r['gpus']} GPUs": r["step_ms"] for s, r in pipelining.items()},
         "torch_pipelining_bubble_measured": {f"{s} {r['gpus']} GPUs": r["bubble_measured"] for s, r in pipelining.items()},
-        "asker_detached_small_ms": loop_ms("small"),
-        "asker_detached_big_ms": loop_ms("big"),
-        "asker_detached_big_both_busy_share_m4": (big["both_busy_ms_m4"] / big["step_ms_m4"]) if big else None,
         "work_wait_host_ms": (results.get("work_wait") or {}).get("wait_host_ms"),
         "work_wait_stream_ms": (results.get("work_wait") or {}).get("stream_ms"),
     }
@@ -643,7 +514,6 @@ EXPERIMENTS: list[Experiment] = [
     Experiment("one_stage", one_stage),
     Experiment("naive", naive, "naive", gpus=2),
     Experiment("asker", asker, "asker", gpus=2),
-    Experiment("asker_detached", asker_detached, "asker_detached", gpus=2),
     Experiment("gpipe", _gpipe, "gpipe_m*", gpus=2, custom=True),
     Experiment("memory", memory),
     Experiment("torch_pipelining", _torch_pipelining, "pipelining_*_rank*", gpus=2, custom=True),
