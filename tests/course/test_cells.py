@@ -243,3 +243,26 @@ def test_a_long_simulation_says_what_it_runs_on_stderr(monkeypatch, capsys):
 def test_a_short_simulation_prints_nothing(capsys):
     cells.run_cell({"square": _square}, _setup, live=False, repeats=1, warmup=0)
     assert capsys.readouterr().err == ""
+
+
+def test_a_settled_workload_is_simulated_no_further_but_one_that_varies_is():
+    """On the simulated card, once two repeats took the same time and returned the same value, the remaining repeats
+    are those (not simulated again); a workload whose time changes from repeat to repeat runs every repeat."""
+    calls = {"steady": 0, "growing": 0}
+
+    def setup():
+        return torch.ones(1024, 1024, device="cuda")
+
+    def steady(x):
+        calls["steady"] += 1
+        x @ x
+
+    def growing(x):  # one more product each time: no two repeats alike
+        calls["growing"] += 1
+        for _ in range(calls["growing"]):
+            x @ x
+
+    m = cells.run_cell({"steady": steady, "growing": growing}, setup, live=False, repeats=6, warmup=1)
+    assert calls == {"steady": 1 + 2 + 1, "growing": 1 + 6 + 1}  # warm-up, repeats run, the profiled run
+    assert len(m.times["steady"]) == len(m.times["growing"]) == 6
+    assert len(set(m.times["growing"])) == 6 and m.times["steady"][2:] == [m.times["steady"][1]] * 4
