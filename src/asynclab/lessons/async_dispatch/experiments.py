@@ -541,7 +541,7 @@ def sync_debug_blind_spots(device: Any = None, spin_ms: float = 20.0, size: int 
 
 #: A script that queues an out-of-bounds gather on the GPU, then unrelated work, then reads a value: it prints,
 #: as JSON, the step at which the error surfaced.
-_ASYNC_ERROR_SCRIPT = r"""
+ASYNC_ERROR_SCRIPT = r"""
 import json, torch
 steps = ["1 · y = x[index]: the faulty kernel is queued", "2 · z = a @ a: unrelated work",
          "3 · z.sum().item(): the first read on the host"]
@@ -583,8 +583,8 @@ def async_error(device: Any = None, timeout_s: float = 120.0) -> dict[str, Any]:
         return {"default": None, "launch_blocking": None, "faulty_step": faulty, "device": str(dev)}
     out: dict[str, Any] = {"faulty_step": faulty, "device": str(dev)}
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(dev.index or 0)}
-    runs = side_by_side({"default": (["-c", _ASYNC_ERROR_SCRIPT], env),
-                         "launch_blocking": (["-c", _ASYNC_ERROR_SCRIPT], {**env, "CUDA_LAUNCH_BLOCKING": "1"})},
+    runs = side_by_side({"default": (["-c", ASYNC_ERROR_SCRIPT], env),
+                         "launch_blocking": (["-c", ASYNC_ERROR_SCRIPT], {**env, "CUDA_LAUNCH_BLOCKING": "1"})},
                         timeout_s, "faulty run")
     for key, proc in runs.items():
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
