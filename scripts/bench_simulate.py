@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""How long the simulated H100 takes on this machine's CPU for what a learner without a GPU runs: the lessons'
-explore cells (lesson 03's rows, 05's chunks, 07's micro-batches) and a few of their experiments.
+"""How long the simulated card takes on this machine's CPU for what a learner without a GPU runs: the lessons'
+explore cells (lesson 03's rows, 05's chunks, 07's micro-batches) and a few of their experiments; with ``--cells``,
+every experiment cell of the notebooks (a code cell that calls ``run.measure``), run as a learner runs it.
 
     python3 scripts/bench_simulate.py [--repeat 3]
+    python3 scripts/bench_simulate.py --cells [--notebooks notebooks/07_pipeline_bubbles.ipynb ...] [--over 2]
 
 Prints one line per call, the median of ``--repeat`` runs in seconds (each run after a first one that warms up
-imports and caches). A benchmark, not a test: quote its figures, with the machine, in a note.
+imports and caches). ``--cells`` executes each notebook once in a fresh kernel (as JupyterLab does) and prints each
+experiment cell's time, from the kernel's own timestamps, and the cells over ``--over`` seconds. A benchmark, not a
+test: quote its figures, with the machine and its load, in a note.
 """
 from __future__ import annotations
 
@@ -41,10 +45,57 @@ def median_s(call: Callable[[], Any], repeat: int) -> float:
     return statistics.median(times)
 
 
+def cell_seconds(notebook: Path) -> list[tuple[int, str, float]]:
+    """Execute ``notebook`` in a fresh kernel, as a learner without a GPU runs it, and give each experiment cell's
+    (index, first line, seconds) from the kernel's timestamps.
+
+    Example:
+        >>> cell_seconds(ROOT / "notebooks" / "02_timing.ipynb")[0][2] > 0  # doctest: +SKIP
+        True
+    """
+    import datetime
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(notebook, as_version=4)
+    NotebookClient(nb, timeout=600, kernel_name="python3", record_timing=True,
+                   resources={"metadata": {"path": str(notebook.parent)}}).execute()
+    out = []
+    for i, cell in enumerate(nb.cells):
+        stamps = cell.get("metadata", {}).get("execution", {})
+        if cell.cell_type != "code" or "run.measure(" not in cell.source or "iopub.execute_input" not in stamps:
+            continue
+        start, end = (datetime.datetime.fromisoformat(stamps[k].replace("Z", "+00:00"))
+                      for k in ("iopub.execute_input", "shell.execute_reply"))
+        first = next((line for line in cell.source.splitlines() if "run.measure(" in line), "").strip()
+        out.append((i, first[:70], (end - start).total_seconds()))
+    return out
+
+
+def cells_table(notebooks: list[Path], over: float) -> int:
+    """Print every experiment cell's seconds, notebook by notebook, then the cells over ``over`` seconds."""
+    slow = []
+    for notebook in notebooks:
+        for i, first, seconds in cell_seconds(notebook):
+            print(f"{notebook.stem[:2]} cell {i:>3}  {seconds:6.2f} s  {first}", flush=True)
+            if seconds > over:
+                slow.append((seconds, notebook.stem[:2], i))
+    print(f"{len(slow)} experiment cells over {over:g} s: "
+          + ", ".join(f"{n} cell {i} ({s:.1f} s)" for s, n, i in sorted(slow, reverse=True)))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeat", type=int, default=3, help="counted runs of each call (default 3)")
+    p.add_argument("--cells", action="store_true", help="time every experiment cell of the notebooks instead")
+    p.add_argument("--notebooks", nargs="+", type=Path, default=sorted((ROOT / "notebooks").glob("0[1-8]_*.ipynb")),
+                   help="with --cells: the notebooks to run (default: lessons 01 to 08)")
+    p.add_argument("--over", type=float, default=2.0, help="with --cells: list the cells over this many seconds")
     args = p.parse_args(argv)
+    if args.cells:
+        return cells_table(args.notebooks, args.over)
     from asynclab.course.lessonrun import LessonRun
     from asynclab.course.predicted import predict_one
     from asynclab.course.registry import lesson
