@@ -132,32 +132,39 @@ class LessonRun:
 
     def _measure_cell(self, what: Any, setup: Callable[[], Any] | None, name: str | None, repeats: int,
                       warmup: int, values: bool, gpus: int | None = None) -> Any:
-        import os
-
         from asynclab.course import cells
 
         key = name or getattr(what, "__name__", None) or "cell"
         recording = cells.recorded(self.lesson.reference_dir, key)
         gpu = (recording or {}).get("gpu") or self.reference_gpu
         card = "H200" if "H200" in gpu else "H100"
-        mode = os.environ.get(cells.RECORD_ENV)
         needs = max(1, self.lesson.gpus) if gpus is None else gpus
         live = self.live if gpus is None else self.hw.live(gpus)  # a two-GPU cell of a one-GPU lesson: live on two
         path = self.trace_path(f"cell_{key}") if live else None
         measured = cells.run_cell(what, setup, live=live, card=card, gpus=needs,
                                   repeats=repeats, warmup=warmup, values=values, path=path)
-        # "1": every cell recorded again; "stale": only a cell with no recording, or one of other code than the cell's
-        stale = recording is None or recording.get("fingerprint") != measured.code
-        if live and (mode == "1" or (mode == "stale" and stale)):
-            cells.write_recording(self.lesson.reference_dir, key, measured, self.hw.gpus[0].name)
-            recording = cells.recorded(self.lesson.reference_dir, key)
-            measured.notes.append("(this run is the cell's recording)")
+        recording = self._kept(key, measured, recording) if live else recording
         measured.reference = recording
         measured.recording_trace = self.lesson.reference_dir / f"cell_{key}.json.gz"
         measured.same_code = bool(recording) and recording.get("fingerprint") == measured.code
         if recording is not None and not measured.same_code:
             measured.notes.append(f"(your code differs from the cell's original: the recording on {gpu} ran the original)")
         return measured
+
+    def _kept(self, key: str, measured: Any, recording: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The recording of cell ``key`` after a live run: written from ``measured`` when ``ASYNCLAB_RECORD`` asks
+        (``1``: every cell; ``stale``: a cell with no recording, or one of other code than the cell's), else as it was."""
+        import os
+
+        from asynclab.course import cells
+
+        mode = os.environ.get(cells.RECORD_ENV)
+        stale = recording is None or recording.get("fingerprint") != measured.code
+        if not (mode == "1" or (mode == "stale" and stale)):
+            return recording
+        cells.write_recording(self.lesson.reference_dir, key, measured, self.hw.gpus[0].name)
+        measured.notes.append("(this run is the cell's recording)")
+        return cells.recorded(self.lesson.reference_dir, key)
 
     def query(self, fn: Callable[[], Any], *, name: str) -> Any:
         """Ask this machine something with the cell's own code: ``fn()`` (who reaches whom, the topology) runs when
@@ -173,8 +180,6 @@ class LessonRun:
             >>> m.failed, m.reference
             ('needs 2 GPUs: none to ask here', None)
         """
-        import os
-
         from asynclab.course import cells
 
         key, recording = getattr(fn, "__name__", "query"), cells.recorded(self.lesson.reference_dir, name)
@@ -184,11 +189,7 @@ class LessonRun:
                                       failed=f"needs {self.lesson.gpus} GPUs: none to ask here")
         else:
             measured = cells.Measured({}, {}, {key: fn()}, None, f"live on {self.hw.named(self.lesson.gpus)}", code)
-            mode = os.environ.get(cells.RECORD_ENV)
-            if mode == "1" or (mode == "stale" and (recording is None or recording.get("fingerprint") != code)):
-                cells.write_recording(self.lesson.reference_dir, name, measured, self.hw.gpus[0].name)
-                recording = cells.recorded(self.lesson.reference_dir, name)
-                measured.notes.append("(this run is the cell's recording)")
+            recording = self._kept(name, measured, recording)
         measured.reference, measured.same_code = recording, bool(recording) and recording.get("fingerprint") == code
         return measured
 
