@@ -38,7 +38,7 @@ MEASURED = ("memory_gbps", "matmul_tflops.fp32", "matmul_tflops.tf32", "matmul_t
             "shared_memory_kib", "l2_cache_mb", "peer_copy_us", "autograd_record_us", "autograd_node_us",
             "optimizer_param_us.SGD", "optimizer_param_us.Adam", "optimizer_param_us.AdamW",
             "optimizer_step_us.SGD", "optimizer_step_us.Adam", "optimizer_step_us.AdamW", "backward_call_us", "host_alloc_us",
-            "host_alloc_gbps", *(f"matmul_tflops_by_side.{dtype}" for dtype in ("fp32", "tf32", "bf16", "fp16")),
+            "host_alloc_gbps", "min_kernel_us_by_kind.fp32_product", "min_kernel_us_by_kind.reduction", *(f"matmul_tflops_by_side.{dtype}" for dtype in ("fp32", "tf32", "bf16", "fp16")),
             *(f"host_library_us.{name}" for name in ("convolution", "convolution_backward", "native_batch_norm",
                                                     "native_batch_norm_backward")))
 #: The optimizers whose Python per parameter is measured (SGD with momentum, as training runs it).
@@ -147,7 +147,8 @@ def measure_compute() -> dict[str, Any]:
     out.update(host_op_us=max(0.0, op_us - launch_us), launch_us=launch_us, op_total_us=op_us,
                host_matmul_us=max(0.0, _host_us(lambda: torch.mm(small, small)) - launch_us), stream_call_us=_stream_call_us(),
                blocking_copy_us=max(0.0, _blocking_copy_us() - op_us), min_kernel_us=_min_kernel_us(),
-               min_matmul_us=_min_kernel_us(matmul=True),
+               min_matmul_us=_min_kernel_us(work="bf16_product"),
+               min_kernel_us_by_kind={w: _min_kernel_us(work=w) for w in ("fp32_product", "reduction")},
                sm_count=torch.cuda.get_device_properties(0).multi_processor_count,
                launch_queue_depth=_launch_queue_depth())
     return out
@@ -339,24 +340,33 @@ def _simulated_call_us() -> float:
         return _backward_us(leaf, 2, timer) - 2 * node
 
 
-def _min_kernel_us(n: int = 1000, matmul: bool = False) -> float:
+#: What :func:`_min_kernel_us` times, by name: next to no work of each kind of kernel (``fp32_product`` without TF32,
+#: which cuBLAS runs as a split-K product and its reduction; ``reduction``: a sum over the rows of a 32 x 64 matrix,
+#: as a bias's gradient is).
+KERNEL_WORKS = ("add", "bf16_product", "fp32_product", "reduction")
+
+
+def _min_kernel_us(n: int = 1000, work: str = "add") -> float:
     """The GPU's time per kernel that does next to nothing, ``n`` of them launched back to back from a CUDA graph (no
-    launch of the host's between them): an add on one number, or (``matmul``) a product of two 64 x 64 bf16 matrices,
-    as cuBLAS runs a small product."""
+    launch of the host's between them): an add on one number, a product of two 64 x 64 matrices (bf16, or fp32
+    without TF32) as cuBLAS runs a small product, or a small reduction (:data:`KERNEL_WORKS`)."""
     import torch
 
+    torch.backends.cuda.matmul.allow_tf32 = False
     one = torch.zeros(1, device="cuda")
-    small = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
-    work = (lambda: small @ small) if matmul else (lambda: one.add_(1.0))
+    small = torch.randn(64, 64, device="cuda", dtype=torch.float32 if work == "fp32_product" else torch.bfloat16)
+    rows = torch.randn(32, 64, device="cuda")
+    work_fn = {"add": lambda: one.add_(1.0), "bf16_product": lambda: small @ small,
+               "fp32_product": lambda: small @ small, "reduction": lambda: rows.sum(0)}[work]
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        work()
+        work_fn()
     torch.cuda.current_stream().wait_stream(side)
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         for _ in range(n):
-            work()
+            work_fn()
     return _median_ms(g.replay) * 1e3 / n
 
 

@@ -319,6 +319,66 @@ def test_a_small_product_runs_at_the_rate_the_card_measured_for_its_size():
         check_figures({**figures, "matmul_tflops_by_side": {**figures["matmul_tflops_by_side"], "bf16": {"64": -1}}})
 
 
+def _kernel_us(card: str, work, setup) -> dict:
+    ev = al.simulate(work, setup=setup, values=False, card=card).events
+    return ev[ev["kind"] == "compute"].groupby("name")["dur_us"].sum().to_dict()
+
+
+def test_the_shortest_kernels_of_a_kind_take_what_the_card_measured_of_that_kind():
+    """On an H200, cuBLAS runs a small fp32 product (without TF32) as a split-K product and its reduction, and a small
+    sum is a reduction kernel: each takes the card's measured shortest of its kind; bf16 products and adds keep theirs.
+    A card that did not measure a kind (the H100's) prices it as before."""
+    h200 = card_figures("H200")
+    kinds = h200["min_kernel_us_by_kind"]
+
+    def setup():
+        return (torch.empty(64, 64, device="cuda"), torch.empty(64, 64, device="cuda", dtype=torch.bfloat16),
+                torch.empty(32, 64, device="cuda"))
+
+    def work(t):  # products of 32 x 64 by 64 x 64: too small for the card's rate to price them over its floor
+        small32, small16, rows = t
+        torch.mm(rows, small32)
+        torch.mm(rows.bfloat16(), small16)
+        rows.sum(0)
+        rows.add_(1.0)
+
+    got = _kernel_us("H200", work, setup)
+    assert got["mm"] == pytest.approx(kinds["fp32_product"] + h200["min_matmul_us"], rel=1e-6)
+    assert got["sum"] == pytest.approx(kinds["reduction"], rel=1e-6)
+    assert got["add_"] == pytest.approx(h200["min_kernel_us"], rel=1e-6)
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:  # with TF32, no split-K pair: the product takes what the card's TF32 rate gives, under the fp32 floor
+        assert _kernel_us("H200", work, setup)["mm"] < kinds["fp32_product"] + h200["min_matmul_us"] - 0.1
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = False
+    h100 = card_figures("H100")
+    assert "min_kernel_us_by_kind" not in h100
+    got = _kernel_us("H100", work, setup)
+    assert got["mm"] < kinds["fp32_product"] + h100["min_matmul_us"] - 0.1  # no split-K floor
+    assert got["sum"] == pytest.approx(h100["min_kernel_us"], rel=1e-6)
+
+
+def test_a_multi_tensor_operator_on_lists_that_differ_in_shape_runs_a_kernel_per_tensor():
+    """PyTorch's foreach fast path needs its lists to agree tensor by tensor; capturable Adam divides 64-wide
+    tensors by 0-d ones, which an H200 ran as 50 kernels for 50 tensors (one kernel where the shapes agree)."""
+    def setup():
+        return ([torch.empty(64, 64, device="cuda") for _ in range(50)],
+                [torch.empty((), device="cuda") for _ in range(50)],
+                [torch.empty(64, 64, device="cuda") for _ in range(50)])
+
+    def work(t):
+        xs, zero_d, same = t
+        torch._foreach_div_(xs, zero_d)
+
+    def fast(t):
+        xs, zero_d, same = t
+        torch._foreach_div_(xs, same)
+
+    floor = card_figures("H200")["min_kernel_us"]
+    assert _kernel_us("H200", work, setup)["_foreach_div_"] == pytest.approx(50 * floor, rel=1e-6)
+    assert _kernel_us("H200", fast, setup)["_foreach_div_"] < 10 * floor  # one kernel over all the SMs
+
+
 def test_a_convolution_runs_at_cudnns_rates_and_its_backward_pass_at_twice_its_work():
     def step(parts):
         x, conv = parts

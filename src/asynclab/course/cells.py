@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping
 import torch
 
 __all__ = ["CELLS_FILE", "RECORD_ENV", "Measured", "global_names", "fingerprint", "median_of", "source_fingerprint", "run_cell", "settled",
-           "setup_params", "recorded",
+           "setup_params", "recorded", "in_order_of",
            "write_recording", "guess_text", "answer_line"]
 
 #: The file, in a lesson's reference folder, that holds the recordings of its experiment cells.
@@ -215,7 +215,9 @@ class Measured:
 
             trace = load_trace(self.recording_trace)
         ref = self.reference
-        return Measured(dict(ref["ms"]), dict(ref.get("times", {})), dict(ref.get("returned", {})), trace,
+        ms, times, returned = (in_order_of(dict(ref.get(key, {})), getattr(self, key))
+                               for key in ("ms", "times", "returned"))
+        return Measured(ms, times, returned, trace,
                         self.recorded_on or "", ref.get("fingerprint"),
                         params=dict(self.params) if self.same_code else {})  # same code, same defaults
 
@@ -521,6 +523,20 @@ def setup_params(setup: Callable[..., Any] | None) -> dict[str, Any]:
     except (TypeError, ValueError):  # a builtin or a C function: nothing to read
         return {}
     return {name: p.default for name, p in signature.parameters.items() if p.default is not inspect.Parameter.empty}
+
+
+def in_order_of(theirs: Any, mine: Any) -> Any:
+    """``theirs`` with the keys of its dicts (nested ones too) in the order ``mine`` has them, its other keys after:
+    a recording's file keeps its keys sorted, and a figure lists the workloads in the order the cell wrote them.
+
+    Example:
+        >>> in_order_of({"events": 1, "naive": {"b": 2, "a": 3}}, {"naive": {"a": 0, "b": 0}, "events": 0})
+        {'naive': {'a': 3, 'b': 2}, 'events': 1}
+    """
+    if not isinstance(theirs, dict) or not isinstance(mine, dict):
+        return theirs
+    keys = [k for k in mine if k in theirs] + [k for k in theirs if k not in mine]
+    return {k: in_order_of(theirs[k], mine.get(k)) for k in keys}
 
 
 def recorded(folder: Path, name: str) -> dict[str, Any] | None:

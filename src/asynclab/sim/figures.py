@@ -61,6 +61,9 @@ OPTIONAL_FIGURES = {
     "host_library_us": "µs of host time per call from Python, besides its launch, of the operators whose library does "
                        "host-side work first (cuDNN's plans and heuristics), by the operator's name: convolution, "
                        "convolution_backward, native_batch_norm, native_batch_norm_backward",
+    "min_kernel_us_by_kind": "µs the shortest kernel of a kind takes, where it is not min_kernel_us (or min_matmul_us), "
+                             "by kind: fp32_product (a small float32 product without TF32, which cuBLAS runs as a "
+                             "split-K product and its reduction), reduction (a sum, mean, max ... over a small tensor)",
 }
 _DTYPES = ("fp32", "tf32", "bf16", "fp16")
 #: The side of the square products whose rates ``matmul_tflops`` gives: the last point of each dtype's curve.
@@ -176,6 +179,7 @@ def rates(figures: dict[str, Any]) -> dict[str, Any]:
         "OPTIMIZER_STEP_MS": {name: us / 1e3 for name, us in f["optimizer_step_us"].items()},
         "BACKWARD_CALL_MS": f["backward_call_us"] / 1e3,
         "HOST_LIBRARY_MS": {name: us / 1e3 for name, us in f.get("host_library_us", {}).items()},
+        "KIND_KERNEL_MS": {kind: us / 1e3 for kind, us in f.get("min_kernel_us_by_kind", {}).items()},
         "CYCLES_PER_MS": float(f["spin_cycles_per_ms"]),
     }
 

@@ -27,6 +27,9 @@ CUBLAS_PRODUCTS = MATMULS - {"convolution"}
 #: recorded on an H100 ran tiles from 32 x 32 to 320 x 128); a softmax or a norm runs one block per row, one to an SM.
 ELEMENTS_PER_SM = 2048 * 4
 TILE_PER_SM = 32 * 32
+#: Elements of a tensor one block of a multi-tensor (foreach) kernel takes (``kChunkSize`` in ATen's
+#: MultiTensorApply.cuh).
+FOREACH_CHUNK = 65536
 #: Operators that run one block per row (of the last dimension; softmax's own ``dim``).
 _PER_ROW = {"_softmax", "_log_softmax", "_softmax_backward_data", "_log_softmax_backward_data", "native_layer_norm",
             "native_layer_norm_backward", "_fused_rms_norm"}
@@ -57,6 +60,8 @@ def _fill(gpu: Simulation, name: str, args: Any, tensors: list, outputs: list) -
         units = outputs[0].numel() * scale / TILE_PER_SM
     elif name in _PER_ROW and tensors and tensors[0].dim() >= 1:
         units = tensors[0].numel() * scale / max(1, tensors[0].shape[_row_dim(name, args)])
+    elif name.startswith("_foreach_") and foreach_kernels(args) == 1:  # a block per chunk of each tensor, an SM each
+        units = sum(math.ceil(t.numel() * scale / FOREACH_CHUNK) for t in leaves_of_lists(args)[0])
     else:
         units = max((t.numel() for t in tensors), default=0) * scale / ELEMENTS_PER_SM
     return min(1.0, max(units, 1.0) / gpu.SM_COUNT)
@@ -110,8 +115,7 @@ def kernel_cost(gpu: Simulation, func: Any, args: Any, outputs: list) -> tuple[f
     flops = _flops(name, args, outputs)
     flops_ms = flops / matmul_rate(gpu, _product_dtype(name, args, outputs), flops, "convolution" in name) \
         if flops else 0.0
-    least = gpu.MATMUL_KERNEL_MS if flops else gpu.KERNEL_MS
-    return max(least, ms, flops_ms), fill, ms >= flops_ms
+    return max(least_ms(gpu, name, args, outputs, flops), ms, flops_ms), fill, ms >= flops_ms
 
 
 def _flops(name: str, args: Any, outputs: list) -> float:
@@ -219,6 +223,70 @@ def _dense(t: torch.Tensor) -> bool:
             return False
         expected *= size
     return True
+
+
+#: Operators PyTorch runs as a reduction kernel (``reduce_kernel``): on a card that measured it
+#: (``min_kernel_us_by_kind.reduction``), none takes less than that card's shortest reduction.
+REDUCTIONS = {"sum", "mean", "prod", "amax", "amin", "argmax", "argmin", "norm", "linalg_vector_norm",
+              "var", "std", "var_mean", "std_mean", "any", "all", "nansum", "count_nonzero", "logsumexp", "aminmax"}
+
+
+def least_ms(gpu: Simulation, name: str, args: Any, outputs: list, flops: float) -> float:
+    """The shortest time a kernel of operator ``name`` takes: the card's shortest product for a matrix product (its
+    shortest float32 product without TF32 where the card gives one: cuBLAS runs a small one as a split-K product and
+    its reduction), its shortest reduction for a reduction where it gives one, else its shortest kernel. A
+    multi-tensor (``_foreach_``) operator whose tensor lists differ in shape runs PyTorch's slow path: one kernel per
+    tensor, each at least the shortest kernel.
+
+    Example:
+        >>> from asynclab.sim.device import SimGPU
+        >>> gpu = SimGPU(card="H200")
+        >>> a, b = torch.empty(64, 64), torch.empty(64, 64, dtype=torch.bfloat16)
+        >>> [round(least_ms(gpu, "mm", ((x, x), {}), [x], 1.0) * 1e3, 2) for x in (a, b)]
+        [3.19, 2.01]
+        >>> round(least_ms(gpu, "sum", ((a,), {}), [torch.empty(())], 0.0) * 1e3, 2)
+        3.13
+        >>> xs, zero_d = [torch.empty(8)] * 10, [torch.empty(())] * 10
+        >>> round(least_ms(gpu, "_foreach_div_", ((xs, zero_d), {}), [], 0.0) * 1e3, 2)  # ten kernels
+        8.5
+    """
+    kinds = gpu.KIND_KERNEL_MS
+    if flops:
+        fp32 = _product_dtype(name, args, outputs) is torch.float32 and not torch.backends.cuda.matmul.allow_tf32
+        return kinds.get("fp32_product", gpu.MATMUL_KERNEL_MS) if fp32 and name in CUBLAS_PRODUCTS \
+            else gpu.MATMUL_KERNEL_MS
+    if name in REDUCTIONS:
+        return kinds.get("reduction", gpu.KERNEL_MS)
+    if name.startswith("_foreach_"):
+        return gpu.KERNEL_MS * foreach_kernels(args)
+    return gpu.KERNEL_MS
+
+
+def foreach_kernels(args: Any) -> int:
+    """How many kernels a multi-tensor operator runs: one (its fast path) where its tensor lists agree tensor by tensor
+    in shape and dtype, else one per tensor of the first list (PyTorch's slow path: ``check_fast_path_restrictions``
+    in ATen's ForeachUtils.h).
+
+    Example:
+        >>> xs = [torch.empty(4, 4), torch.empty(8)]
+        >>> foreach_kernels(((xs, [torch.empty(4, 4), torch.empty(8)]), {})), foreach_kernels(((xs, 2.0), {}))
+        (1, 1)
+        >>> foreach_kernels(((xs, [torch.empty(()), torch.empty(())]), {}))
+        2
+    """
+    lists = [a for a in leaves_of_lists(args) if a and all(isinstance(t, torch.Tensor) for t in a)]
+    if len(lists) < 2:
+        return 1
+    first = lists[0]
+    same = all(len(other) == len(first) and all(t.shape == u.shape and t.dtype == u.dtype for t, u in zip(first, other))
+               for other in lists[1:])
+    return 1 if same else len(first)
+
+
+def leaves_of_lists(args: Any) -> list:
+    """The lists and tuples among an operator's positional arguments (``args`` is ``(positional, keywords)``)."""
+    positional = args[0] if isinstance(args, tuple) and len(args) == 2 and isinstance(args[1], dict) else args
+    return [a for a in positional if isinstance(a, (list, tuple))]
 
 
 def matmul_rate(gpu: Simulation, dtype: torch.dtype, flops: float, convolution: bool = False) -> float:
