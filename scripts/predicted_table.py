@@ -112,6 +112,18 @@ def with_ratios(rows: list[dict]) -> list[dict]:
     return out
 
 
+def how(row: dict) -> str:
+    """How a row misses, in words: the two figures, or the two verdicts.
+
+    Example:
+        >>> how({"kind": "figure", "predicted": 4.0, "recorded": 1.0, "unit": "MiB"})
+        'predicted 4 MiB, recorded 1 MiB'
+    """
+    if row["kind"] == "figure":
+        return f"predicted {fmt(row['predicted'])} {row['unit']}, recorded {fmt(row['recorded'])} {row['unit']}".replace(" )", ")")
+    return f"predicted {row['predicted']}, recorded {row['recorded']}"
+
+
 def lesson_part(number: str, rows: list[dict]) -> list[str]:
     """One lesson's Markdown: its cards, its figures, its claims, its misses and the cells it does not predict."""
     item = registry.lesson(number)
@@ -122,7 +134,8 @@ def lesson_part(number: str, rows: list[dict]) -> list[str]:
     where = sorted({r["where"] for r in figures + claims})
     lines = [f"## Lesson {number}: {item.title}", ""]
     if gpus:
-        lines += [f"Recorded on {', '.join(gpus)}; predicted on the {', '.join(where)}.", ""]
+        cards = ", ".join(w.removesuffix(" (predicted)") for w in where)
+        lines += [f"Recorded on {', '.join(gpus)}; predicted on the {cards}.", ""]
     if figures:
         lines += [f"| cell | figure | {LABEL} | recorded on NVIDIA H200 | ratio |", "|---|---|---|---|---|"]
         lines += [f"| {r['cell']} | {cell_text(r['what'])} | {fmt(r['predicted'])} {r['unit']} | "
@@ -135,7 +148,7 @@ def lesson_part(number: str, rows: list[dict]) -> list[str]:
     if missed:
         lines += ["**Where the prediction misses, and why**", ""]
         lines += [f"- {r['cell']}, {cell_text(r['what'])}: {misses.MISSES.get(misses.key(r), 'not yet explained')}"
-                  for r in missed] + [""]
+                  + (f" ({how(r)})" if misses.key(r) in misses.UNEXPLAINED else "") for r in missed] + [""]
     refused = [r for r in mine if r["kind"] == "refused"]
     if refused:
         lines += ["**Not predicted**", ""] + [f"- {r['cell']}: {r['reason']}" for r in refused] + [""]

@@ -4,14 +4,58 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["TARGET", "MISSES", "key", "is_miss"]
+__all__ = ["TARGET", "MISSES", "UNEXPLAINED", "key", "is_miss"]
 
 #: How close a predicted figure must come to the recorded one: its ratio (predicted / recorded) within these bounds.
 TARGET = (0.75, 1.25)
 
 #: The figures and claims the prediction misses, by (lesson, cell, what: the figure's label or the claim's
 #: statement), each with what the model leaves out. Each was checked by an experiment (see the tests).
-MISSES: dict[tuple[str, str, str], str] = {}
+MISSES: dict[tuple[str, str, str], str] = {
+    ("01", "launch_overhead", "CUDA graph replay, per op"): "a graph's replay is priced at its kernels' own time, "
+    "the card's shortest kernel (min_kernel_us, 0.85 µs) per x.add_: the model leaves out the GPU's cost of "
+    "launching each node of the graph, which made it 1.5 µs per op on the H200",
+    ("02", "spread", "the timings have a right tail: the max exceeds the 95th percentile, which exceeds the "
+     "median"): "the simulated card has no run-to-run noise: every timing of the same product is the same, so the "
+    "max, the 95th percentile and the median are one number; a GPU's spread comes from its clocks, caches and "
+    "host, which the model leaves out",
+    ("02", "synchronize_scope", "torch.cuda.current_stream().synchronize() returned after"): "the model prices a "
+    "synchronize call itself at nothing: on a stream with nothing queued it returns at once, where the H200's "
+    "cudaStreamSynchronize took 30 µs of the host's time; the call's own host cost is left out",
+    ("02", "synchronize_scope_2gpu", "torch.cuda.synchronize() returned after"): "as for the stream's synchronize: "
+    "the model prices cudaDeviceSynchronize of an idle device at nothing, where the H200's call took 21 µs",
+    ("04", "event_timer_modes", "CPU time of the waiting process, Event(blocking=True)"): "the model's blocking "
+    "wait sleeps without using any CPU time; on the H200 the waiting process still used 0.34 ms of CPU (the "
+    "driver's call, and the thread's wake-up when the event completes), which the model leaves out",
+    ("05", "non_blocking", "host in copy_, pageable, non_blocking=True"): "the model lets a copy from pageable "
+    "memory to the GPU with non_blocking=True return at once at every size (the driver staging it); on the H200 a "
+    "pageable copy of 4 MiB or more made the host wait for the spin before it and for the copy itself (only those "
+    "of 256 KiB or less returned at once): the driver's staging limit is left out",
+    ("05", "non_blocking", "pageable + non_blocking=True: the host waits for the spin and the whole copy, like "
+     "non_blocking=False"): "the driver's staging limit for pageable memory is left out: the model's pageable "
+    "copy with non_blocking=True never waits (see the host's time in copy_ above)",
+    ("05", "pageable_sizes", "at 64 MiB, non_blocking=True waits for the spin, and non_blocking=False waits at "
+     "every size"): "the driver's staging limit for pageable memory is left out: the model's pageable copy with "
+    "non_blocking=True returns at once at every size, where the H200's waited from 4 MiB on",
+}
+
+#: Misses whose cause is not yet found (no reason written without an experiment that shows it): listed on the page
+#: as such, and held, like :data:`MISSES`, to be current misses.
+UNEXPLAINED: frozenset[tuple[str, str, str]] = frozenset({
+    ("02", "three_timers", "naive (median of 5)"),
+    ("04", "event_api", "host time in side.wait_event(mid)"),
+    ("05", "bandwidth", "the smallest size at which pinned H2D reaches half its top rate"),
+    ("05", "non_blocking", "host in copy_, pinned, non_blocking=True"),
+    ("05", "pin_cost", "a fresh pin is repaid after"),
+    ("05", "copy_streams", "on two copy streams in turn they do not, and less of the copy time is hidden"),
+    ("05", "dataloader", "plain step / pinned step"),
+    ("06", "via_cpu", "via .cpu(), GB/s"),
+    ("07", "gpipe", "at m = 16, the step is 15% or more above (m+p-1)/m x one stage: past m = 4, micro-batches save "
+     "less than the formula says"),
+    ("07", "gpipe", "each GPU works longer at the largest m than at m = 1 (1.1x or more)"),
+    ("08", "your_step_pinned", "each later fix's prediction missed its saving by less than the replayed steps "
+     "before and after it missed the measured ones"),
+})
 
 
 def key(row: dict[str, Any]) -> tuple[str, str, str]:
