@@ -193,3 +193,37 @@ def test_a_pageable_non_blocking_copy_never_waits_in_the_model():
 
     rec = recorded(lesson(5).reference_dir, "pageable_sizes")["returned"]["non_blocking=True"]
     assert rec["256 KiB"] < 1 and rec["4 MiB"] > 10 and rec["64 MiB"] > 10
+
+
+def test_a_timed_copys_fixed_cost_is_the_hosts_calls_in_the_model():
+    """bandwidth: between two events around one pinned copy, the model's fixed cost is the host's record and copy
+    calls (stream_call_us + host_op_us) and the copy's latency: it does not shrink with size; the H200's was 8 µs."""
+    import torch
+    from asynclab.sim.figures import card_figures
+
+    sizes = (64, 1024)  # KiB
+
+    def setup():
+        return {n: (torch.ones(n * 256, pin_memory=True), torch.empty(n * 256, device="cuda")) for n in sizes}
+
+    def timed(s):
+        out = {}
+        for n, (host, gpu) in s.items():
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            gpu.copy_(host, non_blocking=True)
+            b.record()
+            b.synchronize()
+            out[str(n)] = a.elapsed_time(b)
+        return out
+
+    f = card_figures("H200")
+    ms = on_h200({"t": timed}, setup, repeats=1).returned["t"]
+    fixed_us = {n: (ms[str(n)] - n * 1024 / (f["copy_gbps"]["pinned"] * 1e6)) * 1e3 for n in sizes}
+    calls_us = f["stream_call_us"] + f["host_op_us"] + f["copy_latency_us"]
+    assert all(v == pytest.approx(calls_us, rel=0.15) for v in fixed_us.values()), (fixed_us, calls_us)
+    from asynclab.course.cells import recorded
+    from asynclab.course.registry import lesson
+
+    gbps = recorded(lesson(5).reference_dir, "bandwidth")["returned"]["sweep"]["h2d pinned 1024"]
+    assert (2**20 / (gbps * 1e6) - 2**20 / (f["copy_gbps"]["pinned"] * 1e6)) * 1e3 < 10  # the H200's fixed µs
