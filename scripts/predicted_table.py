@@ -189,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
             execute(notebook, log)
     rows = with_ratios(predictlog.read(log))
     args.out.write_text(page(rows))
-    args.out.with_suffix(".json").write_text(json.dumps(rows, indent=0, sort_keys=True) + "\n")
+    args.out.with_suffix(".json").write_text("[\n" + ",\n".join(json.dumps(r, sort_keys=True, ensure_ascii=False)
+                                                                for r in rows) + "\n]\n", encoding="utf-8")
     print(f"wrote {args.out} and {args.out.with_suffix('.json')} ({len(rows)} rows, log {log})")
     return 0
 
