@@ -94,7 +94,7 @@ def landing_page() -> str:
         "## Run it yourself", readme_section("Get it and run it"),
         "## More",
         "- [The `asynclab` command](cli.md) and [the Python API](api.md)\n"
-        "- [Predicted against recorded](docs/predicted.md): the lessons' experiments on a simulated H100\n"
+        "- [Predicted against recorded](docs/predicted.md): the lessons' cells on the simulated card of their recordings\n"
         "- [The instructor's guide](docs/instructors.md): labs, machines, grading with nbgrader\n"
         "- [Contributing a lesson](CONTRIBUTING.md)\n"
         f"- [The repository]({launch.repository()}), with the workflows a course user copies in "

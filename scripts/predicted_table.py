@@ -1,50 +1,50 @@
 #!/usr/bin/env python3
-"""Every lesson's experiments on the simulated H100, beside the recorded references: prints the table as Markdown
-and writes docs/predicted.md.
+"""Every lesson's experiment cells on the simulated card of their recordings, beside those recordings: executes
+each notebook as a learner without a GPU runs it, collects what its cells show, and writes docs/predicted.md and
+docs/predicted.json.
 
-    python3 scripts/predicted_table.py [--lessons 01 03 ...] [--out docs/predicted.md]
+    python3 scripts/predicted_table.py [--notebooks notebooks/02_timing.ipynb ...] [--log FILE] [--from-log FILE]
 
-Each experiment runs once in ``al.simulate`` (asynclab.course.predicted); the numbers come from that run and from
-the packaged references, never typed in. Takes a few minutes on a laptop's CPU.
+Each notebook runs once in a fresh kernel (as ``scripts/bench_simulate.py --cells`` runs them) with
+``ASYNCLAB_PREDICTED_LOG`` set: every figure (``Measured.figure``, ``Measured.answer``) and every claim
+(``Measured.claim``) of a cell that runs its original code on the simulated card is logged beside its recording
+(asynclab.course.predictlog), and every cell the simulation refuses, with its reason. The numbers come from that run
+and from the packaged recordings, never typed in. ``--from-log`` writes the pages from a log already collected.
+Takes about five minutes on a 2-core machine.
 """
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "scripts"))
 
-from asynclab.course import misses, predicted, reference, registry  # noqa: E402
-from asynclab.sim.figures import card_figures  # noqa: E402
+from asynclab.course import misses, predictlog, registry  # noqa: E402
+from lesson_stats import EXCEPTIONS  # noqa: E402
 
-INTRO = """# Predicted against recorded: the lessons on the simulated H100
+#: The label of every predicted number of the page.
+LABEL = "simulated H200 (predicted)"
 
-Each lesson's experiment functions, run on the simulated H100 of `al.simulate` (device `"cuda"`, the GPU sizes),
-beside the lesson's reference recorded on a real GPU. Every predicted number is labelled **{label}**. The cost
-model's figures are in `src/asynclab/sim/cards/h100.json`; {calibrated}. {elsewhere}
-Written by `scripts/predicted_table.py`
-on {date}; `tests/course/test_predicted.py` holds a fast subset of it to the references.
+INTRO = """# Predicted against recorded: the lessons' cells on the simulated card of their recordings
+
+Without a GPU, every experiment cell of a lesson runs its own code on the simulated card that its recording was
+made on (all of them on an NVIDIA H200), and shows each figure and claim beside the recording. This page collects
+them: each notebook executed without a GPU, and each figure and claim of a cell that runs its original code.
+A figure misses when its ratio (predicted / recorded) is outside {low} to {high}; a claim misses when its predicted
+verdict is not the recording's. Each miss names what the model leaves out (`asynclab.course.misses`), and
+`tests/course/test_predicted.py` holds the misses to their reasons. Written by `scripts/predicted_table.py` on {date}
+from the notebooks as they are; `docs/predicted.json` holds the same rows.
+
+Summary: {figures_ok} of {figures} figures within 25% of their recording; {claims_ok} of {claims} claims with the
+recording's verdict; {refused} experiments not predicted, each with its reason.
 """
-
-
-def recorded_elsewhere() -> str:
-    """The sentence that names the lessons whose reference comes from another card than an H100.
-
-    Example:
-        >>> recorded_elsewhere().startswith(("Lesson", "Every lesson"))
-        True
-    """
-    others = [item.number for item in registry.LESSONS
-              if item.has("experiments") and "H100" not in reference.describe(item.number)]
-    if not others:
-        return "Every lesson was recorded on an H100."
-    names = others[0] if len(others) == 1 else ", ".join(others[:-1]) + " and " + others[-1]
-    return (f"Lesson{'s' if len(others) > 1 else ''} {names} {'were' if len(others) > 1 else 'was'} recorded on "
-            f"another card (each section names it): {'their' if len(others) > 1 else 'its'} ratios compare an H100's "
-            "prediction with that card's measurement.")
 
 
 def fmt(value: float | None) -> str:
@@ -57,53 +57,141 @@ def fmt(value: float | None) -> str:
     return "—" if value is None else f"{value:.4g}"
 
 
-def lesson_tables(number: str, preds: dict) -> list[str]:
-    """One lesson's Markdown: what could not run, its figures, its claims."""
-    card = reference.describe(number).replace("reference recorded on ", "")
-    lines = [f"## Lesson {number}: {registry.lesson(number).title}", "", f"Reference: {card}.", ""]
-    slow = ", ".join(f"{k} {p.seconds:.1f} s" for k, p in preds.items() if p.ran)
-    lines += [f"Simulated on this machine's CPU: {slow or 'none'}.", ""]
-    limits = [(k, p.limit) for k, p in preds.items() if not p.ran]
-    if limits:
-        lines += ["Could not run on the simulated GPU:", ""] + [f"- `{k}`: {why}" for k, why in limits] + [""]
-    rows = predicted.figure_rows(number, preds)
-    if rows:
-        lines += [f"| experiment | figure | {predicted.LABEL} | recorded | ratio |", "|---|---|---|---|---|"]
-        lines += [f"| {r['experiment']} | {r['figure']} | {fmt(r['predicted'])} | {fmt(r['recorded'])} | "
-                  f"{fmt(r['ratio'])} |" for r in rows] + [""]
-    claims = predicted.claim_rows(number, preds)
+def cell_text(text: str) -> str:
+    """Text for a Markdown table's cell: no pipe or newline breaks the row.
+
+    Example:
+        >>> cell_text("a | b\\nc")
+        'a \\\\| b c'
+    """
+    return " ".join(text.replace("|", "\\|").split())
+
+
+def execute(notebook: Path, log: Path, upto: int | None = None) -> None:
+    """Run ``notebook`` in a fresh kernel, as a learner without a GPU does, with the predicted log set to ``log``
+    (its first ``upto`` cells only, when given: a test's fast subset)."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    env = {predictlog.LOG_ENV: str(log), "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
+           "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)  # the kernel inherits this process's environment
+    try:
+        nb = nbformat.read(notebook, as_version=4)
+        nb.cells = nb.cells[:upto]
+        NotebookClient(nb, timeout=600, kernel_name="python3",
+                       resources={"metadata": {"path": str(notebook.parent)}}).execute()
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+
+
+def with_ratios(rows: list[dict]) -> list[dict]:
+    """The log's rows, each figure with its ratio (predicted / recorded; 1 where both are the same, 0 and 0 say), the
+    named exceptions added as refused.
+
+    Example:
+        >>> with_ratios([{"kind": "figure", "lesson": "02", "cell": "c", "what": "w", "predicted": 2.0,
+        ...               "recorded": 4.0, "unit": "ms"}])[0]["ratio"]
+        0.5
+    """
+    out = []
+    for row in rows:
+        row = dict(row)
+        if row["kind"] == "figure":
+            same = row["predicted"] == row["recorded"]  # 0 wrong elements predicted and recorded: they agree
+            row["ratio"] = 1.0 if same else row["predicted"] / row["recorded"] if row["recorded"] else None
+        if row["kind"] == "refused" and row["cell"] in EXCEPTIONS.get(row["lesson"], {}):
+            continue  # said below, with the reason lesson_stats gives
+        out.append(row)
+    for number, named in EXCEPTIONS.items():
+        out += [{"kind": "refused", "lesson": number, "cell": name,
+                 "reason": f"runs in a fresh process on a GPU, not on the simulated card: {why}"}
+                for name, why in named.items()]
+    return out
+
+
+def how(row: dict) -> str:
+    """How a row misses, in words: the two figures, or the two verdicts.
+
+    Example:
+        >>> how({"kind": "figure", "predicted": 4.0, "recorded": 1.0, "unit": "MiB"})
+        'predicted 4 MiB, recorded 1 MiB'
+    """
+    if row["kind"] == "figure":
+        return f"predicted {fmt(row['predicted'])} {row['unit']}, recorded {fmt(row['recorded'])} {row['unit']}".replace(" )", ")")
+    return f"predicted {row['predicted']}, recorded {row['recorded']}"
+
+
+def lesson_part(number: str, rows: list[dict]) -> list[str]:
+    """One lesson's Markdown: its cards, its figures, its claims, its misses and the cells it does not predict."""
+    item = registry.lesson(number)
+    mine = [r for r in rows if r["lesson"] == number]
+    figures = [r for r in mine if r["kind"] == "figure"]
+    claims = [r for r in mine if r["kind"] == "claim"]
+    gpus = sorted({r["gpu"] for r in figures + claims})
+    where = sorted({r["where"] for r in figures + claims})
+    lines = [f"## Lesson {number}: {item.title}", ""]
+    if gpus:
+        cards = ", ".join(w.removesuffix(" (predicted)") for w in where)
+        lines += [f"Recorded on {', '.join(gpus)}; predicted on the {cards}.", ""]
+    if figures:
+        lines += [f"| cell | figure | {LABEL} | recorded on NVIDIA H200 | ratio |", "|---|---|---|---|---|"]
+        lines += [f"| {r['cell']} | {cell_text(r['what'])} | {fmt(r['predicted'])} {r['unit']} | "
+                  f"{fmt(r['recorded'])} {r['unit']} | {fmt(r['ratio'])} |" for r in figures] + [""]
     if claims:
-        lines += ["| experiment | claim | recorded | predicted | agree |", "|---|---|---|---|---|"]
-        lines += [f"| {c['experiment']} | {c['claim']} | {c['recorded']} | {c['predicted']} | "
-                  f"{'yes' if c['recorded'] == c['predicted'] else 'no'} |" for c in claims] + [""]
-    missed = misses.misses(rows + claims)
+        lines += ["| cell | claim | recorded | predicted | agree |", "|---|---|---|---|---|"]
+        lines += [f"| {r['cell']} | {cell_text(r['what'])} | {r['recorded']} | {r['predicted']} | "
+                  f"{'yes' if r['recorded'] == r['predicted'] else 'no'} |" for r in claims] + [""]
+    missed = [r for r in figures + claims if misses.is_miss(r)]
     if missed:
-        low, high = misses.TARGET
-        lines += [f"Where the prediction misses (a figure's ratio outside {low} to {high}, a claim's verdict), and why:",
-                  ""] + [f"- {what}: {why or 'not yet explained'}" for what, why in missed] + [""]
+        lines += ["**Where the prediction misses, and why**", ""]
+        lines += [f"- {r['cell']}, {cell_text(r['what'])}: {misses.MISSES.get(misses.key(r), 'not yet explained')}"
+                  + (f" ({how(r)})" if misses.key(r) in misses.UNEXPLAINED else "") for r in missed] + [""]
+    refused = [r for r in mine if r["kind"] == "refused"]
+    if refused:
+        lines += ["**Not predicted**", ""] + [f"- {r['cell']}: {r['reason']}" for r in refused] + [""]
+    if not (figures or claims or refused):
+        lines += ["No experiment cell: nothing to predict.", ""]
     return lines
 
 
+def page(rows: list[dict]) -> str:
+    """docs/predicted.md from the rows of :func:`with_ratios`."""
+    figures = [r for r in rows if r["kind"] == "figure"]
+    claims = [r for r in rows if r["kind"] == "claim"]
+    low, high = misses.TARGET
+    text = INTRO.format(low=low, high=high, date=dt.date.today().isoformat(), figures=len(figures),
+                        figures_ok=sum(not misses.is_miss(r) for r in figures), claims=len(claims),
+                        claims_ok=sum(not misses.is_miss(r) for r in claims),
+                        refused=sum(r["kind"] == "refused" for r in rows))
+    lines = [text]
+    for item in registry.LESSONS:
+        lines += lesson_part(item.number, rows)
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the lessons' experiments on the simulated H100, print the table, write it."""
+    """Execute the notebooks with the log set (or read a log), write docs/predicted.md and docs/predicted.json."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lessons", nargs="*", default=None, help="lesson numbers (default: all with experiments)")
-    parser.add_argument("--out", default=str(ROOT / "docs" / "predicted.md"))
+    parser.add_argument("--notebooks", nargs="+", type=Path, default=sorted((ROOT / "notebooks").glob("0*.ipynb")))
+    parser.add_argument("--log", type=Path, default=None, help="where to keep the log (default: a temporary file)")
+    parser.add_argument("--from-log", type=Path, default=None, help="write the pages from this log, executing nothing")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "predicted.md")
     args = parser.parse_args(argv)
-    numbers = [registry.lesson(n).number for n in args.lessons] if args.lessons else \
-        [item.number for item in registry.LESSONS if item.has("experiments")]
-    calibrated = ("the card's own figures measured on an H100 by `scripts/calibrate_gpu.py`, the host's taken from the recordings, or measured on an H100's host and scaled to the recordings' host (its `meta.source` says which)" if card_figures("H100")["meta"].get("calibrated")
-                  else "most of them are not yet calibrated on a card (its `meta.source` says which)")
-    lines = [INTRO.format(label=predicted.LABEL, calibrated=calibrated, elsewhere=recorded_elsewhere(),
-                          date=dt.date.today().isoformat())]
-    for number in numbers:
-        preds = predicted.predict(number)
-        part = lesson_tables(number, preds)
-        print("\n".join(part), flush=True)
-        lines += part
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text("\n".join(lines))
-    print(f"wrote {args.out}")
+    log = args.from_log
+    if log is None:
+        log = args.log or Path(tempfile.mkstemp(suffix=".jsonl")[1])
+        log.write_text("")
+        for notebook in args.notebooks:
+            print(f"executing {notebook.name}", flush=True)
+            execute(notebook, log)
+    rows = with_ratios(predictlog.read(log))
+    args.out.write_text(page(rows))
+    args.out.with_suffix(".json").write_text("[\n" + ",\n".join(json.dumps(r, sort_keys=True, ensure_ascii=False)
+                                                                for r in rows) + "\n]\n", encoding="utf-8")
+    print(f"wrote {args.out} and {args.out.with_suffix('.json')} ({len(rows)} rows, log {log})")
     return 0
 
 

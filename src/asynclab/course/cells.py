@@ -163,6 +163,9 @@ class Measured:
     #: ``setup``'s arguments as the cell defines them (``def setup(n=2**20)`` gives ``{"n": 1048576}``), so that a
     #: figure or a claim reads a size from the code that ran, not a copy of it
     params: dict[str, Any] = field(default_factory=dict)
+    #: the cell's name (``run.measure``'s ``name=``) and its lesson's number, where a lesson's cell ran it
+    name: str | None = None
+    lesson: str | None = None
 
     @property
     def predicted(self) -> bool:
@@ -238,7 +241,7 @@ class Measured:
             >>> print(m.answer(4, "a", "a's time").splitlines()[-1])
               recorded on H, of the original code  3 ms
         """
-        mine, ref = self._pair(of, unit, fmt)
+        mine, ref = self._pair(of, unit, fmt, what)
         return answer_line(what, guess, mine, ref, unit)
 
     def figure(self, of: Callable[["Measured"], Any] | str, what: str, unit: str = "ms", fmt: str = "{:.3g}") -> str:
@@ -249,10 +252,13 @@ class Measured:
             a's time
               live on X  2 ms
         """
-        mine, ref = self._pair(of, unit, fmt)
+        mine, ref = self._pair(of, unit, fmt, what)
         return answer_line(what, None, mine, ref, unit, ask=False)
 
-    def _pair(self, of: Callable[["Measured"], Any] | str, unit: str, fmt: str) -> tuple[tuple[str, str], Any]:
+    def _pair(self, of: Callable[["Measured"], Any] | str, unit: str, fmt: str,
+              what: str = "") -> tuple[tuple[str, str], Any]:
+        from asynclab.course.predictlog import log_figure
+
         pick = (lambda m: m.ms[of]) if isinstance(of, str) else of
 
         def show(value: Any) -> str:
@@ -261,10 +267,15 @@ class Measured:
         theirs = self.recording()
         where = "" if theirs is None else theirs.where if self.same_code else f"{theirs.where}, of the original code"
         try:
-            ref = (where, show(pick(theirs))) if theirs is not None else None
+            recorded = pick(theirs) if theirs is not None else None
         except (KeyError, AttributeError):  # the learner's code has workloads the recording lacks
-            ref = None
-        return (self.where, self.failed or show(pick(self))), ref
+            theirs = recorded = None
+        ref = (where, show(recorded)) if theirs is not None else None
+        if self.failed:
+            return (self.where, self.failed), ref
+        mine = pick(self)
+        log_figure(self, what, mine, recorded, unit)  # only where ASYNCLAB_PREDICTED_LOG asks, for a prediction
+        return (self.where, show(mine)), ref
 
     def claim(self, statement: str, test: Callable[["Measured"], bool], evidence: Callable[["Measured"], str]) -> None:
         """Check a claim of the lesson on this run (``test(measured)``; it reports, never raises: a GPU may differ, a
@@ -280,15 +291,21 @@ class Measured:
             DIFFERS (live on X): a is short [2 ms]
         """
         from asynclab.course.claims import claim
+        from asynclab.course.predictlog import log_claim
 
+        mine = None
         if self.failed:
             print(f"n/a: {statement} [{self.failed}]")
         else:
-            claim(statement, test(self), evidence=evidence(self), live=True,
+            mine = test(self)
+            claim(statement, mine, evidence=evidence(self), live=True,
                   source="predicted" if self.predicted else self.where)
         theirs = self.recording() if self.same_code else None
         if theirs is not None:
-            claim(statement, test(theirs), evidence=evidence(theirs), live=False, source=theirs.where)
+            verdict = test(theirs)
+            if not self.failed:
+                log_claim(self, statement, mine, verdict)  # where ASYNCLAB_PREDICTED_LOG asks
+            claim(statement, verdict, evidence=evidence(theirs), live=False, source=theirs.where)
 
     def timeline(self, workload: str | None = None, title: str | None = None, **kwargs: Any) -> Any:
         """This run's profiled trace drawn (zoomed on one workload's range when named); returns the Timeline.

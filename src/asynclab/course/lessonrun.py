@@ -120,6 +120,9 @@ class LessonRun:
         """
         if isinstance(what, str):
             if not self.live:
+                from asynclab.course.predictlog import log_refused
+
+                log_refused(self.lesson.number, what, "an experiment run by name: it runs on a GPU only")
                 return None
             fn, _ = self._experiment(what)
             return fn("cuda", **kwargs)
@@ -143,6 +146,11 @@ class LessonRun:
         path = self.trace_path(f"cell_{key}") if live else None
         measured = cells.run_cell(what, setup, live=live, card=card, gpus=needs,
                                   repeats=repeats, warmup=warmup, values=values, path=path)
+        measured.name, measured.lesson = key, self.lesson.number
+        if measured.failed and not live:
+            from asynclab.course.predictlog import log_refused
+
+            log_refused(self.lesson.number, key, measured.failed)
         recording = self._kept(key, measured, recording) if live else recording
         measured.reference = recording
         measured.recording_trace = self.lesson.reference_dir / f"cell_{key}.json.gz"
