@@ -227,3 +227,31 @@ def test_a_timed_copys_fixed_cost_is_the_hosts_calls_in_the_model():
 
     gbps = recorded(lesson(5).reference_dir, "bandwidth")["returned"]["sweep"]["h2d pinned 1024"]
     assert (2**20 / (gbps * 1e6) - 2**20 / (f["copy_gbps"]["pinned"] * 1e6)) * 1e3 < 10  # the H200's fixed µs
+
+
+def test_the_host_call_of_a_product_costs_the_same_at_every_size_in_the_model():
+    """The naive timer's miss: the model prices the host's call of a small and a big product alike, where an H200's
+    host took 20 µs at 64² and 51 to 74 µs at 8192²."""
+    import time
+
+    import torch
+
+    import asynclab as al
+
+    def launch_ms(n: int) -> float:
+        def work(ab):
+            torch.mm(*ab)  # the first product of a dtype loads cuBLAS's kernels
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            torch.mm(*ab)
+            return (time.perf_counter() - t0) * 1e3
+
+        def setup():
+            return [torch.empty(n, n, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
+
+        return al.simulate(work, setup=setup, card="H200", values=False).meta["simulated"]["returned"]
+
+    small, big = launch_ms(64), launch_ms(8192)
+    assert small == pytest.approx(big, rel=1e-6)
+    assert big < 0.035  # under the 51 µs the H200's host took for the big one
+
