@@ -277,3 +277,27 @@ def test_the_pinned_copys_host_call_varies_on_the_gpu_more_than_the_target():
     assert r["recorded"] > 3 * live
     assert 0.7 <= r["predicted"] / live <= 1.3
 
+
+def test_a_copy_to_fresh_pageable_memory_costs_the_same_as_to_written_memory_in_the_model():
+    """via_cpu: the model's .cpu() of 64 MiB into new pageable memory takes what a copy into memory already written
+    does (the card's pageable rate), where an H200's host took ten times longer for fresh pages."""
+    import time
+
+    import torch
+
+    def work(s):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fresh = s.cpu()
+        fresh_ms = (time.perf_counter() - t0) * 1e3
+        t0 = time.perf_counter()
+        fresh.copy_(s)
+        return fresh_ms, (time.perf_counter() - t0) * 1e3
+
+    import asynclab as al
+
+    fresh_ms, written_ms = al.simulate(work, setup=lambda: torch.empty(2**24, device="cuda"), card="H200",
+                                       values=False).meta["simulated"]["returned"]
+    assert fresh_ms < 1.5 * written_ms
+    assert row("via_cpu", "via .cpu(), GB/s")["recorded"] < 0.3 * row("via_cpu", "via .cpu(), GB/s")["predicted"]
+
