@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
-import pandas as pd
 
 from asynclab.trace.read.events import TraceError, TraceWarning
 from asynclab.trace.read.file import gc_paused, load_file
@@ -69,19 +68,33 @@ def load_ranks(sources: str | os.PathLike | Iterable[str | os.PathLike]) -> Trac
                                  f"complete (load this file on its own to see what it holds)")
     ranks, how = _ranks(traces)
     offsets = _clock_offsets(traces)
-    order = np.argsort(ranks, kind="stable")
-    frames, pos = [], 0
-    multi = len(traces) > 1
-    for i in order:
-        frames.append(_shifted(traces[i], ranks[i], offsets[i], pos, multi))
-        pos += len(traces[i])
-    events = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    events = events.sort_values("start_us", kind="stable").reset_index(drop=False)
-    events["launch"] = _relabel(events.pop("index"), events["launch"])
     meta = _merged_meta(traces, ranks, offsets, how, label)
     _warn_missing(traces, ranks, label)
     _warn_unrelated(traces, ranks, offsets, how, label)
-    return Trace(events, meta, label)
+    return Trace(_Merged(traces, ranks, offsets), meta, label)
+
+
+class _Merged:
+    """The ranks' event tables as one, merged when the Trace's events are first read (:attr:`Trace.events`)."""
+
+    def __init__(self, traces: list[Trace], ranks: list[int], offsets: list[float]):
+        self.traces, self.ranks, self.offsets = traces, ranks, offsets
+
+    def __len__(self) -> int:
+        return sum(len(t) for t in self.traces)
+
+    def frame(self) -> "pd.DataFrame":
+        import pandas as pd
+
+        frames, pos = [], 0
+        multi = len(self.traces) > 1
+        for i in np.argsort(self.ranks, kind="stable"):
+            frames.append(_shifted(self.traces[i], self.ranks[i], self.offsets[i], pos, multi))
+            pos += len(self.traces[i])
+        events = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+        events = events.sort_values("start_us", kind="stable").reset_index(drop=False)
+        events["launch"] = _relabel(events.pop("index"), events["launch"])
+        return events
 
 
 def step_window(trace: Trace, annotation: str) -> Trace:
@@ -166,7 +179,9 @@ def _clock_offsets(traces: list[Trace]) -> list[float]:
     return [v - first for v in t0]
 
 
-def _shifted(t: Trace, rank: int, offset: float, pos: int, multi: bool) -> pd.DataFrame:
+def _shifted(t: Trace, rank: int, offset: float, pos: int, multi: bool) -> "pd.DataFrame":
+    import pandas as pd
+
     ev = t.events.copy()
     ev["start_us"] = ev["start_us"] + offset
     ev["end_us"] = ev["end_us"] + offset
@@ -178,8 +193,10 @@ def _shifted(t: Trace, rank: int, offset: float, pos: int, multi: bool) -> pd.Da
     return ev
 
 
-def _relabel(old_index: pd.Series, launch: pd.Series) -> pd.Series:
+def _relabel(old_index: "pd.Series", launch: "pd.Series") -> "pd.Series":
     """``launch`` pointed at labels before the rows were sorted; point it at the new labels."""
+    import pandas as pd
+
     new_of_old = pd.Series(np.arange(len(old_index)), index=old_index.to_numpy())
     out = launch.copy()
     ok = out.notna()
