@@ -411,7 +411,7 @@ def _summarise(tr: Trace, pieces: pd.DataFrame, spans: list[float], counts: list
     profiled_ms = float(np.mean([s / c for s, c in zip(spans, counts)])) / 1e3
     scale = 1.0 / (1e3 * n_gpu * float(np.mean(counts)))
     idle = pieces[pieces["kind"] != "underfilled_gpu"]
-    ctx = _Context(pd.concat([h.host for h in hosts]).drop_duplicates() if len(hosts) > 1 else hosts[0].host)
+    ctx = _Context(_unique_rows(pd.concat([h.host for h in hosts])) if len(hosts) > 1 else hosts[0].host)
     kinds = [k for k in pieces["kind"].unique() if k not in ("unexplained", "profiler")]
     replays = _replays(tr, hosts, kinds)
     step_ms = float(np.mean([r.step_ms for r in replays]))
@@ -452,6 +452,25 @@ def _summarise(tr: Trace, pieces: pd.DataFrame, spans: list[float], counts: list
     return Diagnosis(tr.source, steps, step_ms, idle_ms, idle_ms - explained, findings, notes, pieces,
                      profiled_ms=float(np.mean([r.profiled_ms for r in replays])), fixed_ms=fixes, all_fixed_ms=all_fixed, outliers=outliers,
                      device="MTIA" if tr.meta.get("platform") == "mtia" else "GPU")
+
+
+def _unique_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows.drop_duplicates()``, without comparing every column of every row: a row seen before under its label
+    (another GPU of the same process) goes first, then only the rows that share a start and an end are compared.
+
+    Example:
+        >>> rows = pd.DataFrame({"start_us": [0.0, 0.0, 1.0, 0.0], "end_us": [1.0, 1.0, 2.0, 1.0], "name": list("aaba")},
+        ...                     index=[0, 1, 2, 0])
+        >>> _unique_rows(rows).index.tolist(), rows.drop_duplicates().index.tolist()
+        ([0, 2], [0, 2])
+    """
+    rows = rows[~rows.index.duplicated()]
+    maybe = rows.duplicated(["start_us", "end_us"], keep=False).to_numpy()
+    if not maybe.any():
+        return rows
+    dup = np.zeros(len(rows), dtype=bool)
+    dup[maybe] = rows[maybe].duplicated().to_numpy()
+    return rows[~dup]
 
 
 def _replays(tr: Trace, hosts: list[_GpuHost], kinds: list[str]) -> list[Savings]:

@@ -83,6 +83,17 @@ class Trace:
             self._events, self._table = self._table.frame(), None
         return self._events
 
+    @property
+    def table(self) -> Any:
+        """The columns a loaded trace holds until its events are first read (an ``EventColumns``), then None.
+
+        Example:
+            >>> from asynclab.trace import load_trace; t = load_trace(EXAMPLE_TRACE)
+            >>> len(t.table), len(t.events), t.table
+            (2, 2, None)
+        """
+        return self._table
+
     @events.setter
     def events(self, events: Any) -> None:
         lazy = hasattr(events, "frame") and not hasattr(events, "columns")
