@@ -175,13 +175,13 @@ def _where_text(where: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------------------------
 # steps and views
 # --------------------------------------------------------------------------------------------
-def _steps(tr: Trace, rank: Any, work: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
+def _steps(tr: Trace, rank: Any, work: pd.DataFrame, steps: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     """Columns step, start_us, end_us, host_end_us, dur_us: the ProfilerStep#N ranges of a rank, cut where the next
     begins (the last ends with its host range or its GPU work, whichever is later; host_end_us and dur_us are the
     host range's end and length), or the GPU's own ranges of the steps where it runs them more than a step behind the
     host or sets the pace (:func:`_gpu_step_starts`; then dur_us is the GPU range's length); one step 0 for the whole
-    trace when it has none, after CUDA start-up (and a note naming the start-up, or None)."""
-    steps = profiler_steps(tr)
+    trace when it has none, after CUDA start-up (and a note naming the start-up, or None). ``steps``: the trace's
+    :func:`profiler_steps`."""
     mine = steps[steps["rank"].isna()] if pd.isna(rank) else steps[(steps["rank"] == rank).fillna(False)]
     if mine.empty:
         lo, hi = float(work["start_us"].min()), float(work["end_us"].max())
@@ -228,9 +228,9 @@ def _gpu_step_starts(tr: Trace, rank: Any, work: pd.DataFrame, mine: pd.DataFram
     return at
 
 
-def _view(tr: Trace, rank: Any, dev: int, lo: float, hi: float, n_steps: int) -> GpuView:
+def _view(tr: Trace, rank: Any, dev: int, lo: float, hi: float, n_steps: int, work: pd.DataFrame) -> GpuView:
+    """The view of one GPU's steps from ``lo`` to ``hi``; ``work``: its rows of :data:`WORK_KINDS`."""
     ev = tr.events
-    work = rows_on_gpu(tr, rank, dev, WORK_KINDS)
     work = work[(work["end_us"] > lo) & (work["start_us"] < hi)].sort_values("start_us", kind="stable")
     same_rank = ev["rank"].isna() if pd.isna(rank) else (ev["rank"] == rank).fillna(False)
     host = ev[same_rank.to_numpy(dtype=bool) & ev["device"].isna().to_numpy(dtype=bool)]
@@ -347,11 +347,12 @@ class _GpuHost(NamedTuple):
     rank: Any
 
 
-def _gpu_pieces(tr: Trace, rank: Any, dev: int, step: int | None) -> tuple[pd.DataFrame, float, int, _GpuHost]:
+def _gpu_pieces(tr: Trace, rank: Any, dev: int, step: int | None,
+                all_steps: pd.DataFrame) -> tuple[pd.DataFrame, float, int, _GpuHost]:
     """The pieces of one GPU's steady steps (a DataFrame), their span (µs) and number, and its :class:`_GpuHost`
-    (its host, steps, all of them, outlier steps and start-up note)."""
+    (its host, steps, all of them, outlier steps and start-up note); ``all_steps``: the trace's :func:`profiler_steps`."""
     all_work = rows_on_gpu(tr, rank, dev, WORK_KINDS)
-    steps, startup = _steps(tr, rank, all_work)
+    steps, startup = _steps(tr, rank, all_work, all_steps)
     if step is not None:
         if step not in set(steps["step"]):
             raise TraceError(f"{tr.source}: no step {step} (steps: {', '.join(map(str, steps['step'])) or 'none'})")
@@ -359,7 +360,7 @@ def _gpu_pieces(tr: Trace, rank: Any, dev: int, step: int | None) -> tuple[pd.Da
     outliers = outlier_steps(steps)
     steady = steps[~steps["step"].isin(outliers)]
     lo, hi, n = float(steps["start_us"].min()), float(steps["end_us"].max()), len(steady)
-    view = _view(tr, rank, dev, lo, hi, n)
+    view = _view(tr, rank, dev, lo, hi, n, all_work)
     tiny = view.work[(view.work["kind"] == "h2d") & (view.work["bytes"] <= SMALL_COPY_BYTES).fillna(False)]
     p = Pieces.concat([idle_pieces(view, len(tiny) / len(steps)), underfilled_pieces(view, _sms(tr, dev))])
     df = pd.DataFrame({"kind": p.kind, "start": p.start, "dur": p.dur, "row": p.row, "at": p.at, "tid": p.tid})
@@ -395,8 +396,9 @@ def diagnose(trace: Any, step: int | None = None) -> Diagnosis:
         raise TraceError(f"{tr.source}: the trace has no GPU activity to diagnose (record it with "
                          f"ProfilerActivity.CUDA on a machine with a GPU)")
     frames, spans, counts, hosts = [], [], [], []
+    all_steps = profiler_steps(tr)  # once for every GPU
     for rank, dev in gpus:
-        df, span, n, host = _gpu_pieces(tr, rank, dev, step)
+        df, span, n, host = _gpu_pieces(tr, rank, dev, step, all_steps)
         frames.append(df)
         spans.append(span)
         counts.append(n)
@@ -411,7 +413,7 @@ def _summarise(tr: Trace, pieces: pd.DataFrame, spans: list[float], counts: list
     profiled_ms = float(np.mean([s / c for s, c in zip(spans, counts)])) / 1e3
     scale = 1.0 / (1e3 * n_gpu * float(np.mean(counts)))
     idle = pieces[pieces["kind"] != "underfilled_gpu"]
-    ctx = _Context(pd.concat([h.host for h in hosts]).drop_duplicates() if len(hosts) > 1 else hosts[0].host)
+    ctx = _Context(_unique_rows(pd.concat([h.host for h in hosts])) if len(hosts) > 1 else hosts[0].host)
     kinds = [k for k in pieces["kind"].unique() if k not in ("unexplained", "profiler")]
     replays = _replays(tr, hosts, kinds)
     step_ms = float(np.mean([r.step_ms for r in replays]))
@@ -452,6 +454,25 @@ def _summarise(tr: Trace, pieces: pd.DataFrame, spans: list[float], counts: list
     return Diagnosis(tr.source, steps, step_ms, idle_ms, idle_ms - explained, findings, notes, pieces,
                      profiled_ms=float(np.mean([r.profiled_ms for r in replays])), fixed_ms=fixes, all_fixed_ms=all_fixed, outliers=outliers,
                      device="MTIA" if tr.meta.get("platform") == "mtia" else "GPU")
+
+
+def _unique_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows.drop_duplicates()``, without comparing every column of every row: a row seen before under its label
+    (another GPU of the same process) goes first, then only the rows that share a start and an end are compared.
+
+    Example:
+        >>> rows = pd.DataFrame({"start_us": [0.0, 0.0, 1.0, 0.0], "end_us": [1.0, 1.0, 2.0, 1.0], "name": list("aaba")},
+        ...                     index=[0, 1, 2, 0])
+        >>> _unique_rows(rows).index.tolist(), rows.drop_duplicates().index.tolist()
+        ([0, 2], [0, 2])
+    """
+    rows = rows[~rows.index.duplicated()]
+    maybe = rows.duplicated(["start_us", "end_us"], keep=False).to_numpy()
+    if not maybe.any():
+        return rows
+    dup = np.zeros(len(rows), dtype=bool)
+    dup[maybe] = rows[maybe].duplicated().to_numpy()
+    return rows[~dup]
 
 
 def _replays(tr: Trace, hosts: list[_GpuHost], kinds: list[str]) -> list[Savings]:

@@ -5,7 +5,6 @@ import re
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 __all__ = [
     "KINDS", "GPU_KINDS", "WORK_KINDS", "COPY_KINDS", "COMPUTE_KINDS", "TraceError", "TraceWarning",
@@ -126,9 +125,12 @@ def name_matches(names: pd.Series, pattern: str | re.Pattern) -> np.ndarray:
     name matches nothing.
 
     Example:
+        >>> import pandas as pd
         >>> name_matches(pd.Series(["cudaMemcpy", "cudaLaunchKernel", None, "cudaMemcpy"]), "Memcpy").tolist()
         [True, False, False, True]
     """
+    import pandas as pd  # here, so that loading a trace does not import pandas
+
     codes, uniques = pd.factorize(np.asarray(names, dtype=object))  # as objects: a third faster than a str Series
     found = re.compile(pattern).search
     hit = np.array([bool(found(str(u))) for u in uniques] + [False], dtype=bool)

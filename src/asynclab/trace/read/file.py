@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from asynclab.trace.read.events import TraceError, TraceWarning
-from asynclab.trace.read.table import build_table
+from asynclab.trace.read.table import build_columns
 from asynclab.trace.read.io import RawEvents, from_document, read_file
 from asynclab.trace.read.model import EXAMPLE_TRACE, Trace  # noqa: F401 - EXAMPLE_TRACE serves the examples
 
@@ -85,7 +85,7 @@ def from_raw(raw: RawEvents, name: str, meta: dict[str, Any]) -> Trace:
     for k, v in raw.header.items():
         meta.setdefault(k, v)
     try:
-        events = build_table(raw, name, meta)
+        events = build_columns(raw, name, meta)  # the DataFrame is made when the trace's events are first read
     except TraceError:
         if raw.damage is None:
             raise

@@ -6,7 +6,6 @@ import re
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from asynclab.trace.read.events import KINDS, TraceError, name_matches
 
@@ -20,7 +19,9 @@ class Trace:
     """The events of one torch.profiler trace as a table, plus the trace's metadata.
 
     ``events`` is a pandas DataFrame, one row per complete event (Chrome ``ph == "X"``),
-    sorted by start time; its index (0..n-1 after loading) is what ``launch`` refers to.
+    sorted by start time; its index (0..n-1 after loading) is what ``launch`` refers to. A loaded trace makes it
+    when it is first read (loading imports no pandas): ``events`` given to the constructor is the DataFrame, or a
+    table with ``frame()`` (that builds it) and ``len()``.
 
     ==============  =========  ===============================================================
     column          dtype      meaning
@@ -69,15 +70,38 @@ class Trace:
         ['GPU 0 · stream 7 (default)']
     """
 
-    def __init__(self, events: pd.DataFrame, meta: dict[str, Any] | None = None, source: str = "<trace>"):
+    def __init__(self, events: Any, meta: dict[str, Any] | None = None, source: str = "<trace>"):
         self.events = events
         self.meta = dict(meta or {})
         self.source = str(source)
         self._lanes: list[str] | None = None
 
+    @property
+    def events(self) -> pd.DataFrame:
+        """The event table (a DataFrame), made on first use from the columns the trace was loaded into."""
+        if self._table is not None:
+            self._events, self._table = self._table.frame(), None
+        return self._events
+
+    @property
+    def table(self) -> Any:
+        """The columns a loaded trace holds until its events are first read (an ``EventColumns``), then None.
+
+        Example:
+            >>> from asynclab.trace import load_trace; t = load_trace(EXAMPLE_TRACE)
+            >>> len(t.table), len(t.events), t.table
+            (2, 2, None)
+        """
+        return self._table
+
+    @events.setter
+    def events(self, events: Any) -> None:
+        lazy = hasattr(events, "frame") and not hasattr(events, "columns")
+        self._events, self._table = (None, events) if lazy else (events, None)
+
     # -- basic protocol -----------------------------------------------------------------------
     def __len__(self) -> int:
-        return len(self.events)
+        return len(self._table) if self._table is not None else len(self.events)
 
     def __repr__(self) -> str:
         ev = self.events
@@ -135,6 +159,8 @@ class Trace:
             >>> from asynclab.trace import load_trace; len(load_trace(EXAMPLE_TRACE).find("k", kinds="compute"))
             1
         """
+        import pandas as pd
+
         ev = self.events
         keep = pd.Series(name_matches(ev["name"], re.escape(text)), index=ev.index)
         if kinds is not None:
@@ -205,6 +231,8 @@ class Trace:
             la = sub["launch"]
             gone = la.notna() & ~la.isin(sub.index)
             if gone.any():
+                import pandas as pd
+
                 sub.loc[gone, "launch"] = pd.NA
         meta = dict(self.meta)
         meta["window"] = (s, e)
@@ -253,6 +281,8 @@ class Trace:
             >>> from asynclab.trace import load_trace; load_trace(EXAMPLE_TRACE).span_us()
             6.0
         """
+        if self._table is not None and hasattr(self._table, "span_us"):
+            return self._table.span_us()
         ev = self.events
         return float(ev["end_us"].max() - ev["start_us"].min()) if len(ev) else 0.0
 
@@ -280,6 +310,8 @@ def _lane_order(ev: pd.DataFrame, meta: dict[str, Any]) -> list[str]:
 
 
 def _rank_lane_order(ev: pd.DataFrame) -> list[str]:
+    import pandas as pd
+
     is_gpu = ev["device"].notna().to_numpy()
     g = ev.loc[is_gpu, ["lane", "device", "stream"]].drop_duplicates("lane")
     g_sorted = sorted(zip(g["device"].astype(int), g["stream"].astype(str), g["lane"]),

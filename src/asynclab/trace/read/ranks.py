@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
-import pandas as pd
 
 from asynclab.trace.read.events import TraceError, TraceWarning
 from asynclab.trace.read.file import gc_paused, load_file
 from asynclab.trace.read.model import Trace
+from asynclab.trace.read.table import EventColumns
 
 __all__ = ["load_ranks", "rank_files", "step_window"]
 
@@ -69,19 +69,59 @@ def load_ranks(sources: str | os.PathLike | Iterable[str | os.PathLike]) -> Trac
                                  f"complete (load this file on its own to see what it holds)")
     ranks, how = _ranks(traces)
     offsets = _clock_offsets(traces)
-    order = np.argsort(ranks, kind="stable")
-    frames, pos = [], 0
-    multi = len(traces) > 1
-    for i in order:
-        frames.append(_shifted(traces[i], ranks[i], offsets[i], pos, multi))
-        pos += len(traces[i])
-    events = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    events = events.sort_values("start_us", kind="stable").reset_index(drop=False)
-    events["launch"] = _relabel(events.pop("index"), events["launch"])
     meta = _merged_meta(traces, ranks, offsets, how, label)
     _warn_missing(traces, ranks, label)
     _warn_unrelated(traces, ranks, offsets, how, label)
-    return Trace(events, meta, label)
+    return Trace(_Merged(traces, ranks, offsets), meta, label)
+
+
+class _Merged:
+    """The ranks' event tables as one, merged when the Trace's events are first read (:attr:`Trace.events`)."""
+
+    def __init__(self, traces: list[Trace], ranks: list[int], offsets: list[float]):
+        self.traces, self.ranks, self.offsets = traces, ranks, offsets
+
+    def __len__(self) -> int:
+        return sum(len(t) for t in self.traces)
+
+    def frame(self) -> "pd.DataFrame":
+        return _merged(self.traces, self.ranks, self.offsets).frame()
+
+
+#: The columns of an EventColumns that the event table is made of.
+_MERGED = ("kind", "name", "device", "stream", "pid", "tid", "start", "end", "dur", "correlation", "bytes", "src", "dst",
+           "blocks")
+
+
+def _merged(traces: list[Trace], ranks: list[int], offsets: list[float]) -> EventColumns:
+    """The ranks' columns as one table, rank by rank, clocks shifted, then in time order (stable); lanes named by rank
+    when there are several, ``launch`` pointing at the same launch row in its new place."""
+    parts: dict[str, list] = {k: [] for k in (*_MERGED, "lane", "launch", "rank")}
+    pos = 0
+    for i in np.argsort(ranks, kind="stable"):
+        t = traces[i].table
+        n = len(t)
+        for k in _MERGED:
+            parts[k].append(t.cols[k])
+        parts["start"][-1] = t.cols["start"] + offsets[i]
+        parts["end"][-1] = t.cols["end"] + offsets[i]
+        lane = t.lane
+        if len(traces) > 1:
+            named = {x: f"rank {ranks[i]} · {x}" for x in set(lane.tolist())}
+            lane = np.array(list(map(named.__getitem__, lane.tolist())), dtype=object)
+        parts["lane"].append(lane)
+        parts["launch"].append(t.launch + pos)
+        parts["rank"].append(np.full(n, float(ranks[i])))
+        pos += n
+    cols = {k: np.concatenate(v) for k, v in parts.items()}
+    order = np.argsort(cols["start"], kind="stable")
+    cols = {k: v[order] for k, v in cols.items()}
+    new_of_old = np.empty(len(order), np.int64)
+    new_of_old[order] = np.arange(len(order))
+    launch = cols.pop("launch")
+    ok = np.isfinite(launch)
+    launch[ok] = new_of_old[launch[ok].astype(np.int64)]
+    return EventColumns(cols, cols.pop("lane"), launch, cols.pop("rank"))
 
 
 def step_window(trace: Trace, annotation: str) -> Trace:
@@ -164,27 +204,6 @@ def _clock_offsets(traces: list[Trace]) -> list[float]:
         t0.append(float(v))
     first = min(t0)
     return [v - first for v in t0]
-
-
-def _shifted(t: Trace, rank: int, offset: float, pos: int, multi: bool) -> pd.DataFrame:
-    ev = t.events.copy()
-    ev["start_us"] = ev["start_us"] + offset
-    ev["end_us"] = ev["end_us"] + offset
-    ev["rank"] = pd.array(np.full(len(ev), rank), dtype="Int64")
-    ev["launch"] = ev["launch"] + pos
-    ev.index = ev.index + pos
-    if multi:
-        ev["lane"] = f"rank {rank} · " + ev["lane"].astype(str)
-    return ev
-
-
-def _relabel(old_index: pd.Series, launch: pd.Series) -> pd.Series:
-    """``launch`` pointed at labels before the rows were sorted; point it at the new labels."""
-    new_of_old = pd.Series(np.arange(len(old_index)), index=old_index.to_numpy())
-    out = launch.copy()
-    ok = out.notna()
-    out[ok] = new_of_old.reindex(out[ok].astype("int64").to_numpy()).to_numpy()
-    return out.astype("Int64")
 
 
 def _merged_meta(traces: list[Trace], ranks: list[int], offsets: list[float], how: str, label: str) -> dict:

@@ -1,4 +1,7 @@
-"""Build the event table from raw trace columns, one step per function (vectorised; no per-row DataFrame work)."""
+"""Build the event table from raw trace columns, one step per function (vectorised; no per-row DataFrame work).
+
+The columns are built with numpy alone; pandas is imported, and the DataFrame made, only when the table is first read
+(:class:`EventColumns`), so that loading a trace does not pay for importing pandas."""
 from __future__ import annotations
 
 import re
@@ -6,7 +9,6 @@ import warnings
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from asynclab.trace.read.events import (
     COPY_KINDS, DEFAULT_CUDA_STREAM, GPU_KINDS, SYNC_TID_OFFSET, TraceError, TraceWarning, comm_kernel, copy_kind,
@@ -14,7 +16,7 @@ from asynclab.trace.read.events import (
 )
 from asynclab.trace.read.io import RawEvents
 
-__all__ = ["build_table", "COLUMNS"]
+__all__ = ["build_table", "build_columns", "EventColumns", "COLUMNS"]
 
 #: The event table's columns, in order.
 COLUMNS = (
@@ -23,7 +25,7 @@ COLUMNS = (
 )
 
 
-def build_table(raw: RawEvents, name: str, meta: dict[str, Any]) -> pd.DataFrame:
+def build_table(raw: RawEvents, name: str, meta: dict[str, Any]) -> "pd.DataFrame":
     """The event table of one trace (see :class:`asynclab.trace.Trace`), filling ``meta`` as it goes.
 
     Example:
@@ -32,6 +34,46 @@ def build_table(raw: RawEvents, name: str, meta: dict[str, Any]) -> pd.DataFrame
         ...     "pid": 0, "tid": 20, "ts": 5, "dur": 3, "args": {"device": 0, "stream": 20}}]}, "<dict>")
         >>> build_table(raw, "<dict>", {})[["kind", "lane", "start_us"]].values.tolist()
         [['comm', 'GPU 0 · stream 20', 0.0]]
+    """
+    return build_columns(raw, name, meta).frame()
+
+
+class EventColumns:
+    """The event table's columns as numpy arrays; :meth:`frame` makes the DataFrame (importing pandas then).
+
+    Example:
+        >>> from asynclab.trace.read.io import from_document
+        >>> raw = from_document({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7,
+        ...     "ts": 5, "dur": 3, "args": {"device": 0, "stream": 7}}]}, "<dict>")
+        >>> cols = build_columns(raw, "<dict>", {})
+        >>> len(cols), cols.span_us(), cols.frame()["lane"].tolist()
+        (1, 3.0, ['GPU 0 · stream 7 (default)'])
+    """
+
+    def __init__(self, cols: dict[str, np.ndarray], lane: np.ndarray, launch: np.ndarray, rank: float):
+        self.cols, self.lane, self.launch, self.rank = cols, lane, launch, rank
+
+    def __len__(self) -> int:
+        return len(self.cols["start"])
+
+    def span_us(self) -> float:
+        """Time from the first event's start to the last event's end, in µs (as :meth:`Trace.span_us`)."""
+        return float(self.cols["end"].max() - self.cols["start"].min()) if len(self) else 0.0
+
+    def frame(self) -> "pd.DataFrame":
+        """The event table (:data:`COLUMNS`, in that order)."""
+        return _frame(self.cols, self.lane, self.launch, self.rank)
+
+
+def build_columns(raw: RawEvents, name: str, meta: dict[str, Any]) -> EventColumns:
+    """The columns of :func:`build_table`, without the DataFrame (nor pandas), filling ``meta`` as it goes.
+
+    Example:
+        >>> from asynclab.trace.read.io import from_document
+        >>> raw = from_document({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+        ...     "ts": 5, "dur": 3}]}, "<dict>")
+        >>> build_columns(raw, "<dict>", {}).cols["kind"].tolist()
+        ['cpu_op']
     """
     if not len(raw) and not raw.meta_events:
         raise TraceError(f"{name}: the trace has no complete events (only metadata, flows or instant events)")
@@ -54,10 +96,9 @@ def build_table(raw: RawEvents, name: str, meta: dict[str, Any]) -> pd.DataFrame
                                   (cols["pid_code"], pid_texts), (cols["tid_code"], tid_texts), cols["start"], meta)
     meta["main_thread"] = main_key
     launch = _link_launches(cols["kind"], cols["correlation"], is_gpu)
-    df = _frame(cols, lane, launch, _rank_of(meta))
-    if not (df["kind"] != "other").any():
-        raise TraceError(f"{name}: the trace has no GPU or host activity (only {len(df):,} bookkeeping events)")
-    return df
+    if not (cols["kind"] != "other").any():
+        raise TraceError(f"{name}: the trace has no GPU or host activity (only {len(lane):,} bookkeeping events)")
+    return EventColumns(cols, lane, launch, _rank_of(meta))
 
 
 # --------------------------------------------------------------------------------------------
@@ -253,7 +294,7 @@ def _copy_directions(kind, names, idx, mem_pos, from_dev, to_dev, direction) -> 
     copies = np.flatnonzero(kind == "copy")
     if not len(copies):
         return
-    c_codes, c_uniq = pd.factorize(names[copies])
+    c_codes, c_uniq = _factorize(names[copies])
     c_kind = np.array([copy_kind(str(u)) or "" for u in c_uniq], dtype=object)[c_codes]
     said = dict(zip(idx[mem_pos], direction))
     c_kind = np.array([k or copy_kind(str(said.get(i) or "")) or "" for k, i in zip(c_kind, copies)], dtype=object)
@@ -272,7 +313,7 @@ def _streams(kind_g, stream, s_arg) -> np.ndarray:
     has = np.isfinite(s_arg)
     if has.any():
         stream = stream.copy()
-        codes, uniq = pd.factorize(s_arg[has])
+        codes, uniq = _factorize(s_arg[has])
         stream[has] = np.array([str(int(v)) if v >= 0 else "-1" for v in uniq], dtype=object)[codes]
     sync_pos = np.flatnonzero((kind_g == "sync") & ~has)
     if not len(sync_pos):
@@ -298,7 +339,7 @@ def _platform(cats: tuple[np.ndarray, list], kind, names, gpu_idx, meta) -> str:
     launch_idx = np.flatnonzero(kind == "launch")
     if not len(gpu_idx) and not len(launch_idx):
         return "cpu"
-    if len(launch_idx) and any(str(u).startswith("hip") for u in pd.unique(names[launch_idx])):
+    if len(launch_idx) and any(str(u).startswith("hip") for u in set(names[launch_idx].tolist())):
         return "rocm"
     cat_codes, cat_uniq = cats
     if len(launch_idx) and "mtia_runtime" in {cat_uniq[c] for c in np.unique(cat_codes[launch_idx])}:
@@ -347,11 +388,11 @@ def _link_launches(kind, correlation, is_gpu) -> np.ndarray:
     l_rows = np.flatnonzero((kind == "launch") & np.isfinite(correlation))
     g_rows = np.flatnonzero(is_gpu & np.isfinite(correlation))
     if len(l_rows) and len(g_rows):
-        lc = pd.Index(correlation[l_rows])
-        first = ~lc.duplicated(keep="first")
-        hit = lc[first].get_indexer(correlation[g_rows])
-        ok = hit >= 0
-        launch[g_rows[ok]] = l_rows[first][hit[ok]]
+        uniq, first = np.unique(correlation[l_rows], return_index=True)  # each id's first launch (a stable sort)
+        want = correlation[g_rows]
+        at = np.minimum(np.searchsorted(uniq, want), len(uniq) - 1)
+        ok = uniq[at] == want
+        launch[g_rows[ok]] = l_rows[first[at[ok]]]
     return launch
 
 
@@ -361,7 +402,9 @@ def _rank_of(meta: dict[str, Any]) -> float:
     return float(rank) if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0 else np.nan
 
 
-def _frame(cols: dict[str, np.ndarray], lane, launch, rank: float) -> pd.DataFrame:
+def _frame(cols: dict[str, np.ndarray], lane, launch, rank: float) -> "pd.DataFrame":
+    import pandas as pd
+
     n = len(cols["start"])
     return pd.DataFrame({
         "kind": cols["kind"],
@@ -403,9 +446,9 @@ def _gpu_label(dev: int, stream: str, platform: str) -> str:
 
 
 def _gpu_lanes(device, stream, platform) -> np.ndarray:
-    s_codes, s_uniq = pd.factorize(stream)
+    s_codes, s_uniq = _factorize(stream)
     key = device.astype(np.int64) * (len(s_uniq) + 1) + s_codes
-    k_codes, k_uniq = pd.factorize(key)
+    k_codes, k_uniq = _factorize(key)
     labels = []
     for k in k_uniq:
         d, sc = divmod(int(k), len(s_uniq) + 1)
@@ -427,7 +470,7 @@ def _host_lanes(kh, pid_h, tid_h, start_h, meta) -> tuple[np.ndarray, str | None
     """The host rows' lanes, from their kinds, pids and tids (each as codes and their texts) and starts."""
     (p_codes, p_uniq), (t_codes, t_uniq) = pid_h, tid_h
     key = p_codes.astype(np.int64) * (len(t_uniq) + 1) + t_codes
-    k_codes, k_uniq = pd.factorize(key)
+    k_codes, k_uniq = _factorize(key)
     pairs = [(str(p_uniq[k // (len(t_uniq) + 1)]), str(t_uniq[k % (len(t_uniq) + 1)])) for k in k_uniq]
     main_code = _main_thread(kh, start_h, k_codes, pairs)
     # CPU threads: those with launches, CPU ops, annotations or python rows (not bookkeeping such
@@ -496,31 +539,76 @@ def _read_metadata(M: list, meta: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------------------------
 def _among(values: np.ndarray, wanted: Any) -> np.ndarray:
     """``np.isin`` for arrays of text, by hashing (numpy sorts object arrays, which is slower)."""
-    return pd.Series(values, dtype=object, copy=False).isin(list(wanted)).to_numpy(dtype=bool)
+    return np.fromiter(map(frozenset(wanted).__contains__, values), bool, len(values))
 
 
 def _num(values: list) -> np.ndarray:
-    """List of JSON scalars -> float64 array; anything that is not a number becomes NaN."""
+    """List of JSON scalars -> float64 array; anything that is not a number becomes NaN (text that reads as a number
+    becomes that number).
+
+    Example:
+        >>> _num([1, None, 2.5]).tolist(), _num([1, "2", "x", True]).tolist()
+        ([1.0, nan, 2.5], [1.0, 2.0, nan, nan])
+    """
     try:
         return np.fromiter(values, np.float64, len(values))
     except (TypeError, ValueError):
+        pass
+    try:  # the common damage: absent values (None) among numbers
+        return np.fromiter(map(_number_or_none, values), np.float64, len(values))
+    except TypeError:
+        import pandas as pd
+
         return pd.to_numeric(pd.Series(values, dtype=object).map(_scalar_or_nan),
                              errors="coerce").to_numpy(np.float64)
+
+
+def _number_or_none(v: Any) -> float | int:
+    """An int or float as it is, None as NaN; anything else a TypeError."""
+    if type(v) is float or type(v) is int:
+        return v
+    if v is None:
+        return np.nan
+    raise TypeError(type(v).__name__)
+
+
+def _factorize(values: np.ndarray) -> tuple[np.ndarray, list]:
+    """Each value's code and the distinct values, in order of first appearance (``pandas.factorize`` of values that
+    are never missing: text, or finite numbers).
+
+    Example:
+        >>> codes, uniq = _factorize(np.array(["b", "a", "b"], dtype=object))
+        >>> n_codes, n_uniq = _factorize(np.array([5, 3, 5]))
+        >>> codes.tolist(), uniq, n_codes.tolist(), n_uniq
+        ([0, 1, 0], ['b', 'a'], [0, 1, 0], [5, 3])
+    """
+    n = len(values)
+    if values.dtype.kind in "iuf":
+        uniq, first, inv = np.unique(values, return_index=True, return_inverse=True)
+        order = np.argsort(first)
+        rank = np.empty(len(order), np.intp)
+        rank[order] = np.arange(len(order))
+        return rank[inv.reshape(-1)], uniq[order].tolist()
+    seen: dict = {}
+    at = np.fromiter(map(seen.setdefault, values.tolist(), range(n)), np.intp, n)
+    return np.searchsorted(np.fromiter(seen.values(), np.intp, len(seen)), at), list(seen)
 
 
 def _num_by_unique(values: np.ndarray) -> np.ndarray:
     """Object array of text -> float64 array (NaN where not a number), converting each distinct value once."""
     if not len(values):
         return np.zeros(0)
-    codes, uniq = pd.factorize(values)
-    return _num([_scalar_or_nan(u) for u in uniq] + [np.nan])[codes]
+    codes, uniq = _factorize(values)
+    return _num([_scalar_or_nan(u) for u in uniq])[codes]
 
 
 def _scalar_or_nan(v: Any) -> Any:
     return v if isinstance(v, (int, float, str)) and not isinstance(v, bool) else np.nan
 
 
-def _int_array(f: np.ndarray) -> pd.arrays.IntegerArray:
+def _int_array(f: np.ndarray) -> "pd.arrays.IntegerArray":
+    import pandas as pd
+
     mask = ~np.isfinite(f)
     vals = np.where(mask, 0, f).astype(np.int64)
     return pd.arrays.IntegerArray(vals, mask)
@@ -536,7 +624,7 @@ def _texts(coded: tuple[np.ndarray, list]) -> tuple[np.ndarray, np.ndarray]:
         ([0, 0, 1, 0], ['1', ''])
     """
     codes, uniq = coded
-    t_codes, texts = pd.factorize(np.array([_to_str(u) for u in uniq], dtype=object))
+    t_codes, texts = _factorize(np.array([_to_str(u) for u in uniq], dtype=object))
     return t_codes[codes], np.asarray(texts, dtype=object)
 
 
@@ -555,9 +643,9 @@ def _strip_stream_prefix(tids: np.ndarray) -> np.ndarray:
     """"stream 7" -> "7" (PyTorch 1.x wrote GPU tids that way); other values unchanged."""
     if not len(tids):
         return tids.copy()
-    codes, uniq = pd.factorize(tids)
-    fixed = [(_STREAM_PREFIX.sub("", u) or u) if isinstance(u, str) else u for u in uniq]
-    return np.array(fixed + [""], dtype=object)[codes]
+    codes, uniq = _factorize(tids)
+    fixed = [(_STREAM_PREFIX.sub("", u) or u) if isinstance(u, str) else "" if u is None else u for u in uniq]
+    return np.array(fixed, dtype=object)[codes]
 
 
 def _digits(s: str) -> float:
