@@ -323,3 +323,33 @@ def test_the_cards_page_locking_rate_is_faster_than_this_recordings_host():
     r = row("pin_cost", "a fresh pin is repaid after")
     assert r["predicted"] < r["recorded"]
 
+
+def test_a_record_function_bracket_costs_the_host_the_cards_assumed_annotation_time():
+    """event_api: the model's wait_event inside a record_function bracket costs its own host time plus the card's
+    annotation_us on entering and leaving (an assumption of 1 µs), where an H200's host spent 157-183 µs."""
+    import time
+
+    import torch
+
+    import asynclab as al
+    from asynclab.sim.figures import card_figures
+
+    def work(side):
+        torch.cuda._sleep(1000)  # some work for the event to mark
+        mid = torch.cuda.Event()
+        mid.record()
+        t0 = time.perf_counter()
+        side.wait_event(mid)
+        alone = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        with torch.profiler.record_function("bracket"):
+            side.wait_event(mid)
+        return alone * 1e3, (time.perf_counter() - t0) * 1e3
+
+    alone, bracketed = al.simulate(work, setup=lambda: torch.cuda.Stream(), card="H200",
+                                   values=False).meta["simulated"]["returned"]
+    figures = card_figures("H200")
+    assert figures["meta"]["source"]["annotation_us"] == "assumption"
+    assert bracketed - alone == pytest.approx(2 * figures["annotation_us"] / 1e3, abs=0.002)
+    assert row("event_api", "host time in side.wait_event(mid)")["recorded"] > 0.1
+
