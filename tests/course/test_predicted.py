@@ -377,3 +377,29 @@ def test_a_thin_product_costs_its_share_of_the_whole_in_the_model():
     busy = {name: m.trace.window(annotation=name).gpu()["dur_us"].sum() for name in ("whole", "thin")}
     assert 1.0 <= busy["thin"] / busy["whole"] <= 1.03
 
+
+def test_the_copy_engine_serves_streams_in_issue_order_in_the_model():
+    """copy_streams: copies issued on two streams in turn run in the order they were issued on the simulated H200,
+    where the H200 ran one stream's queued copies before the other's."""
+    import torch
+
+    from asynclab.lessons.copy_overlap import experiments as ex
+
+    def setup():
+        return [torch.empty(2**20, pin_memory=True) for _ in range(6)], [torch.cuda.Stream(), torch.cuda.Stream()]
+
+    def two_streams(t):
+        chunks, streams = t
+        main = torch.cuda.current_stream()
+        for i, chunk in enumerate(chunks):
+            with torch.cuda.stream(streams[i % 2]):
+                x = chunk.to("cuda", non_blocking=True)
+            main.wait_event(streams[i % 2].record_event())
+            x.record_stream(main)
+            x.mul_(2.0)
+
+    m = on_h200({"two": two_streams}, setup, repeats=1)
+    assert ex.copy_order(m.trace.window(annotation="two")) == list(range(6))
+    assert row("copy_streams", "on two copy streams in turn they do not, and less of the copy time is hidden")[
+        "recorded"] == "PASS"
+
