@@ -481,15 +481,15 @@ def run_cell(workloads: Any, setup: Callable[[], Any] | None = None, *, live: bo
         where = f"live on {hardware.inventory().gpus[0].name}"
     else:
         from asynclab.sim.limits import SimulationLimit
-        from asynclab.sim.simulate import simulate
+        from asynclab.sim.simulate import run_simulated
 
         box = {}
         where = f"simulated {card} (predicted)"
         progress = SimulationProgress(card)
         try:
-            simulate(lambda: box.update(_timing_loop(workloads, setup, repeats, warmup, out, progress, settle=True)),
-                     gpus=gpus,
-                     card=card, values=values)
+            # the cell's own profiled run is its trace: the whole simulated run's is not made
+            run_simulated(lambda: box.update(_timing_loop(workloads, setup, repeats, warmup, out, progress, settle=True)),
+                          gpus=gpus, card=card, values=values)
         except SimulationLimit as err:  # our limit, not the learner's mistake: said in one line, nothing measured
             return Measured({}, {}, {}, None, where, fingerprint(workloads, setup), params=params,
                             failed=f"not predicted here: {err}; on a GPU this cell measures it")
