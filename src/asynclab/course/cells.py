@@ -163,6 +163,8 @@ class Measured:
     #: ``setup``'s arguments as the cell defines them (``def setup(n=2**20)`` gives ``{"n": 1048576}``), so that a
     #: figure or a claim reads a size from the code that ran, not a copy of it
     params: dict[str, Any] = field(default_factory=dict)
+    #: the recording's trace as :meth:`recording` last loaded it: ((its path, its modification time), the trace)
+    _loaded: Any = field(default=None, repr=False, compare=False)
 
     @property
     def predicted(self) -> bool:
@@ -213,7 +215,11 @@ class Measured:
         if self.recording_trace is not None and Path(self.recording_trace).is_file():
             from asynclab.trace import load_trace
 
-            trace = load_trace(self.recording_trace)
+            path = Path(self.recording_trace)
+            key = (str(path), path.stat().st_mtime_ns)
+            if self._loaded is None or self._loaded[0] != key:  # a cell's claims and answers ask for it again and again
+                self._loaded = (key, load_trace(path))
+            trace = self._loaded[1]
         ref = self.reference
         return Measured(dict(ref["ms"]), dict(ref.get("times", {})), dict(ref.get("returned", {})), trace,
                         self.recorded_on or "", ref.get("fingerprint"),

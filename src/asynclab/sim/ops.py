@@ -95,9 +95,6 @@ class SchemaFacts(NamedTuple):
     written: tuple
 
 
-_FACTS: dict[Any, SchemaFacts] = {}
-
-
 def schema_facts(func: Any) -> SchemaFacts:
     """:class:`SchemaFacts` of the operator ``func``: read from its schema on its first call, then kept (a schema
     never changes, and a training loop calls the same operators again and again).
@@ -108,7 +105,7 @@ def schema_facts(func: Any) -> SchemaFacts:
         >>> schema_facts(aten.add_.Tensor).written
         ((0, False, 'self'),)
     """
-    facts = _FACTS.get(func)
+    facts = RUNNING.schemas.get(func)
     if facts is None:
         schema = func._schema
         returns, arguments = schema.returns, schema.arguments
@@ -118,7 +115,7 @@ def schema_facts(func: Any) -> SchemaFacts:
                             bool(returns) and len(views) == len(returns) and not any(writes(a) for a in arguments),
                             bool(views),
                             tuple((i, a.kwarg_only, a.name) for i, a in enumerate(arguments) if writes(a)))
-        _FACTS[func] = facts
+        RUNNING.schemas[func] = facts
     return facts
 
 
@@ -246,6 +243,19 @@ def operator_rule(*keys: Any) -> Callable:
     return register
 
 
+def _rules_for(func: Any) -> tuple:
+    """The entries of :data:`OPERATOR_RULES` that may run ``func``, in their order: those for it by name, and every
+    one keyed by a predicate; worked out once per operator (again once a rule is registered)."""
+    known = RUNNING.rules
+    if known.get(None) != len(OPERATOR_RULES):  # None: how many rules there were when these were worked out
+        known.clear()
+        known[None] = len(OPERATOR_RULES)
+    entries = known.get(func)
+    if entries is None:
+        entries = known[func] = tuple(e for e in OPERATOR_RULES if e.predicate is not None or func in e.ops)
+    return entries
+
+
 def run_operator(gpu: Simulation, func: Any, args: tuple, kwargs: dict) -> Any:
     """Run ``func`` on simulated tensors: the first rule of :data:`OPERATOR_RULES` that matches it and does not hand
     it on (a rule of its own, the device check, a view at once, a read by the host, or a kernel).
@@ -258,8 +268,8 @@ def run_operator(gpu: Simulation, func: Any, args: tuple, kwargs: dict) -> Any:
         153.0
     """
     call = OperatorCall(func, args, kwargs)
-    for entry in OPERATOR_RULES:
-        if entry.matches(call):
+    for entry in _rules_for(func):
+        if entry.predicate is None or entry.predicate(call):  # entry.matches(call), its operators already picked
             out = entry.rule(gpu, call)
             if out is not NEXT:
                 return out
