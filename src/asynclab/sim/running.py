@@ -46,6 +46,7 @@ class Running:
         self.shapes: dict = {}  # operators' output shapes already worked out, by signature (asynclab.sim.ops)
         self.schemas: dict = {}  # an operator -> what its schema says (asynclab.sim.ops.schema_facts)
         self.rules: dict = {}  # an operator -> the simulated rules that may run it (asynclab.sim.ops)
+        self.rates: dict = {}  # matrix products' rates already worked out (asynclab.sim.kernel_costs.matmul_rate)
 
     @property
     def current(self) -> dict[Any, Any]:
