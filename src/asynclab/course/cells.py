@@ -166,6 +166,8 @@ class Measured:
     #: the cell's name (``run.measure``'s ``name=``) and its lesson's number, where a lesson's cell ran it
     name: str | None = None
     lesson: str | None = None
+    #: the recording's trace as :meth:`recording` last loaded it: ((its path, its modification time), the trace)
+    _loaded: Any = field(default=None, repr=False, compare=False)
 
     @property
     def predicted(self) -> bool:
@@ -216,10 +218,14 @@ class Measured:
         if self.recording_trace is not None and Path(self.recording_trace).is_file():
             from asynclab.trace import load_trace
 
-            trace = load_trace(self.recording_trace)
+            path = Path(self.recording_trace)
+            key = (str(path), path.stat().st_mtime_ns)
+            if self._loaded is None or self._loaded[0] != key:  # a cell's claims and answers ask for it again and again
+                self._loaded = (key, load_trace(path))
+            trace = self._loaded[1]
         ref = self.reference
-        ms, times, returned = (in_order_of(dict(ref.get(key, {})), getattr(self, key))
-                               for key in ("ms", "times", "returned"))
+        ms, times, returned = (in_order_of(dict(ref.get(part, {})), getattr(self, part))
+                               for part in ("ms", "times", "returned"))
         return Measured(ms, times, returned, trace,
                         self.recorded_on or "", ref.get("fingerprint"),
                         params=dict(self.params) if self.same_code else {})  # same code, same defaults
@@ -500,15 +506,15 @@ def run_cell(workloads: Any, setup: Callable[[], Any] | None = None, *, live: bo
         where = f"live on {hardware.inventory().gpus[0].name}"
     else:
         from asynclab.sim.limits import SimulationLimit
-        from asynclab.sim.simulate import simulate
+        from asynclab.sim.simulate import run_simulated
 
         box = {}
         where = f"simulated {card} (predicted)"
         progress = SimulationProgress(card)
         try:
-            simulate(lambda: box.update(_timing_loop(workloads, setup, repeats, warmup, out, progress, settle=True)),
-                     gpus=gpus,
-                     card=card, values=values)
+            # the cell's own profiled run is its trace: the whole simulated run's is not made
+            run_simulated(lambda: box.update(_timing_loop(workloads, setup, repeats, warmup, out, progress, settle=True)),
+                          gpus=gpus, card=card, values=values)
         except SimulationLimit as err:  # our limit, not the learner's mistake: said in one line, nothing measured
             return Measured({}, {}, {}, None, where, fingerprint(workloads, setup), params=params,
                             failed=f"not predicted here: {err}; on a GPU this cell measures it")

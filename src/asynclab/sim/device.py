@@ -404,7 +404,8 @@ class SimGPU(Simulation):
         """A block no tensor uses: back to its stream's pool, at once, or once the streams record_stream named have
         done what is queued on them now."""
         free_at = max([self.host] + [self.ready(s) for s in recorded if s.device_index == device and s is not stream])
-        self.memory.freed(base, device, stream, free_at)
+        with torch._C.DisableTorchFunction():  # the books read the block's size: no operator of the host's program
+            self.memory.freed(base, device, stream, free_at)
 
     def memory_stat(self, kind: str, device: Any = None, peak: bool = False) -> int:
         """Bytes ``allocated`` to tensors (rounded up to 512, as PyTorch's caching allocator rounds them) or

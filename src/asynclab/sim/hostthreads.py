@@ -56,11 +56,15 @@ class HostThreads:
     @property
     def now(self) -> float:
         """The calling thread's time, in ms."""
-        return self._clocks[self._mine()]
+        clocks = self._clocks
+        if len(clocks) == 1:  # the check's thread alone: every thread reads its clock (see _mine)
+            return clocks[self._owner]
+        return clocks[self._mine()]
 
     @now.setter
     def now(self, t: float) -> None:
-        self._clocks[self._mine()] = t
+        clocks = self._clocks
+        clocks[self._owner if len(clocks) == 1 else self._mine()] = t
         if self._on_move is not None:
             self._on_move()
 
@@ -69,8 +73,11 @@ class HostThreads:
         """How far the GPU's work may have happened, in ms: the earliest clock of the threads that run now (the
         caller's included; one blocked in a join or a wait is left out). A thread that waits for a copy does not
         make it land for another thread that reads the memory earlier in its own time."""
+        clocks = self._clocks
+        if len(clocks) == 1:  # the check's thread alone: its clock, blocked or not (it is the caller's, see _mine)
+            return clocks[self._owner]
         here = self._mine()
-        return min(t for i, t in list(self._clocks.items()) if i == here or i not in self._blocked)
+        return min(t for i, t in list(clocks.items()) if i == here or i not in self._blocked)
 
     def await_others(self) -> None:
         """The calling thread's clock moved past those of other threads that run (it waited for the GPU, or slept):

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from asynclab.sim.nest import leaves
+from asynclab.sim.running import RUNNING
 from asynclab.sim.simulation import Simulation
 
 #: Operators whose work is matrix products: timed by their FLOPs, not their bytes.
@@ -311,6 +312,13 @@ def matmul_rate(gpu: Simulation, dtype: torch.dtype, flops: float, convolution: 
     else:
         kind = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, "fp32")
     sides, rates = gpu.MATMUL_CURVES[kind]
-    scale = gpu.scale ** 1.5  # a check's products have sides sqrt(scale) shorter: FLOPs scale ** 1.5 fewer
-    side = math.log(max(flops * scale / 2.0, 1.0)) / 3.0
-    return math.exp(float(np.interp(side, np.log(sides), np.log(rates)))) / scale
+    key = (sides, rates, gpu.scale, flops)  # the curves are tuples: the same key, the same rate
+    known = RUNNING.rates.get(key)
+    if known is None:
+        scale = gpu.scale ** 1.5  # a check's products have sides sqrt(scale) shorter: FLOPs scale ** 1.5 fewer
+        side = math.log(max(flops * scale / 2.0, 1.0)) / 3.0
+        known = math.exp(float(np.interp(side, np.log(sides), np.log(rates)))) / scale
+        if len(RUNNING.rates) >= 4096:
+            RUNNING.rates.clear()
+        RUNNING.rates[key] = known
+    return known

@@ -85,22 +85,51 @@ def _raw(x: Any) -> Any:
     return _elem(x)
 
 
+class SchemaFacts(NamedTuple):
+    """What an operator's schema says, worked out once per operator (:func:`schema_facts`): its name without its
+    namespace, whether it is a view, whether it returns a view of an input, and its arguments that it writes in
+    place (``Tensor(a!)``), as (position, keyword only, name)."""
+    name: str
+    is_view: bool
+    returns_view: bool
+    written: tuple
+
+
+def schema_facts(func: Any) -> SchemaFacts:
+    """:class:`SchemaFacts` of the operator ``func``: read from its schema on its first call, then kept (a schema
+    never changes, and a training loop calls the same operators again and again).
+
+    Example:
+        >>> [schema_facts(op)[:3] for op in (aten.mm.default, aten.t.default, aten.add_.Tensor)]
+        [('mm', False, False), ('t', True, True), ('add_', False, False)]
+        >>> schema_facts(aten.add_.Tensor).written
+        ((0, False, 'self'),)
+    """
+    facts = RUNNING.schemas.get(func)
+    if facts is None:
+        schema = func._schema
+        returns, arguments = schema.returns, schema.arguments
+        writes = lambda a: a.alias_info is not None and a.alias_info.is_write  # noqa: E731
+        views = [r for r in returns if r.alias_info is not None and not r.alias_info.is_write]
+        facts = SchemaFacts(schema.name.split("::")[-1],
+                            bool(returns) and len(views) == len(returns) and not any(writes(a) for a in arguments),
+                            bool(views),
+                            tuple((i, a.kwarg_only, a.name) for i, a in enumerate(arguments) if writes(a)))
+        RUNNING.schemas[func] = facts
+    return facts
+
+
 def _mutated(func: Any, args: tuple, kwargs: dict, kind: type = DeviceTensor) -> list:
     """The tensors (of type ``kind``) the operator writes in place, from its schema (``Tensor(a!)``), in order."""
     out = []
-    for i, arg in enumerate(func._schema.arguments):
-        info = arg.alias_info
-        if info is None or not info.is_write:
-            continue
-        value = args[i] if i < len(args) and not arg.kwarg_only else kwargs.get(arg.name)
+    for i, kwarg_only, name in schema_facts(func).written:
+        value = args[i] if i < len(args) and not kwarg_only else kwargs.get(name)
         out += [t for t in leaves(value) if isinstance(t, kind)]
     return out
 
 
 def _is_view(func: Any) -> bool:
-    returns = func._schema.returns
-    return bool(returns) and all(r.alias_info is not None and not r.alias_info.is_write for r in returns) \
-        and not any(a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments)
+    return schema_facts(func).is_view
 
 
 class OperatorCall:
@@ -121,12 +150,17 @@ class OperatorCall:
     @property
     def name(self) -> str:
         """The operator's name without its namespace (``mm`` for ``aten::mm``)."""
-        return self.func._schema.name.split("::")[-1]
+        return schema_facts(self.func).name
+
+    @cached_property
+    def flat(self) -> list:
+        """The leaves of the operator's arguments (:func:`asynclab.sim.nest.leaves`), worked out once."""
+        return leaves((self.args, self.kwargs))
 
     @cached_property
     def devices(self) -> set[int]:
         """The GPUs the operator's simulated tensors are on."""
-        return _devices((self.args, self.kwargs))
+        return {t.block.device for t in self.flat if isinstance(t, DeviceTensor)}
 
     def device(self, gpu: Simulation) -> int:
         """The GPU the operator runs on: its tensors' (one, once the device check has passed), else ``gpu``'s current
@@ -209,6 +243,19 @@ def operator_rule(*keys: Any) -> Callable:
     return register
 
 
+def _rules_for(func: Any) -> tuple:
+    """The entries of :data:`OPERATOR_RULES` that may run ``func``, in their order: those for it by name, and every
+    one keyed by a predicate; worked out once per operator (again once a rule is registered)."""
+    known = RUNNING.rules
+    if known.get(None) != len(OPERATOR_RULES):  # None: how many rules there were when these were worked out
+        known.clear()
+        known[None] = len(OPERATOR_RULES)
+    entries = known.get(func)
+    if entries is None:
+        entries = known[func] = tuple(e for e in OPERATOR_RULES if e.predicate is not None or func in e.ops)
+    return entries
+
+
 def run_operator(gpu: Simulation, func: Any, args: tuple, kwargs: dict) -> Any:
     """Run ``func`` on simulated tensors: the first rule of :data:`OPERATOR_RULES` that matches it and does not hand
     it on (a rule of its own, the device check, a view at once, a read by the host, or a kernel).
@@ -221,8 +268,8 @@ def run_operator(gpu: Simulation, func: Any, args: tuple, kwargs: dict) -> Any:
         153.0
     """
     call = OperatorCall(func, args, kwargs)
-    for entry in OPERATOR_RULES:
-        if entry.matches(call):
+    for entry in _rules_for(func):
+        if entry.predicate is None or entry.predicate(call):  # entry.matches(call), its operators already picked
             out = entry.rule(gpu, call)
             if out is not NEXT:
                 return out
@@ -305,7 +352,8 @@ def _host_written(call: OperatorCall) -> list:
 def _on_two_devices(call: OperatorCall) -> bool:
     """Whether the operator's tensors are on two devices: two GPUs, or a GPU and the host memory it reads (but a 0-d
     tensor) or writes."""
-    return bool(_host_tensors((call.args, call.kwargs)) or _host_written(call) or len(call.devices) > 1)
+    return bool(any(isinstance(t, torch.Tensor) and not isinstance(t, DeviceTensor) and t.dim() > 0 for t in call.flat)
+                or _host_written(call) or len(call.devices) > 1)
 
 
 @operator_rule(_on_two_devices)
@@ -419,7 +467,7 @@ def _kernel(gpu: Simulation, call: OperatorCall) -> Any:
     outputs (new memory, and the tensors it mutates) when it ends."""
     func, args, kwargs, shapes, device = call.func, call.args, call.kwargs, call.shapes, call.device(gpu)
     mutated = _mutated(func, args, kwargs)
-    name = func._schema.name.split("::")[-1]
+    name = schema_facts(func).name
     flat = leaves(shapes)
     written = iter(mutated)
     outputs = []
@@ -452,8 +500,8 @@ def _kernel(gpu: Simulation, call: OperatorCall) -> Any:
                 e.copy_(clones[id(e)])
         return at_end
 
-    reads = tuple(t for t in leaves((eargs, ekwargs)) if isinstance(t, torch.Tensor)
-                  and any(t is x.elem for x in leaves((args, kwargs)) if isinstance(x, DeviceTensor)))
+    elems = [x.elem for x in call.flat if isinstance(x, DeviceTensor)]
+    reads = tuple(t for t in leaves((eargs, ekwargs)) if isinstance(t, torch.Tensor) and any(t is e for e in elems))
     made_or_written = [o for o in outputs if o is not None] or mutated  # an in-place op of no return writes its inputs
     ms, fill, memory = kernel_cost(gpu, func, (args, kwargs), made_or_written)
     product = name in CUBLAS_PRODUCTS

@@ -44,6 +44,9 @@ class Running:
         self.defaults: dict[int, Any] = {}  # GPU index -> its one default-stream handle
         self.order = itertools.count()  # the process's sequence: work's correlation ids, free blocks' order
         self.shapes: dict = {}  # operators' output shapes already worked out, by signature (asynclab.sim.ops)
+        self.schemas: dict = {}  # an operator -> what its schema says (asynclab.sim.ops.schema_facts)
+        self.rules: dict = {}  # an operator -> the simulated rules that may run it (asynclab.sim.ops)
+        self.rates: dict = {}  # matrix products' rates already worked out (asynclab.sim.kernel_costs.matmul_rate)
 
     @property
     def current(self) -> dict[Any, Any]:

@@ -26,11 +26,12 @@ from asynclab.sim.simulation import FreeHost
 from asynclab.sim.figures import card_figures, rates
 from asynclab.sim.kernel_costs import CUBLAS_PRODUCTS, MATMULS
 from asynclab.sim.nest import leaves
+from asynclab.sim.ops import schema_facts
 from asynclab.sim.refusals import refusals
 from asynclab.sim.tensors import DeviceTensor
 from asynclab.sim.trace import document_of
 
-__all__ = ["HostCosts", "predictor", "RANDOM", "host_tensors_made", "simulate", "running_predictor", "record_predicted", "save_document", "LOWER_PRECISION", "FULL_PRECISION"]
+__all__ = ["HostCosts", "predictor", "run_simulated", "RANDOM", "host_tensors_made", "simulate", "running_predictor", "record_predicted", "save_document", "LOWER_PRECISION", "FULL_PRECISION"]
 
 #: Functions ``torch.autocast("cuda")`` runs in its 16-bit dtype (PyTorch's CUDA autocast list, the common ones).
 LOWER_PRECISION = frozenset({"linear", "matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "addmm", "baddbmm", "addbmm",
@@ -165,9 +166,8 @@ class HostCosts(FreeHost):
         gpu = self.gpu
         self._backward_node()
         start = gpu.host
-        name = func._schema.name.split("::")[-1]
-        views = [r for r in func._schema.returns if r.alias_info is not None and not r.alias_info.is_write]
-        if func._schema.returns and not views:  # an in-place op (x.add_) costs as much as any; a view next to nothing
+        name, _, returns_view = schema_facts(func)[:3]
+        if func._schema.returns and not returns_view:  # an in-place op (x.add_) costs as much as any; a view next to nothing
             gpu.host += self.host_op_ms(name)
             gpu.host += self.loading_ms(name, args)
         gpu.host += self._recording_ms(name, args, kwargs)
@@ -416,8 +416,7 @@ def simulate(fn: Callable[..., Any], *args: Any, gpus: int = 1, steps: int | Non
     """
     if not callable(fn) or (setup is not None and not callable(setup)):
         raise TypeError(f"simulate needs a function to run, not {type(fn if not callable(fn) else setup).__name__}")
-    if not (isinstance(gpus, int) and gpus in (1, 2)):
-        raise ValueError(f"simulate runs on 1 or 2 simulated GPUs, not {gpus!r}")
+    _check_gpus(gpus)
     if steps is not None and not (isinstance(steps, int) and steps >= 1) or not (isinstance(warmup, int) and warmup >= 0):
         raise ValueError(f"steps must be a whole number of at least 1 (or None), warmup at least 0: {steps!r}, {warmup!r}")
     out = _output(path)
@@ -436,6 +435,36 @@ def simulate(fn: Callable[..., Any], *args: Any, gpus: int = 1, steps: int | Non
     trace = load_trace(doc)
     trace.source = str(out) if out is not None else "<simulated>"
     return trace
+
+
+def run_simulated(fn: Callable[[], Any], gpus: int = 1, card: str = "H100", values: bool = True) -> SimGPU:
+    """Run ``fn()`` once on ``gpus`` simulated ``card`` GPUs as :func:`simulate` does, without making the trace of
+    the whole run: the simulated GPU after it (``gpu.ran``: what ran), for a caller that keeps what ``fn`` recorded
+    itself (an experiment cell's profiled run). A ValueError says that nothing ran, as :func:`simulate`'s does.
+
+    Example:
+        >>> gpu = run_simulated(lambda: torch.ones(8, device="cuda") * 2, card="H200")
+        >>> [row[1] for row in gpu.ran]
+        ['ones', 'mul']
+        >>> run_simulated(lambda: None)
+        Traceback (most recent call last):
+        ...
+        ValueError: nothing ran on the simulated GPU
+    """
+    _check_gpus(gpus)
+    with refusals(), predictor(gpus=gpus, card=card, computes=values) as gpu:
+        gpu.forget_past()
+        fn()
+        gpu.finish()
+    gc.collect()  # as simulate's: free the simulation's tensors now
+    if not gpu.ran:
+        raise ValueError("nothing ran on the simulated GPU")
+    return gpu
+
+
+def _check_gpus(gpus: Any) -> None:
+    if not (isinstance(gpus, int) and gpus in (1, 2)):
+        raise ValueError(f"simulate runs on 1 or 2 simulated GPUs, not {gpus!r}")
 
 
 def running_predictor() -> SimGPU | None:

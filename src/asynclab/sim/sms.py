@@ -5,6 +5,7 @@ holds one :class:`SMs`.
 """
 from __future__ import annotations
 
+import bisect
 import math
 from typing import Any, NamedTuple
 
@@ -45,6 +46,7 @@ class SMs:
     def __init__(self, gpu: Any) -> None:
         self.gpu = gpu
         self.stretches: dict[int, list[Stretch]] = {}  # device -> the stretches of the kernels on its SMs
+        self._ends: dict[int, list[float]] = {}  # device -> its stretches' ends, where they come in order of end
 
     def drawn(self, share: float) -> float:
         """The share of the memory's bandwidth that kernels holding ``share`` of the SMs draw together: an SM draws up
@@ -94,9 +96,10 @@ class SMs:
             ((10.0, 11.0), (10.0, 11.0))
         """
         past = min(ready, self.gpu.threads.horizon)
-        stretches = [k for k in self.stretches.get(device, ()) if k.end > past]
-        self.stretches[device] = stretches
-        later = [k for k in stretches if k.end > ready and k.holds_from(ready, priority)]
+        stretches, ends = self._since(device, past)
+        after = stretches[bisect.bisect_right(ends, ready):] if ends is not None else \
+            [k for k in stretches if k.end > ready]
+        later = [k for k in after if k.holds_from(ready, priority)]
         alone = self.speed(fill, memory, [])
         t, work, start, mine = ready, ms * alone, None, []
         for edge in sorted({e for k in later for e in (k.start, k.end) if e > ready}) + [float("inf")]:
@@ -112,7 +115,26 @@ class SMs:
                     break
             t = edge
         stretches.extend(Stretch(*k, start if holds else float("inf")) for k in mine)
+        if ends is not None:  # still in order of end (one stream's kernels, say)? then the next call bisects
+            if ends and mine[0][1] < ends[-1]:
+                del self._ends[device]
+            else:
+                ends.extend(k[1] for k in mine)
         return start, mine[-1][1]
+
+    def _since(self, device: int, past: float) -> tuple[list[Stretch], list[float] | None]:
+        """The stretches of ``device`` that end after ``past`` (those before are forgotten), in the order they came,
+        and their ends where these come in order (else None): a search then finds where those after a time begin."""
+        stretches, ends = self.stretches.get(device, []), self._ends.get(device)
+        if ends is not None:
+            gone = bisect.bisect_right(ends, past)
+            del stretches[:gone], ends[:gone]
+        else:
+            stretches = [k for k in stretches if k.end > past]
+            if all(a.end <= b.end for a, b in zip(stretches, stretches[1:])):
+                ends = self._ends[device] = [k.end for k in stretches]
+        self.stretches[device] = stretches
+        return stretches, ends
 
     def in_waves(self, device: int, ready: float, waves: tuple, memory: bool = False,
                  priority: int = 0) -> tuple[float, float]:

@@ -69,7 +69,8 @@ def fresh_memory(nbytes: int, marked: bool = True) -> torch.Tensor:
 
 def shaped_on(base: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """A tensor shaped like ``like`` (sizes, strides, offset, dtype) on the bytes of ``base``."""
-    flat = base[: base.numel() - base.numel() % like.element_size()].view(like.dtype)
+    size, rest = base.numel(), base.numel() % like.element_size()
+    flat = (base[: size - rest] if rest else base).view(like.dtype)  # (no slice where the bytes divide evenly)
     return flat.as_strided(like.shape, like.stride(), like.storage_offset())
 
 

@@ -1,6 +1,7 @@
 """The simulated GPU's run as a profiler trace: its kernels and copies, the host's launches and record_function ranges."""
 from __future__ import annotations
 
+import bisect
 from typing import Any
 
 #: The process id the host's rows carry (the simulation has one host process, one thread).
@@ -66,14 +67,17 @@ def _host_row(cat: str, name: str, start: float, end: float, args: dict | None =
 def _gpu_annotations(ran: list[tuple], launches: list[tuple], annotations: list[tuple]) -> list[dict]:
     """Each host annotation's GPU ranges: per stream, from the first to the last work launched inside it."""
     launched_at = {corr: start for _, start, _, corr in launches}
+    # the work by when it was launched: an annotation's work is found by a search, then taken in the order it ran
+    found = sorted((at, i) for i, (_, _, _, _, _, _, *corr) in enumerate(ran)
+                   if (at := launched_at.get(corr[0] if corr else None)) is not None)
+    ats = [at for at, _ in found]
     rows = []
     for name, lo, hi in annotations:
         spans: dict[tuple[int, int], list[float]] = {}
-        for _, _, dev, stream, start, end, *corr in ran:
-            at = launched_at.get(corr[0] if corr else None)
-            if at is not None and lo <= at < hi:
-                span = spans.setdefault((dev, stream), [start, end])
-                span[0], span[1] = min(span[0], start), max(span[1], end)
+        inside = sorted(i for _, i in found[bisect.bisect_left(ats, lo):bisect.bisect_left(ats, hi)])
+        for _, _, dev, stream, start, end, *_ in (ran[i] for i in inside):
+            span = spans.setdefault((dev, stream), [start, end])
+            span[0], span[1] = min(span[0], start), max(span[1], end)
         rows += [_gpu_row("gpu_user_annotation", name, dev, stream, start, end)
                  for (dev, stream), (start, end) in spans.items()]
     return rows

@@ -44,6 +44,8 @@ class WorkQueue:
         or with threads the earliest clock of those that run)."""
         if self.busy:  # an action that moves the host on: the loop below goes on with it
             return
+        if not self.actions or self.actions[0][0] > (self.horizon() if upto is None else upto):
+            return  # nothing due: no need to enter quiet() (the host's clock moves often, the GPU's work less)
         self.busy = True
         try:
             with self.quiet():
