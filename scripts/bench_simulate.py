@@ -5,11 +5,14 @@ every experiment cell of the notebooks (a code cell that calls ``run.measure``),
 
     python3 scripts/bench_simulate.py [--repeat 3]
     python3 scripts/bench_simulate.py --cells [--notebooks notebooks/07_pipeline_bubbles.ipynb ...] [--over 2]
+    python3 scripts/bench_simulate.py --training [--cases host_sync ...] [--steps 20]
 
 Prints one line per call, the median of ``--repeat`` runs in seconds (each run after a first one that warms up
 imports and caches). ``--cells`` executes each notebook once in a fresh kernel (as JupyterLab does) and prints each
-experiment cell's time, from the kernel's own timestamps, and the cells over ``--over`` seconds. A benchmark, not a
-test: quote its figures, with the machine and its load, in a note.
+experiment cell's time, from the kernel's own timestamps, and the cells over ``--over`` seconds. ``--training`` times
+a training loop of ``--steps`` steps of each one-GPU diagnosis case (``scripts/record_diagnose_cases.py``: its bad and
+its fixed step, the sizes recorded on GPUs), simulated once each (target: 30 s). A benchmark, not a test: quote its
+figures, with the machine and its load, in a note.
 """
 from __future__ import annotations
 
@@ -86,6 +89,36 @@ def cells_table(notebooks: list[Path], over: float) -> int:
     return 0
 
 
+def training_table(cases: list[str] | None, steps: int) -> int:
+    """Print the seconds a loop of ``steps`` training steps of each diagnosis case takes on the simulated H200."""
+    import importlib.util
+
+    import torch
+
+    import asynclab as al
+
+    spec = importlib.util.spec_from_file_location("record_diagnose_cases", ROOT / "scripts" / "record_diagnose_cases.py")
+    rdc = importlib.util.module_from_spec(spec)
+    sys.modules["record_diagnose_cases"] = rdc
+    spec.loader.exec_module(rdc)
+    worst = 0.0
+    for case in cases or [c for c in rdc.CASES if c not in ("all_to_all", "exposed_comm", "rank_skew",
+                                                            "pipeline_bubble")]:
+        for variant in rdc.variants(case):
+            def loop(step):
+                for i in range(steps):
+                    step(i)
+                torch.cuda.synchronize()
+
+            t0 = time.perf_counter()
+            al.simulate(loop, setup=lambda: rdc.CASES[case](variant), values=False, card="H200")
+            seconds = time.perf_counter() - t0
+            worst = max(worst, seconds)
+            print(f"{case:>18} {variant:<6} {steps} steps: {seconds:6.2f} s", flush=True)
+    print(f"slowest: {worst:.2f} s")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeat", type=int, default=3, help="counted runs of each call (default 3)")
@@ -93,7 +126,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--notebooks", nargs="+", type=Path, default=sorted((ROOT / "notebooks").glob("0[1-8]_*.ipynb")),
                    help="with --cells: the notebooks to run (default: lessons 01 to 08)")
     p.add_argument("--over", type=float, default=2.0, help="with --cells: list the cells over this many seconds")
+    p.add_argument("--training", action="store_true", help="time a training loop of each diagnosis case instead")
+    p.add_argument("--cases", nargs="+", help="with --training: the cases (default: every one-GPU case)")
+    p.add_argument("--steps", type=int, default=20, help="with --training: steps in the loop (default 20)")
     args = p.parse_args(argv)
+    if args.training:
+        return training_table(args.cases, args.steps)
     if args.cells:
         return cells_table(args.notebooks, args.over)
     from asynclab.course.lessonrun import LessonRun

@@ -25,7 +25,7 @@ OLDEST_TESTS=(tests/grading/test_answers.py tests/grading/test_backend.py tests/
               tests/gpu/test_hardware.py tests/course/test_launch.py tests/course/test_lessons.py tests/test_oldest.py
               tests/gpu/test_parallel.py tests/gpu/test_record.py tests/course/test_reference.py tests/sim/test_simcuda.py
               tests/sim/test_simdevice.py tests/sim/test_simulate.py tests/sim/test_heldout.py tests/sim/test_sharing.py tests/sim/test_hostmem.py tests/gpu/test_timing.py
-              tests/trace/test_trace.py)
+              tests/trace/test_trace.py tests/course/test_predicted.py)
 
 # The oldest supported torch: the X of "torch>=X" in pyproject.toml's [project] dependencies.
 oldest_torch() {
