@@ -403,3 +403,27 @@ def test_the_copy_engine_serves_streams_in_issue_order_in_the_model():
     assert row("copy_streams", "on two copy streams in turn they do not, and less of the copy time is hidden")[
         "recorded"] == "PASS"
 
+
+def test_a_simulated_steps_replay_agrees_with_its_measurement():
+    """your_step_pinned: the claim's allowance is how far a step's replay is from its measurement, on a GPU the
+    profiler's and the run's spread; on the simulated card the two agree, so the allowance is nothing."""
+    import torch
+
+    import asynclab as al
+
+    def setup():
+        model = torch.nn.Sequential(*[torch.nn.Linear(512, 512, device="cuda") for _ in range(6)])
+        return model, torch.optim.SGD(model.parameters(), lr=0.01), torch.randn(256, 512, device="cuda")
+
+    def step(t):
+        model, opt, x = t
+        model(x).square().mean().backward()
+        opt.step()
+        opt.zero_grad()
+
+    m = on_h200({"step": step}, setup)
+    replayed = al.diagnose(m.trace.window(annotation="step")).as_dict()["step_ms"]
+    assert replayed == pytest.approx(m.ms["step"], abs=0.005)
+    assert row("your_step_pinned", "each later fix's prediction missed its saving by less than the replayed steps "
+               "before and after it missed the measured ones")["recorded"] == "PASS"
+

@@ -82,14 +82,17 @@ MISSES: dict[tuple[str, str, str], str] = {
     ("05", "pageable_sizes", "at 64 MiB, non_blocking=True waits for the spin, and non_blocking=False waits at "
      "every size"): "the driver's staging limit for pageable memory is left out: the model's pageable copy with "
     "non_blocking=True returns at once at every size, where the H200's waited from 4 MiB on",
+    ("08", "your_step_pinned", "each later fix's prediction missed its saving by less than the replayed steps "
+     "before and after it missed the measured ones"): "the claim allows each fix's prediction to miss by as much as "
+    "the replayed steps before and after it differ from the measured ones, which on a GPU is the profiler's and the "
+    "run's spread (4.4 to 5.5 ms on the H200); on the simulated card a step's replay and its measurement agree to a microsecond, so the "
+    "allowance is nothing: the model's pinned loader saved 0.9 ms where the diagnosis predicted none, with the "
+    "replayed and measured steps 0.0 ms apart; run-to-run spread is left out",
 }
 
 #: Misses whose cause is not yet found (no reason written without an experiment that shows it): listed on the page
 #: as such, and held, like :data:`MISSES`, to be current misses.
-UNEXPLAINED: frozenset[tuple[str, str, str]] = frozenset({
-    ("08", "your_step_pinned", "each later fix's prediction missed its saving by less than the replayed steps "
-     "before and after it missed the measured ones"),
-})
+UNEXPLAINED: frozenset[tuple[str, str, str]] = frozenset()
 
 
 def key(row: dict[str, Any]) -> tuple[str, str, str]:
