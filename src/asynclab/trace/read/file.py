@@ -90,6 +90,8 @@ def from_raw(raw: RawEvents, name: str, meta: dict[str, Any]) -> Trace:
         if raw.damage is None:
             raise
         raise TraceError(f"{name}: the trace {raw.damage}, and no complete event precedes the damage") from None
+    finally:
+        raw.release()
     if raw.damage is not None:
         meta["recovered_events"] = len(events)
         meta["damage"] = raw.damage
