@@ -38,7 +38,8 @@ MEASURED = ("memory_gbps", "matmul_tflops.fp32", "matmul_tflops.tf32", "matmul_t
             "shared_memory_kib", "l2_cache_mb", "peer_copy_us", "autograd_record_us", "autograd_node_us",
             "optimizer_param_us.SGD", "optimizer_param_us.Adam", "optimizer_param_us.AdamW",
             "optimizer_step_us.SGD", "optimizer_step_us.Adam", "optimizer_step_us.AdamW", "backward_call_us", "host_alloc_us",
-            "host_alloc_gbps", "min_kernel_us_by_kind.fp32_product", "min_kernel_us_by_kind.reduction", *(f"matmul_tflops_by_side.{dtype}" for dtype in ("fp32", "tf32", "bf16", "fp16")),
+            "host_alloc_gbps", "min_kernel_us_by_kind.fp32_product", "min_kernel_us_by_kind.reduction",
+            *(f"fp32_product_us_by_shape.{layout}" for layout in ("addmm_nt", "mm_nn", "mm_tn")), *(f"matmul_tflops_by_side.{dtype}" for dtype in ("fp32", "tf32", "bf16", "fp16")),
             *(f"host_library_us.{name}" for name in ("convolution", "convolution_backward", "native_batch_norm",
                                                     "native_batch_norm_backward")))
 #: The optimizers whose Python per parameter is measured (SGD with momentum, as training runs it).
@@ -370,6 +371,63 @@ def _min_kernel_us(n: int = 1000, work: str = "add") -> float:
     return _median_ms(g.replay) * 1e3 / n
 
 
+#: The shapes :func:`measure_fp32_products` times: rows (a batch), and a layer's inputs and outputs.
+PRODUCT_ROWS, PRODUCT_SIDES = (16, 32, 64, 128, 256), (32, 64, 128, 256)
+
+
+def _fp32_role_works(m: int, n: int, k: int) -> dict[str, Callable[[], Any]]:
+    """A float32 ``Linear(k, n)`` layer's three products for ``m`` rows, as autograd runs them: the forward
+    (``addmm`` of the bias, the input and the weight transposed), the input's gradient (the output's gradient times the
+    weight) and the weight's gradient (the output's gradient transposed times the input)."""
+    import torch
+
+    x, w, b = (torch.randn(*s, device="cuda") for s in ((m, k), (n, k), (n,)))
+    g = torch.randn(m, n, device="cuda")
+    return {"forward": lambda: torch.nn.functional.linear(x, w, b), "input_grad": lambda: g @ w,
+            "weight_grad": lambda: g.t() @ x}
+
+
+def _graph_us(work: Callable[[], Any], n: int = 200) -> float:
+    """µs per call of ``work``, ``n`` calls replayed back to back from a CUDA graph (median of five replays)."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        work()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(n):
+            work()
+    return _median_ms(g.replay) * 1e3 / n
+
+
+#: Each role's product as the card's ``fp32_product_us_by_shape`` names it (its layout), and its shape (M, N, K) from
+#: the layer's (rows m, outputs n, inputs k): the forward x @ w.t(), the input's gradient g @ w, the weight's g.t() @ x.
+ROLE_LAYOUTS = {"forward": ("addmm_nt", lambda m, n, k: (m, n, k)), "input_grad": ("mm_nn", lambda m, n, k: (m, k, n)),
+                "weight_grad": ("mm_tn", lambda m, n, k: (n, k, m))}
+
+
+def measure_fp32_products() -> dict[str, Any]:
+    """The GPU's time for each of a small float32 layer's three products without TF32 (:func:`_fp32_role_works`),
+    on every shape of :data:`PRODUCT_ROWS` x :data:`PRODUCT_SIDES` x :data:`PRODUCT_SIDES`, from CUDA graphs, by
+    layout and the product's own shape 'M x N x K' (``fp32_product_us_by_shape``): cuBLAS runs a product this small
+    as one to four kernels, chosen by its layout and shape, whose launches on the GPU, not its arithmetic, set its
+    time."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    out: dict[str, dict[str, float]] = {layout: {} for layout, _ in ROLE_LAYOUTS.values()}
+    for m in PRODUCT_ROWS:
+        for n in PRODUCT_SIDES:
+            for k in PRODUCT_SIDES:
+                for role, work in _fp32_role_works(m, n, k).items():
+                    layout, shape = ROLE_LAYOUTS[role]
+                    out[layout]["x".join(map(str, shape(m, n, k)))] = round(_graph_us(work), 2)
+    return {"fp32_product_us_by_shape": out}
+
+
 def _launch_queue_depth(most: int = 8192) -> int:
     """How many launches may wait on the GPU before the host blocks: tiny adds launched behind a spin kernel of about
     a second, counted until one launch takes the host over a millisecond (``most`` if none does)."""
@@ -649,6 +707,7 @@ def main(argv: list[str] | None = None) -> int:
     measured.update(measure_copy_latency())
     measured.update(measure_allocator())
     measured.update(measure_pinning())
+    measured.update(measure_fp32_products())
     measured.update(measure_startup())
     measured["matmul_tflops_by_side"] = measure_matmul_sides()
     sharing = measure_sharing()

@@ -6,6 +6,7 @@ import gzip
 import importlib.util
 import itertools
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -492,59 +493,50 @@ def test_the_cases_run_and_bad_is_never_faster(predicted):
             assert predicted[case, "bad"] >= predicted[case, "fixed"], case
 
 
-#: Where the prediction is known to miss, and why (not tuned away): ratios predicted / measured on an NVIDIA H100.
-_CPU_WORK = ("batches made on the CPU (randn and tanh, about 11 ms a step on the H100's host): the model prices the "
-             "loader's tensor operators at the host's two rates (random numbers, bytes moved), about 6.8 ms a "
-             "batch, and not the rest of its time (the DataLoader's and the Dataset's Python, the pin into "
-             "page-locked memory at the same rate as any copy)")
 MEASURED = json.loads(CASES_JSON.read_text())["cases"]
 
 
-def _runs(case: str, variant: str | None = None) -> str:
-    """What the case's step (``variant``) or saving (None) measured in the H100's later runs of it (``runs`` in
-    cases.json: the same measurement again, each in a fresh process), for a reason to quote beside the recorded one."""
+def measured_ms(case: str, variant: str) -> float:
+    """A case's step as the GPU measured it: the median of its four measurements, the one beside its trace and its
+    ``runs`` (the same measurement again, each in a fresh process). Where the GPU sets the step they agree within 5%;
+    where the host does, one run may be twice another (dataloader_stall's bad step: 17.2 ms beside the trace, 8.6 to
+    10.5 in the fresh processes), and one run alone is no measure of the step."""
+    entry = MEASURED[case][variant]
+    return statistics.median([entry["step_ms"], *entry.get("runs", {}).values()])
+
+
+def _runs(case: str) -> str:
+    """The saving each fresh process measured, for a reason to quote beside the median."""
     runs = {v: MEASURED[case][v].get("runs", {}) for v in ("bad", "fixed")}
-    got = [runs[variant][r] for r in runs[variant]] if variant else \
-        [runs["bad"][r] - runs["fixed"][r] for r in runs["bad"] if r in runs["fixed"]]
-    what = "step" if variant else "saving"
-    return f"; the {what} measured again in {len(got)} fresh processes: {min(got):.2f} to {max(got):.2f} ms" \
-        if got else ""
+    got = [runs["bad"][r] - runs["fixed"][r] for r in runs["bad"] if r in runs["fixed"]]
+    return f"; measured in {len(got)} fresh processes: {min(got):.2f} to {max(got):.2f} ms" if got else ""
 
 
-MISSES = {("dataloader_stall", "bad"): f"{_CPU_WORK}: 9.3 ms predicted against 17.2 ms measured beside the trace"
-                                       f"{_runs('dataloader_stall', 'bad')}: the loader's host time differs from "
-                                       "run to run by more than the model misses it",
-          ("item_small", "bad"): "a model too small to keep the GPU busy, whose step the host sets: 1.24 ms predicted "
-                                 "against 0.90 ms measured beside the trace"
-                                 f"{_runs('item_small', 'bad')}: the host's speed differs between machines by more "
-                                 "than the target (the model's host figures are scaled to the lessons' recording "
-                                 "host)"}
+#: Where the prediction of a saving is known to miss, and why (not tuned away): on the simulated H100, against the
+#: median of the H100's measurements.
 _SYNC_REFILL = ("after each host sync the GPU starves while the host relaunches, and the model's step loses less to it "
                 "than the H100's did: the sync's own host cost (cudaDeviceSynchronize's median in the trace, 4 µs) "
                 "explains a few percent of the difference, and the rest is not yet accounted for")
-SAVING_MISSES = {"alloc_churn": "empty_cache's cost: 3.1 ms a step on the H100, 1.6 ms predicted with cudaMalloc and "
+SAVING_MISSES = {"alloc_churn": "empty_cache's cost: 2.7 ms a step on the H100, 1.6 ms predicted with cudaMalloc and "
                                 "cudaFree as measured alone on an H100 (42 and 47 µs): the model has no cost for "
                                 f"empty_cache's own release of the cached blocks{_runs('alloc_churn')}",
-                 "dataloader_stall": f"{_CPU_WORK}: 3.3 ms saved predicted against 10.7 ms measured"
-                                     f"{_runs('dataloader_stall')}: the loader's host time differs from run to run",
-                 "item_small": "the fix measured 0.12 ms slower than the read it removed (noise: the read costs "
+                 "item_small": "the fix measured 0.10 ms slower than the read it removed (noise: the read costs "
                                f"nothing on a GPU the host cannot keep busy); 0.01 ms saved predicted"
                                f"{_runs('item_small')}",
-                 "sync_timing": f"14 synchronize calls a step: 0.62 ms saved predicted against 1.53 ms measured"
+                 "sync_timing": f"14 synchronize calls a step: 0.62 ms saved predicted against 1.28 ms measured"
                                 f"{_runs('sync_timing')}: {_SYNC_REFILL}",
                  "mask_index": f"boolean-mask indexing in the loss: 0.48 ms saved predicted against 1.12 ms measured"
                                f"{_runs('mask_index')}: {_SYNC_REFILL}",
-                 "print_loss": "print(loss) each step: 1.67 ms saved predicted against 2.54 ms measured (0.66 of it)"
+                 "print_loss": "print(loss) each step: 1.67 ms saved predicted against 2.66 ms measured (0.63 of it)"
                                f"{_runs('print_loss')}: printing a GPU tensor costs the H100's host more than one "
                                "blocking read"}
 KEYS = [(c, v) for c in SIMULATED_CASES + TWO_GPU_CASES
         for v in (("clean",) if c == "clean" else ("bad", "fixed"))]
 
 
-@pytest.mark.parametrize("key", [pytest.param(k, marks=pytest.mark.xfail(reason=MISSES[k], strict=True))
-                                 if k in MISSES else k for k in KEYS], ids="-".join)
+@pytest.mark.parametrize("key", KEYS, ids="-".join)
 def test_predicted_step_within_30_percent_of_the_measured(predicted, key):
-    ratio = predicted[key] / MEASURED[key[0]][key[1]]["step_ms"]
+    ratio = predicted[key] / measured_ms(*key)
     assert 0.7 <= ratio <= 1.3, f"{key}: predicted {predicted[key]:.2f} ms, {ratio:.2f} of the measured"
 
 
@@ -553,7 +545,7 @@ def test_predicted_step_within_30_percent_of_the_measured(predicted, key):
                                   if c != "clean"])
 def test_predicted_saving_within_a_factor_of_1_5(predicted, case):
     saved = predicted[case, "bad"] - predicted[case, "fixed"]
-    measured = MEASURED[case]["bad"]["step_ms"] - MEASURED[case]["fixed"]["step_ms"]
+    measured = measured_ms(case, "bad") - measured_ms(case, "fixed")
     assert 1 / 1.5 <= saved / measured <= 1.5, f"{case}: {saved:.2f} ms saved, {measured:.2f} measured"
 
 

@@ -233,9 +233,9 @@ REDUCTIONS = {"sum", "mean", "prod", "amax", "amin", "argmax", "argmin", "norm",
 
 
 def least_ms(gpu: Simulation, name: str, args: Any, outputs: list, flops: float) -> float:
-    """The shortest time a kernel of operator ``name`` takes: the card's shortest product for a matrix product (its
-    shortest float32 product without TF32 where the card gives one: cuBLAS runs a small one as a split-K product and
-    its reduction), its shortest reduction for a reduction where it gives one, else its shortest kernel. A
+    """The shortest time a kernel of operator ``name`` takes: the card's shortest product for a matrix product (for a
+    float32 product without TF32, its time by layout and shape where the card measured it, :func:`fp32_product_ms`,
+    else its shortest one: cuBLAS runs a small one as a split-K product and its reduction), its shortest reduction for a reduction where it gives one, else its shortest kernel. A
     multi-tensor (``_foreach_``) operator whose tensor lists differ in shape runs PyTorch's slow path: one kernel per
     tensor, each at least the shortest kernel.
 
@@ -244,7 +244,7 @@ def least_ms(gpu: Simulation, name: str, args: Any, outputs: list, flops: float)
         >>> gpu = SimGPU(card="H200")
         >>> a, b = torch.empty(64, 64), torch.empty(64, 64, dtype=torch.bfloat16)
         >>> [round(least_ms(gpu, "mm", ((x, x), {}), [x], 1.0) * 1e3, 2) for x in (a, b)]
-        [3.19, 2.01]
+        [3.29, 2.01]
         >>> round(least_ms(gpu, "sum", ((a,), {}), [torch.empty(())], 0.0) * 1e3, 2)
         3.13
         >>> xs, zero_d = [torch.empty(8)] * 10, [torch.empty(())] * 10
@@ -254,13 +254,55 @@ def least_ms(gpu: Simulation, name: str, args: Any, outputs: list, flops: float)
     kinds = gpu.KIND_KERNEL_MS
     if flops:
         fp32 = _product_dtype(name, args, outputs) is torch.float32 and not torch.backends.cuda.matmul.allow_tf32
-        return kinds.get("fp32_product", gpu.MATMUL_KERNEL_MS) if fp32 and name in CUBLAS_PRODUCTS \
-            else gpu.MATMUL_KERNEL_MS
+        if not (fp32 and name in CUBLAS_PRODUCTS):
+            return gpu.MATMUL_KERNEL_MS
+        by_shape = fp32_product_ms(gpu.FP32_PRODUCT_MS_BY_SHAPE, name, args)
+        return by_shape if by_shape is not None else kinds.get("fp32_product", gpu.MATMUL_KERNEL_MS)
     if name in REDUCTIONS:
         return kinds.get("reduction", gpu.KERNEL_MS)
     if name.startswith("_foreach_"):
         return gpu.KERNEL_MS * foreach_kernels(args)
     return gpu.KERNEL_MS
+
+
+def fp32_product_ms(by_shape: dict[str, dict[tuple[int, int, int], float]], name: str, args: Any) -> float | None:
+    """The GPU's time for a small float32 product without TF32 as a card measured it by layout and shape
+    (``fp32_product_us_by_shape``, in ms here): the time of the measured shape nearest on a log scale, for a 2-D
+    ``mm`` or ``addmm`` whose layout the card measured and whose sides each lie within the measured ones (half a
+    doubling beyond them at most); else None. cuBLAS runs such a product as one to four kernels (a split-K product
+    and its reduction; for ``addmm`` with a bias, a memset, a scaling and an epilogue besides), chosen by layout and
+    shape, and their launches on the GPU, not their arithmetic, set its time.
+
+    The layout names the operator and whether each factor is transposed: a ``Linear`` layer's forward is
+    ``addmm_nt`` (its weight transposed), its input's gradient ``mm_nn`` and its weight's ``mm_tn``.
+
+    Example:
+        >>> card = {"mm_nn": {(32, 64, 64): 0.005, (256, 256, 256): 0.004}}
+        >>> x, w = torch.empty(32, 64), torch.empty(64, 64)
+        >>> fp32_product_ms(card, "mm", ((x, w), {})), fp32_product_ms(card, "mm", ((x.t(), x), {}))
+        (0.005, None)
+        >>> fp32_product_ms(card, "mm", ((torch.empty(4096, 64), w), {})) is None  # far beyond what was measured
+        True
+    """
+    operands = _operands(args)
+    factors = operands[1:3] if name == "addmm" else operands[:2] if name == "mm" else ()
+    if len(factors) != 2 or not all(isinstance(t, torch.Tensor) and t.dim() == 2 for t in factors):
+        return None
+    a, b = factors
+    shapes = by_shape.get(f"{name}_{_layout(a)}{_layout(b)}")
+    if not shapes:
+        return None
+    want = (a.shape[0], b.shape[1], a.shape[1])
+    if any(not min(s[i] for s in shapes) / 1.5 <= want[i] <= max(s[i] for s in shapes) * 1.5 for i in range(3)):
+        return None
+    logs = [math.log2(max(1, v)) for v in want]
+    nearest = min(shapes, key=lambda s: sum((math.log2(v) - w) ** 2 for v, w in zip(s, logs)))
+    return shapes[nearest]
+
+
+def _layout(t: torch.Tensor) -> str:
+    """``t`` for a matrix laid out by columns (a transposed view), ``n`` otherwise."""
+    return "t" if t.stride(-1) != 1 and t.stride(-2) == 1 else "n"
 
 
 def foreach_kernels(args: Any) -> int:

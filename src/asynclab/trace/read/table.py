@@ -16,6 +16,9 @@ from asynclab.trace.read.events import (
 )
 from asynclab.trace.read.io import RawEvents
 
+#: The kinds of the rows that run on a GPU, a copy of unknown direction among them.
+GPU_OR_COPY = (*GPU_KINDS, "copy")
+
 __all__ = ["build_table", "build_columns", "EventColumns", "COLUMNS"]
 
 #: The event table's columns, in order.
@@ -84,18 +87,22 @@ def build_columns(raw: RawEvents, name: str, meta: dict[str, Any]) -> EventColum
     start, end = _normalise_times(ts, dur, meta)
     cat_c, name_c, pid_c, tid_c = raw.coded("cat", "name", "pid", "tid")
     kind, names, cats = _classify(cat_c, name_c)
+    cat_kinds = [kind_of_cat(c) for c in cats[1]]  # a row's kind before a GPU row's is refined: a host row's kind
+    launches = np.flatnonzero(_of_kind(cats[0], cat_kinds, ("launch",)))
     (pid_code, pid_texts), (tid_code, tid_texts) = _texts(pid_c), _texts(tid_c)
-    gpu = _gpu_columns(raw, kind, names, (pid_code, pid_texts), (tid_code, tid_texts))
-    meta["platform"] = _platform(cats, kind, names, gpu["idx"], meta)
-    cols = _full_columns(len(start), kind, gpu, _launch_correlations(raw, kind))
-    cols.update(kind=kind, name=names, start=start, end=end, dur=dur, pid_code=pid_code, tid_code=tid_code)
+    gpu = _gpu_columns(raw, (kind, np.flatnonzero(_of_kind(cats[0], cat_kinds, GPU_OR_COPY))), names,
+                       (pid_code, pid_texts), (tid_code, tid_texts))
+    meta["platform"] = _platform(cats, names, gpu["idx"], launches, meta)
+    cols = _full_columns(len(start), kind, gpu, (launches, _num(raw.arg("correlation", launches))))
+    cols.update(kind=kind, name=names, start=start, end=end, dur=dur, pid_code=pid_code, tid_code=tid_code,
+                cat_code=cats[0])
     cols = _in_time_order(cols)
     cols.update(pid=pid_texts[cols["pid_code"]], tid=tid_texts[cols["tid_code"]])
     is_gpu = np.isfinite(cols["device"])
-    lane, main_key = _lane_labels(cols["kind"], is_gpu, cols["device"], cols["stream"],
+    lane, main_key = _lane_labels((cols["cat_code"], cat_kinds), is_gpu, cols["device"], cols["stream"],
                                   (cols["pid_code"], pid_texts), (cols["tid_code"], tid_texts), cols["start"], meta)
     meta["main_thread"] = main_key
-    launch = _link_launches(cols["kind"], cols["correlation"], is_gpu)
+    launch = _link_launches(_of_kind(cols["cat_code"], cat_kinds, ("launch",)), cols["correlation"], is_gpu)
     if not (cols["kind"] != "other").any():
         raise TraceError(f"{name}: the trace has no GPU or host activity (only {len(lane):,} bookkeeping events)")
     return EventColumns(cols, lane, launch, _rank_of(meta))
@@ -209,11 +216,12 @@ def _classify(cat: tuple[np.ndarray, list], name: tuple[np.ndarray, list]) -> tu
 # --------------------------------------------------------------------------------------------
 # Step 4: the GPU rows' device, stream, copy endpoints and sizes
 # --------------------------------------------------------------------------------------------
-def _gpu_columns(raw: RawEvents, kind: np.ndarray, names: np.ndarray, pid: tuple[np.ndarray, np.ndarray],
-                 tid: tuple[np.ndarray, np.ndarray]) -> dict[str, np.ndarray]:
-    """Columns for the GPU rows only (position ``idx`` in the trace); copies get their direction in ``kind``. ``pid``
-    and ``tid``: each row's code and the distinct texts (:func:`_texts`)."""
-    idx = np.flatnonzero(_among(kind, list(GPU_KINDS) + ["copy"]))
+def _gpu_columns(raw: RawEvents, kinds: tuple[np.ndarray, np.ndarray], names: np.ndarray,
+                 pid: tuple[np.ndarray, np.ndarray], tid: tuple[np.ndarray, np.ndarray]) -> dict[str, np.ndarray]:
+    """Columns for the GPU rows only (position ``idx`` in the trace): ``kinds`` is every row's kind and the GPU rows'
+    positions; copies get their direction in the kind. ``pid`` and ``tid``: each row's code and the distinct texts
+    (:func:`_texts`)."""
+    kind, idx = kinds
     mem = idx[_among(kind[idx], ("copy", "memset"))]
     mem_pos = np.searchsorted(idx, mem)
 
@@ -333,10 +341,9 @@ def _copy_endpoints(kind_g, device, from_dev, to_dev) -> tuple[np.ndarray, np.nd
     return np.where(kind_g == "h2d", np.nan, src), np.where(kind_g == "d2h", np.nan, dst)
 
 
-def _platform(cats: tuple[np.ndarray, list], kind, names, gpu_idx, meta) -> str:
+def _platform(cats: tuple[np.ndarray, list], names, gpu_idx, launch_idx, meta) -> str:
     """"cuda", "rocm" (HIP launches or AMD device properties), "mtia" (MTIA runtime calls) or "cpu" (no GPU
-    activity at all)."""
-    launch_idx = np.flatnonzero(kind == "launch")
+    activity at all), from the GPU rows' and the launches' positions."""
     if not len(gpu_idx) and not len(launch_idx):
         return "cpu"
     if len(launch_idx) and any(str(u).startswith("hip") for u in set(names[launch_idx].tolist())):
@@ -348,11 +355,6 @@ def _platform(cats: tuple[np.ndarray, list], kind, names, gpu_idx, meta) -> str:
     if isinstance(props, list) and any("gcnArch" in str(p) or "AMD" in str(p) for p in props[:8]):
         return "rocm"
     return "cuda"
-
-
-def _launch_correlations(raw: RawEvents, kind) -> tuple[np.ndarray, np.ndarray]:
-    idx = np.flatnonzero(kind == "launch")
-    return idx, _num(raw.arg("correlation", idx))
 
 
 # --------------------------------------------------------------------------------------------
@@ -382,10 +384,10 @@ def _in_time_order(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return cols
 
 
-def _link_launches(kind, correlation, is_gpu) -> np.ndarray:
+def _link_launches(is_launch, correlation, is_gpu) -> np.ndarray:
     """For each GPU row, the position of the host launch with the same correlation id (NaN without one)."""
-    launch = np.full(len(kind), np.nan)
-    l_rows = np.flatnonzero((kind == "launch") & np.isfinite(correlation))
+    launch = np.full(len(is_launch), np.nan)
+    l_rows = np.flatnonzero(is_launch & np.isfinite(correlation))
     g_rows = np.flatnonzero(is_gpu & np.isfinite(correlation))
     if len(l_rows) and len(g_rows):
         uniq, first = np.unique(correlation[l_rows], return_index=True)  # each id's first launch (a stable sort)
@@ -460,14 +462,15 @@ def _main_thread(kh, start_h, k_codes, pairs) -> int | None:
     """The host thread with the earliest launch; without launches, the one with the earliest CPU op."""
     numeric = np.array([_is_number(p) for p, _ in pairs], dtype=bool)[k_codes]
     for want in (("launch",), ("cpu_op", "annotation", "python")):
-        cand = np.flatnonzero(_among(kh, want) & numeric)
+        cand = np.flatnonzero(_of_kind(*kh, want) & numeric)
         if len(cand):
             return int(k_codes[cand[np.argmin(start_h[cand])]])
     return None
 
 
 def _host_lanes(kh, pid_h, tid_h, start_h, meta) -> tuple[np.ndarray, str | None]:
-    """The host rows' lanes, from their kinds, pids and tids (each as codes and their texts) and starts."""
+    """The host rows' lanes, from their kinds (their categories' codes and each category's kind), pids and tids (each
+    as codes and their texts) and starts."""
     (p_codes, p_uniq), (t_codes, t_uniq) = pid_h, tid_h
     key = p_codes.astype(np.int64) * (len(t_uniq) + 1) + t_codes
     k_codes, k_uniq = _factorize(key)
@@ -476,7 +479,7 @@ def _host_lanes(kh, pid_h, tid_h, start_h, meta) -> tuple[np.ndarray, str | None
     # CPU threads: those with launches, CPU ops, annotations or python rows (not bookkeeping such
     # as kineto's "overhead" rows at pid -1 or the "Spans" rows)
     has_cpu = np.zeros(len(pairs), dtype=bool)
-    has_cpu[np.unique(k_codes[_among(kh, ("launch", "cpu_op", "annotation", "python"))])] = True
+    has_cpu[np.unique(k_codes[_of_kind(*kh, ("launch", "cpu_op", "annotation", "python"))])] = True
     multi = len({pairs[c][0] for c in np.flatnonzero(has_cpu)}) > 1
     tnames = meta.get("thread_names", {})
     pnames = meta.get("process_names", {})
@@ -501,15 +504,17 @@ def _host_lanes(kh, pid_h, tid_h, start_h, meta) -> tuple[np.ndarray, str | None
     return np.array(labels, dtype=object)[k_codes], main
 
 
-def _lane_labels(kind, is_gpu, device, stream, pid, tid, start, meta) -> tuple[np.ndarray, str | None]:
-    lane = np.empty(len(kind), dtype=object)
+def _lane_labels(kinds, is_gpu, device, stream, pid, tid, start, meta) -> tuple[np.ndarray, str | None]:
+    """Each row's lane; ``kinds``: the rows' categories' codes and each category's kind (a host row's kind)."""
+    lane = np.empty(len(is_gpu), dtype=object)
     gi = np.flatnonzero(is_gpu)
     if len(gi):
         lane[gi] = _gpu_lanes(device[gi], stream[gi], meta.get("platform", "cuda"))
     hi = np.flatnonzero(~is_gpu)
     main = None
     if len(hi):
-        lane[hi], main = _host_lanes(kind[hi], (pid[0][hi], pid[1]), (tid[0][hi], tid[1]), start[hi], meta)
+        lane[hi], main = _host_lanes((kinds[0][hi], kinds[1]), (pid[0][hi], pid[1]), (tid[0][hi], tid[1]), start[hi],
+                                     meta)
     return lane, main
 
 
@@ -537,6 +542,17 @@ def _read_metadata(M: list, meta: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------------------------
 # Conversions
 # --------------------------------------------------------------------------------------------
+def _of_kind(cat_codes: np.ndarray, cat_kinds: list, wanted: Any) -> np.ndarray:
+    """Which rows' category has a kind among ``wanted``, from the rows' category codes and each category's kind (a
+    test of a few small integers, where testing the kind's text row by row is a Python call each).
+
+    Example:
+        >>> _of_kind(np.array([0, 1, 1, 2]), ["cpu_op", "kernel", "launch"], ("launch", "cpu_op")).tolist()
+        [True, False, False, True]
+    """
+    return np.isin(cat_codes, [i for i, k in enumerate(cat_kinds) if k in wanted])
+
+
 def _among(values: np.ndarray, wanted: Any) -> np.ndarray:
     """``np.isin`` for arrays of text, by hashing (numpy sorts object arrays, which is slower)."""
     return np.fromiter(map(frozenset(wanted).__contains__, values), bool, len(values))
@@ -583,6 +599,14 @@ def _factorize(values: np.ndarray) -> tuple[np.ndarray, list]:
         ([0, 1, 0], ['b', 'a'], [0, 1, 0], [5, 3])
     """
     n = len(values)
+    if values.dtype.kind in "iu" and n and 0 <= values.min() and values.max() < 4 * n + 1024:  # small codes
+        first = np.full(int(values.max()) + 1, n, np.intp)
+        np.minimum.at(first, values, np.arange(n))
+        present = np.flatnonzero(first < n)
+        uniq = present[np.argsort(first[present], kind="stable")]
+        rank = np.empty(len(first), np.intp)
+        rank[uniq] = np.arange(len(uniq))
+        return rank[values], uniq.tolist()
     if values.dtype.kind in "iuf":
         uniq, first, inv = np.unique(values, return_index=True, return_inverse=True)
         order = np.argsort(first)
