@@ -39,7 +39,8 @@ MEASURED = ("memory_gbps", "matmul_tflops.fp32", "matmul_tflops.tf32", "matmul_t
             "optimizer_param_us.SGD", "optimizer_param_us.Adam", "optimizer_param_us.AdamW",
             "optimizer_step_us.SGD", "optimizer_step_us.Adam", "optimizer_step_us.AdamW", "backward_call_us", "host_alloc_us",
             "host_alloc_gbps", "min_kernel_us_by_kind.fp32_product", "min_kernel_us_by_kind.reduction",
-            *(f"fp32_product_us_by_shape.{layout}" for layout in ("addmm_nt", "mm_nn", "mm_tn")), *(f"matmul_tflops_by_side.{dtype}" for dtype in ("fp32", "tf32", "bf16", "fp16")),
+            *(f"fp32_product_us_by_shape.{layout}" for layout in ("addmm_nt", "mm_nn", "mm_tn")),
+            "pageable_staging_mib", *(f"matmul_tflops_by_side.{dtype}" for dtype in ("fp32", "tf32", "bf16", "fp16")),
             *(f"host_library_us.{name}" for name in ("convolution", "convolution_backward", "native_batch_norm",
                                                     "native_batch_norm_backward")))
 #: The optimizers whose Python per parameter is measured (SGD with momentum, as training runs it).
@@ -428,6 +429,39 @@ def measure_fp32_products() -> dict[str, Any]:
     return {"fp32_product_us_by_shape": out}
 
 
+#: The sizes of pageable copies :func:`measure_pageable_staging` tries, in KiB.
+STAGING_KIB = (256, 512, 1024, 1536, 2048, 3072, 4096, 8192)
+
+
+def measure_pageable_staging(spin_ms: float = 10.0) -> dict[str, float]:
+    """The largest copy from pageable host memory to the GPU (of :data:`STAGING_KIB`) whose ``copy_(...,
+    non_blocking=True)`` returns before a spin of ``spin_ms`` queued before it ends (the median of five calls under
+    half the spin): the driver stages it through its own pinned buffer; a larger one waits for the spin
+    (``pageable_staging_mib``)."""
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(20_000_000)  # about 10 ms: the clock's cycles per ms
+    end.record()
+    torch.cuda.synchronize()
+    cycles = int(20_000_000 * spin_ms / start.elapsed_time(end))
+    staged = 0
+    for kib in STAGING_KIB:
+        gpu, host = torch.empty(kib * 256, device="cuda"), torch.ones(kib * 256)
+        times = []
+        for _ in range(6):
+            torch.cuda.synchronize()
+            torch.cuda._sleep(cycles)
+            t0 = time.perf_counter()
+            gpu.copy_(host, non_blocking=True)
+            times.append((time.perf_counter() - t0) * 1e3)
+            torch.cuda.synchronize()
+        if statistics.median(times[1:]) < spin_ms / 2:
+            staged = kib
+    return {"pageable_staging_mib": staged / 1024}
+
+
 def _launch_queue_depth(most: int = 8192) -> int:
     """How many launches may wait on the GPU before the host blocks: tiny adds launched behind a spin kernel of about
     a second, counted until one launch takes the host over a millisecond (``most`` if none does)."""
@@ -708,6 +742,7 @@ def main(argv: list[str] | None = None) -> int:
     measured.update(measure_allocator())
     measured.update(measure_pinning())
     measured.update(measure_fp32_products())
+    measured.update(measure_pageable_staging())
     measured.update(measure_startup())
     measured["matmul_tflops_by_side"] = measure_matmul_sides()
     sharing = measure_sharing()

@@ -73,16 +73,6 @@ MISSES: dict[tuple[str, str, str], str] = {
     "run by more than the target: the same code took 87 µs in the recording and 21 µs in the notebook's live run on "
     "an H200 (its stored output); the model has no run-to-run noise and prices the call at 16 µs, three quarters of "
     "the live run's",
-    ("05", "non_blocking", "host in copy_, pageable, non_blocking=True"): "the model lets a copy from pageable "
-    "memory to the GPU with non_blocking=True return at once at every size (the driver staging it); on the H200 a "
-    "pageable copy of 4 MiB or more made the host wait for the spin before it and for the copy itself (only those "
-    "of 256 KiB or less returned at once): the driver's staging limit is left out",
-    ("05", "non_blocking", "pageable + non_blocking=True: the host waits for the spin and the whole copy, like "
-     "non_blocking=False"): "the driver's staging limit for pageable memory is left out: the model's pageable "
-    "copy with non_blocking=True never waits (see the host's time in copy_ above)",
-    ("05", "pageable_sizes", "at 64 MiB, non_blocking=True waits for the spin, and non_blocking=False waits at "
-     "every size"): "the driver's staging limit for pageable memory is left out: the model's pageable copy with "
-    "non_blocking=True returns at once at every size, where the H200's waited from 4 MiB on",
     ("08", "your_step_pinned", "each later fix's prediction missed its saving by less than the replayed steps "
      "before and after it missed the measured ones"): "the claim allows each fix's prediction to miss by as much as "
     "the replayed steps before and after it differ from the measured ones, which on a GPU is the profiler's and the "

@@ -64,6 +64,9 @@ OPTIONAL_FIGURES = {
     "min_kernel_us_by_kind": "µs the shortest kernel of a kind takes, where it is not min_kernel_us (or min_matmul_us), "
                              "by kind: fp32_product (a small float32 product without TF32, which cuBLAS runs as a "
                              "split-K product and its reduction), reduction (a sum, mean, max ... over a small tensor)",
+    "pageable_staging_mib": "MiB a copy from pageable host memory to the GPU may stage through the driver's own pinned "
+                            "buffer and return at once with non_blocking=True; a larger one makes the host wait for "
+                            "the stream's work before it and for all of the copy but the buffer's last fill",
     "fp32_product_us_by_shape": "µs a small float32 product without TF32 takes on the GPU, by layout (addmm_nt: a "
                                 "Linear layer's forward with its bias; mm_nn: its input's gradient; mm_tn: its "
                                 "weight's) and shape ('M x N x K': the output's rows and columns, the inner length), "
@@ -106,9 +109,9 @@ def check_figures(figures: dict[str, Any], where: str = "the figures") -> dict[s
     for name in OPTIONAL_FIGURES:
         value = figures.get(name, {})
         leaves = [v for group in value.values() for v in (group.values() if isinstance(group, dict) else [group])] \
-            if isinstance(value, dict) else [None]
+            if isinstance(value, dict) else [value]
         if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0 for v in leaves):
-            raise ValueError(f"{where}: {name} must give positive numbers by operator, not {value!r}")
+            raise ValueError(f"{where}: {name} must give positive numbers, not {value!r}")
     return figures
 
 
@@ -185,6 +188,7 @@ def rates(figures: dict[str, Any]) -> dict[str, Any]:
         "BACKWARD_CALL_MS": f["backward_call_us"] / 1e3,
         "HOST_LIBRARY_MS": {name: us / 1e3 for name, us in f.get("host_library_us", {}).items()},
         "KIND_KERNEL_MS": {kind: us / 1e3 for kind, us in f.get("min_kernel_us_by_kind", {}).items()},
+        "PAGEABLE_STAGING_BYTES": f["pageable_staging_mib"] * 2**20 if "pageable_staging_mib" in f else None,
         "FP32_PRODUCT_MS_BY_SHAPE": {layout: {tuple(int(v) for v in shape.split("x")): us / 1e3
                                               for shape, us in shapes.items()}
                                      for layout, shapes in f.get("fp32_product_us_by_shape", {}).items()},

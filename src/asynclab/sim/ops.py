@@ -572,11 +572,16 @@ def copy_between(gpu: Simulation, dst: torch.Tensor, src: torch.Tensor, non_bloc
     if pinned:  # the caching host allocator keeps the pinned block from reuse until the copy has ended
         gpu.pinned.used(host_side, end)
     # the host waits for the copy, but for one that is non-blocking from pinned memory, or from pageable memory to the
-    # GPU (the driver stages the data at once and returns; the copy runs in the stream's order)
+    # GPU that fits the driver's staging buffer (the driver stages the data at once and returns; the copy runs in the
+    # stream's order)
+    staging = gpu.PAGEABLE_STAGING_BYTES
     if not (non_blocking and (pinned or to_gpu)):
         gpu.sync_report()
         gpu.wait_until(end)
         gpu.copy_waited()
+    elif to_gpu and not pinned and staging is not None and nbytes > staging:
+        # past the buffer, each fill waits for the last to land (inside the driver's call: not a sync PyTorch sees)
+        gpu.wait_until(end - staging / rate)
     gpu.catch_up()
 
 
