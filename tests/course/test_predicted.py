@@ -280,9 +280,10 @@ def test_the_pinned_copys_host_call_varies_on_the_gpu_more_than_the_target():
     assert 0.7 <= r["predicted"] / live <= 1.3
 
 
-def test_a_copy_to_fresh_pageable_memory_costs_the_same_as_to_written_memory_in_the_model():
-    """via_cpu: the model's .cpu() of 64 MiB into new pageable memory takes what a copy into memory already written
-    does (the card's pageable rate), where an H200's host took ten times longer for fresh pages."""
+def test_a_copy_to_fresh_pageable_memory_costs_the_first_touch_of_its_pages_as_on_the_h200():
+    """via_cpu: the model's .cpu() of 64 MiB into new pageable memory takes about ten times what a copy into memory
+    already written does (the card's first_touch_gbps), as an H200's host did (55 against 6 ms); the table's
+    figure then agrees with the recording."""
     import time
 
     import torch
@@ -300,8 +301,9 @@ def test_a_copy_to_fresh_pageable_memory_costs_the_same_as_to_written_memory_in_
 
     fresh_ms, written_ms = al.simulate(work, setup=lambda: torch.empty(2**24, device="cuda"), card="H200",
                                        values=False).meta["simulated"]["returned"]
-    assert fresh_ms < 1.5 * written_ms
-    assert row("via_cpu", "via .cpu(), GB/s")["recorded"] < 0.3 * row("via_cpu", "via .cpu(), GB/s")["predicted"]
+    assert 6 < fresh_ms / written_ms < 12
+    assert row("via_cpu", "via .cpu(), GB/s")["predicted"] == pytest.approx(row("via_cpu", "via .cpu(), GB/s")["recorded"],
+                                                                            rel=0.25)
 
 
 def test_the_loaders_speed_up_varies_on_the_gpu_more_than_the_target():

@@ -64,11 +64,6 @@ MISSES: dict[tuple[str, str, str], str] = {
     "from run to run by more than the target: the same code (one repeat each) gave 1.23x in the recording (pinned "
     "52.5 ms) and 1.74x in the notebook's live run on an H200 (pinned 40.9 ms, its stored output); the model has "
     "no run-to-run noise, and its 1.91x is within 10% of the live run's",
-    ("06", "via_cpu", "via .cpu(), GB/s"): "the model prices every pageable copy at the card's pageable rate "
-    "(8 GB/s each way), where a copy to the host into pages never written before costs far more: on an H200's host "
-    ".cpu() of 1 GiB took 722 to 767 ms (1.4 GB/s), the same copy into memory already written 61 to 76 ms, and the "
-    "copy back to the GPU 112 to 144 ms: the first touch of fresh pageable memory by the driver's staging is left "
-    "out",
     ("05", "non_blocking", "host in copy_, pinned, non_blocking=True"): "the H200's host call varies from run to "
     "run by more than the target: the same code took 87 µs in the recording and 21 µs in the notebook's live run on "
     "an H200 (its stored output); the model has no run-to-run noise and prices the call at 16 µs, three quarters of "

@@ -30,7 +30,7 @@ from asynclab.sim.workqueue import WorkQueue
 from asynclab.sim.limits import SimulationLimit
 from asynclab.sim.figures import card_figures, rates
 from asynclab.sim.hostmem import PinnedMemory
-from asynclab.sim.ops import copy_between, run_operator
+from asynclab.sim.ops import FRESH_PAGES_FROM, copy_between, run_operator
 from asynclab.sim.tensors import (Block, DeviceTensor, PinnedTensor, flat_tensors, fresh_memory, gpu_of, is_cuda,
                                   memory_of, needed_bytes, shaped_on, target_of)
 from asynclab.sim.trace import trace_of
@@ -495,13 +495,15 @@ class SimGPU(Simulation):
         host = torch.empty_like(meta, device="cpu")
         host.fill_(float("nan") if src.dtype.is_floating_point else -1)  # until the copy writes it (timing only: ever)
         host = self.pin(host) if pinned else host
-        self.copy(host, src, non_blocking)
+        fresh = not pinned and host.numel() * host.element_size() >= FRESH_PAGES_FROM  # mapped anew by malloc
+        self.copy(host, src, non_blocking, fresh_pages=fresh)
         return host
 
-    def copy(self, dst: torch.Tensor, src: torch.Tensor, non_blocking: bool) -> None:
+    def copy(self, dst: torch.Tensor, src: torch.Tensor, non_blocking: bool, fresh_pages: bool = False) -> None:
         """``dst.copy_(src)`` across host and GPUs: on the copy engine of its direction, read when it starts and
-        written when it ends; the host waits unless it is non-blocking between a GPU and pinned memory."""
-        copy_between(self, dst, src, non_blocking)
+        written when it ends; the host waits unless it is non-blocking between a GPU and pinned memory.
+        ``fresh_pages``: the copy writes new pageable host memory first (:func:`copy_between`)."""
+        copy_between(self, dst, src, non_blocking, fresh_pages)
 
     def forget_past(self) -> None:
         """Start the trace afresh (after a warm-up run)."""

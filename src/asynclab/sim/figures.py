@@ -67,6 +67,9 @@ OPTIONAL_FIGURES = {
     "pageable_staging_mib": "MiB a copy from pageable host memory to the GPU may stage through the driver's own pinned "
                             "buffer and return at once with non_blocking=True; a larger one makes the host wait for "
                             "the stream's work before it and for all of the copy but the buffer's last fill",
+    "first_touch_gbps": "GB/s at which a copy from the GPU writes pageable host memory the process never wrote "
+                        "before: the system maps each page at its first touch (a new host tensor of 32 MiB or more "
+                        "always has fresh pages)",
     "fp32_product_us_by_shape": "µs a small float32 product without TF32 takes on the GPU, by layout (addmm_nt: a "
                                 "Linear layer's forward with its bias; mm_nn: its input's gradient; mm_tn: its "
                                 "weight's) and shape ('M x N x K': the output's rows and columns, the inner length), "
@@ -188,6 +191,7 @@ def rates(figures: dict[str, Any]) -> dict[str, Any]:
         "BACKWARD_CALL_MS": f["backward_call_us"] / 1e3,
         "HOST_LIBRARY_MS": {name: us / 1e3 for name, us in f.get("host_library_us", {}).items()},
         "KIND_KERNEL_MS": {kind: us / 1e3 for kind, us in f.get("min_kernel_us_by_kind", {}).items()},
+        "FIRST_TOUCH_BYTES_PER_MS": f["first_touch_gbps"] * 1e6 if "first_touch_gbps" in f else None,
         "PAGEABLE_STAGING_BYTES": f["pageable_staging_mib"] * 2**20 if "pageable_staging_mib" in f else None,
         "FP32_PRODUCT_MS_BY_SHAPE": {layout: {tuple(int(v) for v in shape.split("x")): us / 1e3
                                               for shape, us in shapes.items()}

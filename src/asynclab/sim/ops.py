@@ -532,8 +532,17 @@ def _to_device(gpu: Simulation, src: Any, kwargs: dict) -> Any:
     return target
 
 
-def copy_between(gpu: Simulation, dst: torch.Tensor, src: torch.Tensor, non_blocking: bool) -> None:
-    """``dst.copy_(src)`` where one side is host memory or the two sides are different GPUs.
+#: Bytes from which a new host tensor always gets fresh pages from the system: glibc's malloc maps a block this large
+#: or larger anew each time (its mmap threshold grows with the blocks freed, up to DEFAULT_MMAP_THRESHOLD_MAX, 32 MiB
+#: on a 64-bit system), where a smaller one may reuse pages the process has written before.
+FRESH_PAGES_FROM = 32 * 2**20
+
+
+def copy_between(gpu: Simulation, dst: torch.Tensor, src: torch.Tensor, non_blocking: bool,
+                 fresh_pages: bool = False) -> None:
+    """``dst.copy_(src)`` where one side is host memory or the two sides are different GPUs. ``fresh_pages``: ``dst``
+    is new pageable host memory whose pages the copy writes first (each page's first touch costs the host's kernel
+    time: the card's ``first_touch_gbps`` where it gives one).
 
     Example:
         >>> from asynclab.sim.device import SimGPU
@@ -557,6 +566,7 @@ def copy_between(gpu: Simulation, dst: torch.Tensor, src: torch.Tensor, non_bloc
     memory = "Pinned" if pinned else "Pageable"
     name = f"Memcpy {direction} ({memory} -> Device)" if to_gpu else f"Memcpy {direction} (Device -> {memory})"
     rate = gpu.PINNED_BYTES_PER_MS if pinned else gpu.PAGEABLE_BYTES_PER_MS
+    touch_ms = nbytes / gpu.FIRST_TOUCH_BYTES_PER_MS if fresh_pages and gpu.FIRST_TOUCH_BYTES_PER_MS else 0.0
     staged = _raw(src).clone() if to_gpu and not pinned and gpu.computes else None  # the host stages pageable data
     source, target = _raw(src), _raw(dst)  # the memory, not the tensors (see _kernel)
 
@@ -567,7 +577,8 @@ def copy_between(gpu: Simulation, dst: torch.Tensor, src: torch.Tensor, non_bloc
         return lambda: target.copy_(value)
 
     device = gpu_side.block.device
-    _, end = gpu.queue(name, gpu.current(device), gpu.COPY_LATENCY_MS + nbytes / rate, at_start, cat="gpu_memcpy",
+    _, end = gpu.queue(name, gpu.current(device), gpu.COPY_LATENCY_MS + nbytes / rate + touch_ms, at_start,
+                       cat="gpu_memcpy",
                        engine=(device, direction), reads=() if to_gpu and not pinned else (source,), writes=(target,))
     if pinned:  # the caching host allocator keeps the pinned block from reuse until the copy has ended
         gpu.pinned.used(host_side, end)
