@@ -40,7 +40,7 @@ MEASURED = ("memory_gbps", "matmul_tflops.fp32", "matmul_tflops.tf32", "matmul_t
             "optimizer_step_us.SGD", "optimizer_step_us.Adam", "optimizer_step_us.AdamW", "backward_call_us", "host_alloc_us",
             "host_alloc_gbps", "min_kernel_us_by_kind.fp32_product", "min_kernel_us_by_kind.reduction",
             *(f"fp32_product_us_by_shape.{layout}" for layout in ("addmm_nt", "mm_nn", "mm_tn")),
-            "pageable_staging_mib", *(f"matmul_tflops_by_side.{dtype}" for dtype in ("fp32", "tf32", "bf16", "fp16")),
+            "pageable_staging_mib", "first_touch_gbps", *(f"matmul_tflops_by_side.{dtype}" for dtype in ("fp32", "tf32", "bf16", "fp16")),
             *(f"host_library_us.{name}" for name in ("convolution", "convolution_backward", "native_batch_norm",
                                                     "native_batch_norm_backward")))
 #: The optimizers whose Python per parameter is measured (SGD with momentum, as training runs it).
@@ -462,6 +462,27 @@ def measure_pageable_staging(spin_ms: float = 10.0) -> dict[str, float]:
     return {"pageable_staging_mib": staged / 1024}
 
 
+def measure_first_touch(mib: int = 256, runs: int = 4) -> dict[str, float]:
+    """GB/s at which a copy from the GPU writes host pages the process never wrote (``first_touch_gbps``): ``x.cpu()``
+    of ``mib`` MiB (new memory: malloc maps a block this large anew) against ``x``'s copy into host memory already
+    written, the median of ``runs`` each; the difference is the system's mapping of each page at its first touch."""
+    import torch
+
+    x = torch.randn(mib * 2**18, device="cuda")
+    written = torch.ones(mib * 2**18)
+
+    def ms(fn: Callable[[], Any]) -> float:
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        return (time.perf_counter() - t0) * 1e3
+
+    fresh = statistics.median(ms(x.cpu) for _ in range(runs))
+    into_written = statistics.median(ms(lambda: written.copy_(x)) for _ in range(runs))
+    return {"first_touch_gbps": round(mib * 2**20 / max(1e-6, fresh - into_written) / 1e6, 2)}
+
+
 def _launch_queue_depth(most: int = 8192) -> int:
     """How many launches may wait on the GPU before the host blocks: tiny adds launched behind a spin kernel of about
     a second, counted until one launch takes the host over a millisecond (``most`` if none does)."""
@@ -743,6 +764,7 @@ def main(argv: list[str] | None = None) -> int:
     measured.update(measure_pinning())
     measured.update(measure_fp32_products())
     measured.update(measure_pageable_staging())
+    measured.update(measure_first_touch())
     measured.update(measure_startup())
     measured["matmul_tflops_by_side"] = measure_matmul_sides()
     sharing = measure_sharing()
