@@ -396,6 +396,36 @@ def test_a_thread_woken_by_a_notify_holds_the_others_back_before_it_runs():
         worker.join()
 
 
+def test_a_thread_waiting_for_another_process_holds_no_one_back():
+    """A thread waiting on a connection to another process (a DataLoader's pinning thread, in its workers' queue's
+    ``get``) holds no one back: the check's thread that moves on does not wait for it to catch up."""
+    import multiprocessing
+    import threading
+    import time
+
+    from asynclab.sim.device import SimGPU
+
+    with SimGPU() as gpu:
+        theirs, ours = multiprocessing.Pipe()
+        ready = threading.Event()
+
+        def waiter():
+            ready.set()
+            theirs.poll(60)  # until the check's thread sends
+
+        worker = threading.Thread(target=waiter, daemon=True)
+        worker.start()
+        ready.wait()
+        time.sleep(0.05)  # the check's thread moves 50 ms on; the waiter's clock stays where it started
+        for _ in range(2000):  # (real seconds: until the waiter is in its poll)
+            if gpu.threads.horizon == pytest.approx(gpu.host):
+                break
+            threading.Event().wait(0.001)
+        assert gpu.threads.horizon == pytest.approx(gpu.host)
+        ours.send(1)
+        worker.join()
+
+
 def test_a_wrong_argument_fails_as_it_does_on_a_gpu():
     from asynclab.grading.backend import backend
 

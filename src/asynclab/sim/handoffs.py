@@ -9,7 +9,10 @@ machine. Python hands results across threads in many ways; each stand-in here co
 - ``concurrent.futures.Future``: ``result()`` and ``exception()`` go on from the time the result was set;
 - ``asyncio``'s ``call_soon_threadsafe`` (under ``to_thread``, ``run_in_executor`` and ``wrap_future``): the
   callback runs in the loop's thread no earlier than the time it was handed over;
-- an event loop waiting in its selector holds no one back.
+- an event loop waiting in its selector holds no one back;
+- a thread waiting for another process (``multiprocessing.connection.wait``, under a multiprocessing queue's ``get``:
+  a DataLoader's pinning thread waiting for its workers' batches) holds no one back: that process is outside the
+  simulation, and the others need not wait for what it sends.
 
 A ``threading.Condition`` (under ``threading.Event`` and the queues), ``Thread.join`` and ``time.sleep`` (a
 polling loop) are covered where the simulation keeps its clocks.
@@ -176,6 +179,17 @@ def _selector(select: Callable) -> dict[str, Callable]:
     return {"select": blocked_select}
 
 
+def _connection_wait(wait: Callable) -> dict[str, Callable]:
+    """``multiprocessing.connection.wait``: a thread waiting there for another process holds no one back."""
+    def blocked_wait(object_list: Any, timeout: float | None = None) -> Any:
+        gpu = gpu_of(required=False)
+        if gpu is None or timeout is not None and timeout <= 0:
+            return wait(object_list, timeout)
+        with gpu.threads.blocked():
+            return wait(object_list, timeout)
+    return {"wait": blocked_wait}
+
+
 def install() -> list[patches.Installed]:
     """Put every hand-off stand-in in place; undo each returned :class:`~asynclab.sim.patches.Installed` after.
 
@@ -187,6 +201,7 @@ def install() -> list[patches.Installed]:
     """
     import asyncio
     import concurrent.futures
+    import multiprocessing.connection
     import selectors
 
     fut = concurrent.futures.Future
@@ -195,5 +210,6 @@ def install() -> list[patches.Installed]:
             patches.install("concurrent.futures.Future", _futures(fut.set_result, fut.set_exception, fut.result,
                                                                    fut.exception)),
             patches.install("asyncio.BaseEventLoop", _event_loop(asyncio.BaseEventLoop.call_soon_threadsafe)),
-            patches.install("selectors.DefaultSelector", _selector(selectors.DefaultSelector.select))]
+            patches.install("selectors.DefaultSelector", _selector(selectors.DefaultSelector.select)),
+            patches.install("multiprocessing.connection", _connection_wait(multiprocessing.connection.wait))]
     return done

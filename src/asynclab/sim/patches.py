@@ -54,10 +54,12 @@ FOREACH = {"torch.optim.optimizer": ("_foreach_supported_types", "_group_tensors
 #: The caching host allocator's cache, given back to the driver (PyTorch 2.5 and later): a simulated process's own.
 HOST_CACHE = {"torch._C": ("_host_emptyCache",)}
 #: Where Python hands a result from one thread to another besides a Condition and a join (see asynclab.sim.handoffs):
-#: the item or the result carries the sender's time to the receiver.
+#: the item or the result carries the sender's time to the receiver; a thread waiting in a selector, or for another
+#: process, holds no one back.
 THREAD_HANDOFFS = {"queue.Queue": ("put", "get"), "queue": ("SimpleQueue",),
             "concurrent.futures.Future": ("set_result", "set_exception", "result", "exception"),
-            "asyncio.BaseEventLoop": ("call_soon_threadsafe",), "selectors.DefaultSelector": ("select",)}
+            "asyncio.BaseEventLoop": ("call_soon_threadsafe",), "selectors.DefaultSelector": ("select",),
+            "multiprocessing.connection": ("wait",)}
 #: Everything that is ever patched: owner (its import path) -> the names replaced on it. Besides these, a check
 #: points the names of ``time``'s functions that an answer bound before it ran (``from time import perf_counter``,
 #: a default argument, ``functools.partial``) at the ``time`` module's own (:func:`answer_clocks`).
