@@ -315,17 +315,18 @@ def test_the_loaders_speed_up_varies_on_the_gpu_more_than_the_target():
     assert 0.75 <= r["predicted"] / live <= 1.25
 
 
-def test_the_cards_page_locking_rate_is_faster_than_this_recordings_host():
-    """pin_cost: the card page-locks at its host_alloc_gbps, faster than this recording's host did (a fresh pin less
-    a cached one, for 256 MiB); the prediction repays a fresh pin sooner by about that ratio."""
+def test_the_cards_page_locking_rate_is_an_h200_hosts_and_repays_a_fresh_pin_as_recorded():
+    """pin_cost: the H200 card page-locks at a rate measured on an H200's host (host_alloc_gbps), within 15% of this
+    recording's host (a fresh pin less a cached one, for 256 MiB); the prediction of when a fresh pin is repaid then
+    agrees with the recording."""
     from asynclab.sim.figures import card_figures
 
     cells = json.loads((ROOT / "src/asynclab/lessons/copy_overlap/reference/cells.json").read_text())["pin_cost"]
     lock_ms = cells["ms"]["pin_memory(), a fresh block"] - cells["ms"]["pin_memory(), a cached block"]
     recorded_gbps = 256 * 2**20 / (lock_ms * 1e-3) / 1e9
-    assert card_figures("H200")["host_alloc_gbps"] > 1.5 * recorded_gbps
+    assert card_figures("H200")["host_alloc_gbps"] == pytest.approx(recorded_gbps, rel=0.15)
     r = row("pin_cost", "a fresh pin is repaid after")
-    assert r["predicted"] < r["recorded"]
+    assert r["predicted"] == pytest.approx(r["recorded"], rel=0.25)
 
 
 def test_a_record_function_bracket_costs_the_host_the_cards_assumed_annotation_time():

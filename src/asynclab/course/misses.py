@@ -52,14 +52,13 @@ MISSES: dict[tuple[str, str, str], str] = {
     "host_op_us, 21 µs): with the copy's latency, 23 µs of fixed cost per copy, where the H200's events showed about "
     "8 µs at 1 MiB (27 µs for a copy that moves in 19): the model prices the host's record and copy calls above the "
     "H200's, and its copies reach half their top rate four times later",
-    ("05", "pin_cost", "a fresh pin is repaid after"): "the model page-locks a new pinned block at the card's "
-    "host_alloc_gbps (3.09 GB/s, taken from an earlier recording of this cell), where this recording's host "
-    "page-locked 256 MiB in 157 ms (1.7 GB/s: a fresh pin of 164.7 ms less a cached one of 7.9) and the notebook's "
-    "live run on an H200 in 167 ms: page-locking is the host's work, and its rate moves between runs and hosts",
     ("05", "copy_streams", "on two copy streams in turn they do not, and less of the copy time is hidden"): "the "
     "model's copy engine runs the copies queued on several streams in the order the host issued them; the H200's "
     "ran all the copies queued on one stream before the other's (chunks 0, 2, 4, ... 10, then 1, 3, ... 11), so "
-    "the odd chunks' products waited: how a copy engine picks among streams' queues is left out",
+    "the odd chunks' products waited. Twelve copies queued in turn on two streams behind a spin did the same on an "
+    "H200 in five runs of six (of 4, 16 and 64 MiB each; which stream went first varied): the engine drains one "
+    "stream's queue before the other's. The model places each copy when the host issues it, so it cannot reorder "
+    "them: how a copy engine picks among streams' queues is left out",
     ("05", "dataloader", "plain step / pinned step"): "the H200's host sets the pinned loader's pace, and it varies "
     "from run to run by more than the target: the same code (one repeat each) gave 1.23x in the recording (pinned "
     "52.5 ms) and 1.74x in the notebook's live run on an H200 (pinned 40.9 ms, its stored output); the model has "
