@@ -40,6 +40,7 @@ MEASURED = ("memory_gbps", "matmul_tflops.fp32", "matmul_tflops.tf32", "matmul_t
             "optimizer_step_us.SGD", "optimizer_step_us.Adam", "optimizer_step_us.AdamW", "backward_call_us", "host_alloc_us",
             "host_alloc_gbps", "min_kernel_us_by_kind.fp32_product", "min_kernel_us_by_kind.reduction",
             *(f"fp32_product_us_by_shape.{layout}" for layout in ("addmm_nt", "mm_nn", "mm_tn")),
+            *(f"fp32_product_tflops_by_shape.{layout}" for layout in ("addmm_nt", "mm_nn", "mm_tn")),
             "pageable_staging_mib", "first_touch_gbps", *(f"matmul_tflops_by_side.{dtype}" for dtype in ("fp32", "tf32", "bf16", "fp16")),
             *(f"host_library_us.{name}" for name in ("convolution", "convolution_backward", "native_batch_norm",
                                                     "native_batch_norm_backward")))
@@ -433,6 +434,28 @@ def measure_fp32_products() -> dict[str, Any]:
 STAGING_KIB = (256, 512, 1024, 1536, 2048, 3072, 4096, 8192)
 
 
+#: The large float32 products :func:`measure_fp32_large_products` times: a Linear layer's rows, and its inputs and
+#: outputs (square).
+LARGE_ROWS, LARGE_SIDES = (128, 256, 512, 1024, 2048, 4096, 8192), (2048, 4096)
+
+
+def measure_fp32_large_products() -> dict[str, Any]:
+    """TFLOPS of a float32 Linear layer's three products without TF32 (:func:`_fp32_role_works`) on every shape of
+    :data:`LARGE_ROWS` x :data:`LARGE_SIDES`, by layout and the product's own shape (``fp32_product_tflops_by_shape``):
+    20 of each back to back behind a spin, timed with CUDA events (the median of three)."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    out: dict[str, dict[str, float]] = {layout: {} for layout, _ in ROLE_LAYOUTS.values()}
+    for side in LARGE_SIDES:
+        for m in LARGE_ROWS:
+            for role, work in _fp32_role_works(m, side, side).items():
+                layout, shape = ROLE_LAYOUTS[role]
+                us = _queued_us(work, n=20, runs=3, cycles=4_000_000)
+                out[layout]["x".join(map(str, shape(m, side, side)))] = round(tflops(m, side, side, us / 1e3), 1)
+    return {"fp32_product_tflops_by_shape": out}
+
+
 def measure_pageable_staging(spin_ms: float = 10.0) -> dict[str, float]:
     """The largest copy from pageable host memory to the GPU (of :data:`STAGING_KIB`) whose ``copy_(...,
     non_blocking=True)`` returns before a spin of ``spin_ms`` queued before it ends (the median of five calls under
@@ -763,6 +786,7 @@ def main(argv: list[str] | None = None) -> int:
     measured.update(measure_allocator())
     measured.update(measure_pinning())
     measured.update(measure_fp32_products())
+    measured.update(measure_fp32_large_products())
     measured.update(measure_pageable_staging())
     measured.update(measure_first_touch())
     measured.update(measure_startup())

@@ -359,9 +359,10 @@ def test_a_record_function_bracket_costs_the_host_the_cards_assumed_annotation_t
     assert row("event_api", "host time in side.wait_event(mid)")["recorded"] > 0.1
 
 
-def test_a_thin_product_costs_its_share_of_the_whole_in_the_model():
-    """gpipe: 16 products of 512 rows cost the model within 3% of one product of 8192 rows (a square product of the
-    same work), where an H200 took 1.04x to 1.14x: the claims about m = 16 miss for that."""
+def test_a_thin_product_costs_more_than_its_share_of_the_whole_as_on_the_h200():
+    """gpipe: 16 float32 products of 512 rows cost the model 1.12x one product of 8192 rows, at the rates the H200
+    card measured by shape (45.3 and 50.7 TFLOPS: fp32_product_tflops_by_shape), where a square product of the same
+    work would cost within 3%; an H200 took 1.04x to 1.14x by layout, and the claims about m = 16 agree."""
     import torch
 
     from asynclab.course.cells import run_cell
@@ -380,7 +381,8 @@ def test_a_thin_product_costs_its_share_of_the_whole_in_the_model():
 
     m = run_cell({"whole": whole, "thin": thin}, setup, live=False, card="H200", repeats=1, warmup=1)
     busy = {name: m.trace.window(annotation=name).gpu()["dur_us"].sum() for name in ("whole", "thin")}
-    assert 1.0 <= busy["thin"] / busy["whole"] <= 1.03
+    assert busy["thin"] / busy["whole"] == pytest.approx(50.7 / 45.3, rel=0.02)
+    assert not [k for k in misses.MISSES if k[1] == "gpipe"]
 
 
 def test_the_copy_engine_serves_streams_in_issue_order_in_the_model():

@@ -10,12 +10,6 @@ __all__ = ["TARGET", "MISSES", "UNEXPLAINED", "key", "is_miss"]
 TARGET = (0.75, 1.25)
 
 #: Why lesson 07's two claims about m = 16 miss (an H200 probe of one Linear(4096) layer's products).
-_THIN_PRODUCTS = ("the model prices a matrix product at the rate of a square product of the same work, so a "
-                  "micro-batch's 512 x 4096 x 4096 float32 products cost 16 times less than the whole batch's within "
-                  "2%; on an H200 16 products of 512 rows took 1.04x (forward), 1.14x (input gradient) and 1.06x "
-                  "(weight gradient) the time of one of 8192 rows: a thin product's loss of efficiency by its shape "
-                  "is left out")
-
 #: The figures and claims the prediction misses, by (lesson, cell, what: the figure's label or the claim's
 #: statement), each with what the model leaves out. Each was checked by an experiment (see the tests).
 MISSES: dict[tuple[str, str, str], str] = {
@@ -44,9 +38,6 @@ MISSES: dict[tuple[str, str, str], str] = {
     "torch.profiler.record_function bracket, and the model prices entering and leaving one at the card's "
     "annotation_us (1 µs, an assumption): on an H200's host side.wait_event took 11 to 13 µs alone (the model's 13) "
     "and 157 to 183 µs inside the bracket, with no profiler running: the bracket's own host cost is left out",
-    ("07", "gpipe", "at m = 16, the step is 15% or more above (m+p-1)/m x one stage: past m = 4, micro-batches "
-     "save less than the formula says"): _THIN_PRODUCTS,
-    ("07", "gpipe", "each GPU works longer at the largest m than at m = 1 (1.1x or more)"): _THIN_PRODUCTS,
     ("05", "bandwidth", "the smallest size at which pinned H2D reaches half its top rate"): "between the two events "
     "the simulated GPU idles while the host finishes start.record() and calls copy_ (the card's stream_call_us and "
     "host_op_us, 21 µs): with the copy's latency, 23 µs of fixed cost per copy, where the H200's events showed about "

@@ -70,6 +70,10 @@ OPTIONAL_FIGURES = {
     "first_touch_gbps": "GB/s at which a copy from the GPU writes pageable host memory the process never wrote "
                         "before: the system maps each page at its first touch (a new host tensor of 32 MiB or more "
                         "always has fresh pages)",
+    "fp32_product_tflops_by_shape": "TFLOPS of a large float32 product without TF32 by layout (as "
+                                    "fp32_product_us_by_shape) and shape 'M x N x K', as cuBLAS runs it: a thin "
+                                    "product, or a Linear layer's forward with its bias epilogue, runs slower than a "
+                                    "square product of the same work",
     "fp32_product_us_by_shape": "µs a small float32 product without TF32 takes on the GPU, by layout (addmm_nt: a "
                                 "Linear layer's forward with its bias; mm_nn: its input's gradient; mm_tn: its "
                                 "weight's) and shape ('M x N x K': the output's rows and columns, the inner length), "
@@ -193,6 +197,9 @@ def rates(figures: dict[str, Any]) -> dict[str, Any]:
         "KIND_KERNEL_MS": {kind: us / 1e3 for kind, us in f.get("min_kernel_us_by_kind", {}).items()},
         "FIRST_TOUCH_BYTES_PER_MS": f["first_touch_gbps"] * 1e6 if "first_touch_gbps" in f else None,
         "PAGEABLE_STAGING_BYTES": f["pageable_staging_mib"] * 2**20 if "pageable_staging_mib" in f else None,
+        "FP32_PRODUCT_FLOPS_PER_MS_BY_SHAPE": {layout: {tuple(int(v) for v in shape.split("x")): tf * 1e9
+                                                        for shape, tf in shapes.items()}
+                                               for layout, shapes in f.get("fp32_product_tflops_by_shape", {}).items()},
         "FP32_PRODUCT_MS_BY_SHAPE": {layout: {tuple(int(v) for v in shape.split("x")): us / 1e3
                                               for shape, us in shapes.items()}
                                      for layout, shapes in f.get("fp32_product_us_by_shape", {}).items()},

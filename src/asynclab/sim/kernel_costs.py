@@ -114,8 +114,7 @@ def kernel_cost(gpu: Simulation, func: Any, args: Any, outputs: list) -> tuple[f
     fill = _fill(gpu, name, args, tensors, outputs)
     ms = _bytes(gpu, name, args, tensors) / gpu.MEMORY_BYTES_PER_MS / gpu.sms.drawn(fill)
     flops = _flops(name, args, outputs)
-    flops_ms = flops / matmul_rate(gpu, _product_dtype(name, args, outputs), flops, "convolution" in name) \
-        if flops else 0.0
+    flops_ms = flops / product_rate(gpu, name, args, outputs, flops) if flops else 0.0
     return max(least_ms(gpu, name, args, outputs, flops), ms, flops_ms), fill, ms >= flops_ms
 
 
@@ -267,21 +266,32 @@ def least_ms(gpu: Simulation, name: str, args: Any, outputs: list, flops: float)
 
 def fp32_product_ms(by_shape: dict[str, dict[tuple[int, int, int], float]], name: str, args: Any) -> float | None:
     """The GPU's time for a small float32 product without TF32 as a card measured it by layout and shape
-    (``fp32_product_us_by_shape``, in ms here): the time of the measured shape nearest on a log scale, for a 2-D
-    ``mm`` or ``addmm`` whose layout the card measured and whose sides each lie within the measured ones (half a
-    doubling beyond them at most); else None. cuBLAS runs such a product as one to four kernels (a split-K product
-    and its reduction; for ``addmm`` with a bias, a memset, a scaling and an epilogue besides), chosen by layout and
-    shape, and their launches on the GPU, not their arithmetic, set its time.
-
-    The layout names the operator and whether each factor is transposed: a ``Linear`` layer's forward is
-    ``addmm_nt`` (its weight transposed), its input's gradient ``mm_nn`` and its weight's ``mm_tn``.
+    (``fp32_product_us_by_shape``, in ms here): :func:`nearest_measured`. cuBLAS runs such a product as one to four
+    kernels (a split-K product and its reduction; for ``addmm`` with a bias, a memset, a scaling and an epilogue
+    besides), chosen by layout and shape, and their launches on the GPU, not their arithmetic, set its time.
 
     Example:
         >>> card = {"mm_nn": {(32, 64, 64): 0.005, (256, 256, 256): 0.004}}
         >>> x, w = torch.empty(32, 64), torch.empty(64, 64)
         >>> fp32_product_ms(card, "mm", ((x, w), {})), fp32_product_ms(card, "mm", ((x.t(), x), {}))
         (0.005, None)
-        >>> fp32_product_ms(card, "mm", ((torch.empty(4096, 64), w), {})) is None  # far beyond what was measured
+    """
+    return nearest_measured(by_shape, name, args)
+
+
+def nearest_measured(by_shape: dict[str, dict[tuple[int, int, int], float]], name: str, args: Any) -> float | None:
+    """A card's figure for a 2-D ``mm`` or ``addmm`` by its layout and shape: the figure of the measured shape
+    (M, N, K: the output's rows and columns, the inner length) nearest on a log scale, where the card measured the
+    layout and each side lies within the measured ones (half a doubling beyond them at most); else None.
+
+    The layout names the operator and whether each factor is transposed: a ``Linear`` layer's forward is
+    ``addmm_nt`` (its weight transposed), its input's gradient ``mm_nn`` and its weight's ``mm_tn``.
+
+    Example:
+        >>> card = {"mm_nn": {(32, 64, 64): 5.0, (256, 256, 256): 4.0}}
+        >>> nearest_measured(card, "mm", ((torch.empty(200, 256), torch.empty(256, 300)), {}))
+        4.0
+        >>> nearest_measured(card, "mm", ((torch.empty(4096, 64), torch.empty(64, 64)), {})) is None  # far beyond
         True
     """
     operands = _operands(args)
@@ -330,6 +340,28 @@ def leaves_of_lists(args: Any) -> list:
     """The lists and tuples among an operator's positional arguments (``args`` is ``(positional, keywords)``)."""
     positional = args[0] if isinstance(args, tuple) and len(args) == 2 and isinstance(args[1], dict) else args
     return [a for a in positional if isinstance(a, (list, tuple))]
+
+
+def product_rate(gpu: Simulation, name: str, args: Any, outputs: list, flops: float) -> float:
+    """FLOPs per ms of a matrix product or convolution: for a float32 product without TF32, the rate its card
+    measured for its layout and shape where it did (``fp32_product_tflops_by_shape``: cuBLAS's kernel for a thin
+    product, or a Linear layer's forward with its bias epilogue, runs slower than a square one of the same work),
+    else :func:`matmul_rate`.
+
+    Example:
+        >>> from asynclab.sim.device import SimGPU
+        >>> gpu = SimGPU(card="H200")
+        >>> x, w = torch.empty(512, 4096), torch.empty(4096, 4096)
+        >>> round(product_rate(gpu, "mm", ((x, w), {}), [x], 2.0 * 512 * 4096 ** 2) / 1e9, 1)  # measured: 45.3
+        45.3
+    """
+    dtype = _product_dtype(name, args, outputs)
+    if dtype is torch.float32 and name in CUBLAS_PRODUCTS and not torch.backends.cuda.matmul.allow_tf32 \
+            and gpu.scale == 1:  # a check's shrunk products: the curve's rate at the GPU's sizes
+        measured = nearest_measured(gpu.FP32_PRODUCT_FLOPS_PER_MS_BY_SHAPE, name, args)
+        if measured is not None:
+            return measured
+    return matmul_rate(gpu, dtype, flops, "convolution" in name)
 
 
 def matmul_rate(gpu: Simulation, dtype: torch.dtype, flops: float, convolution: bool = False) -> float:
