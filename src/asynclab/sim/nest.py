@@ -36,7 +36,8 @@ def map_leaves(fn: Callable[[Any], Any], tree: Any) -> Any:
         (10, [20, 30], {'a': 40}, None)
     """
     if isinstance(tree, (tuple, list)):
-        items = [map_leaves(fn, x) for x in tree]
+        items = [map_leaves(fn, x) if isinstance(x, (tuple, list, dict)) else None if x is None else fn(x)
+                 for x in tree]  # a leaf at once: no call of its own (the simulated GPU maps several an operator)
         kind = type(tree)
         if kind in (tuple, list):
             return kind(items)

@@ -43,8 +43,9 @@ class FreeHost:
     def exit(self, *exc: Any) -> None:
         """The simulation is left (before the GPU's own patches go)."""
 
-    def operator_starts(self, func: Any, args: tuple, kwargs: dict) -> Any:
-        """An operator on GPU tensors is called from Python, before the GPU runs it; what :meth:`operator_ends` gets."""
+    def operator_starts(self, func: Any, args: tuple, kwargs: dict, flat: list | None = None) -> Any:
+        """An operator on GPU tensors is called from Python, before the GPU runs it (``flat``: the leaves of
+        ``(args, kwargs)``, where the caller has them); what :meth:`operator_ends` gets."""
         return None
 
     def operator_ends(self, func: Any, started: Any) -> None:
