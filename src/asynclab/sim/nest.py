@@ -15,6 +15,8 @@ def leaves(tree: Any) -> list:
         >>> leaves((1, [2, (3,)], {"a": 4}, None))
         [1, 2, 3, 4]
     """
+    if isinstance(tree, dict):
+        tree = tuple(tree.values())
     if isinstance(tree, (tuple, list)):
         out: list = []
         for x in tree:
@@ -23,8 +25,6 @@ def leaves(tree: Any) -> list:
             elif x is not None:
                 out.append(x)
         return out
-    if isinstance(tree, dict):
-        return leaves(list(tree.values()))
     return [] if tree is None else [tree]
 
 

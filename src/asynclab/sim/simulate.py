@@ -324,7 +324,8 @@ class HostCosts(FreeHost):
         its own in the launch queue)."""
         if not launched:
             return
-        while self._unstarted and self._unstarted[0] <= self.gpu.host:
+        host = self.gpu.host
+        while self._unstarted and self._unstarted[0] <= host:
             heapq.heappop(self._unstarted)
         if len(self._unstarted) >= self.gpu.LAUNCH_QUEUE_DEPTH:  # the queue is full: the host waits for a place
             self.gpu.wait_until(heapq.heappop(self._unstarted))
