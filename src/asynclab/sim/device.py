@@ -454,8 +454,7 @@ class SimGPU(Simulation):
     # -- operators ------------------------------------------------------------------------------------------------
     def dispatch(self, func: Any, args: tuple, kwargs: dict, flat: list | None = None) -> Any:
         """Run one operator on simulated tensors, where and when a GPU would; the host-cost policy prices its call
-        from Python around it. ``flat``: the leaves of ``(args, kwargs)`` (:func:`asynclab.sim.nest.leaves`) where
-        the caller has them already."""
+        from Python around it. ``flat``: the leaves of ``(args, kwargs)``, where the caller has them already."""
         flat = leaves((args, kwargs)) if flat is None else flat
         started = self.costs.operator_starts(func, args, kwargs, flat)
         self.catch_up()
