@@ -21,7 +21,8 @@ def leaves(tree: Any) -> list:
         out: list = []
         for x in tree:
             if isinstance(x, (tuple, list, dict)):
-                out.extend(leaves(x))
+                if x:  # (an empty one, an operator's usual kwargs, has none)
+                    out.extend(leaves(x))
             elif x is not None:
                 out.append(x)
         return out
