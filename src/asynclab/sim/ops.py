@@ -133,8 +133,9 @@ _UNKNOWN = object()  # what OperatorCall has not worked out yet
 
 class OperatorCall:
     """One call of an operator as the rules see it: the operator, its arguments, and what the rules work out about
-    them, each once: what its schema says (``facts``, :func:`schema_facts`), the leaves of its arguments (``flat``, :func:`asynclab.sim.nest.leaves`, or those the caller
-    already has), the GPUs its tensors are on (``devices``), and on first use its outputs' shapes.
+    them, each once: what its schema says (``facts``, :func:`schema_facts`), the leaves of its arguments (``flat``,
+    :func:`asynclab.sim.nest.leaves`, or those the caller already has), the GPUs its tensors are on (``devices``),
+    and on first use its outputs' shapes.
 
     Example:
         >>> call = OperatorCall(aten.mm.default, (torch.empty(2, 3), torch.empty(3, 4)), {})
