@@ -30,6 +30,7 @@ from asynclab.sim.workqueue import WorkQueue
 from asynclab.sim.limits import SimulationLimit
 from asynclab.sim.figures import card_figures, rates
 from asynclab.sim.hostmem import PinnedMemory
+from asynclab.sim.nest import leaves
 from asynclab.sim.ops import FRESH_PAGES_FROM, copy_between, run_operator
 from asynclab.sim.tensors import (Block, DeviceTensor, PinnedTensor, flat_tensors, fresh_memory, gpu_of, is_cuda,
                                   memory_of, needed_bytes, shaped_on, target_of)
@@ -357,7 +358,8 @@ class SimGPU(Simulation):
                                                                    holds=holds))):
             self.host += self.LAUNCH_MS
             return self.host, self.host
-        start = max(self.ready(stream), self.host, after, self._engines.get(engine, 0.0))
+        host = self.host  # the host's clock stands still until its launch below
+        start = max(self.ready(stream), host, after, self._engines.get(engine, 0.0))
         priority = getattr(stream, "priority", 0)
         if waves:
             start, end = self.sms.in_waves(stream.device_index, start, waves, memory, priority)
@@ -372,8 +374,8 @@ class SimGPU(Simulation):
         self.ran.append((cat, name, stream.device_index, self.number(stream), start, end, corr))
         if launched:
             launch = "cudaMemcpyAsync" if cat == "gpu_memcpy" else "cudaLaunchKernel"
-            self.launches.append((launch, self.host, self.host + self.LAUNCH_MS, corr))
-            self.host += self.LAUNCH_MS
+            self.launches.append((launch, host, host + self.LAUNCH_MS, corr))
+            self.host = host + self.LAUNCH_MS
 
         def begin() -> None:
             then = at_start()
@@ -450,12 +452,13 @@ class SimGPU(Simulation):
         return type(host) is PinnedTensor or self.pinned.holds(host)
 
     # -- operators ------------------------------------------------------------------------------------------------
-    def dispatch(self, func: Any, args: tuple, kwargs: dict) -> Any:
+    def dispatch(self, func: Any, args: tuple, kwargs: dict, flat: list | None = None) -> Any:
         """Run one operator on simulated tensors, where and when a GPU would; the host-cost policy prices its call
-        from Python around it."""
-        started = self.costs.operator_starts(func, args, kwargs)
+        from Python around it. ``flat``: the leaves of ``(args, kwargs)``, where the caller has them already."""
+        flat = leaves((args, kwargs)) if flat is None else flat
+        started = self.costs.operator_starts(func, args, kwargs, flat)
         self.catch_up()
-        out = run_operator(self, func, args, kwargs)
+        out = run_operator(self, func, args, kwargs, flat)
         self.costs.operator_ends(func, started)
         return out
 

@@ -5,6 +5,7 @@ and the copies within a GPU that PyTorch makes a cudaMemcpyAsync. The operator l
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -96,11 +97,13 @@ def _bytes(gpu: Simulation, name: str, args: Any, tensors: list) -> int:
     return nbytes
 
 
-def kernel_cost(gpu: Simulation, func: Any, args: Any, outputs: list) -> tuple[float, float, bool]:
+def kernel_cost(gpu: Simulation, func: Any, args: Any, outputs: list,
+                flat: list | None = None) -> tuple[float, float, bool]:
     """How long the operator runs alone, the share of the SMs it holds meanwhile, and whether memory bounds it: its
     FLOPs at the card's rate for a product of its size (:func:`matmul_rate`: a small one fills few SMs) for
     matrix products and convolutions, else its bytes at the bandwidth that share of the SMs draws
-    (:meth:`asynclab.sim.sms.SMs.drawn`); never less than the shortest kernel (or matrix product).
+    (:meth:`asynclab.sim.sms.SMs.drawn`); never less than the shortest kernel (or matrix product). ``flat``: the
+    leaves of ``args`` (:func:`asynclab.sim.nest.leaves`) where the caller has them already.
 
     Example:
         >>> from asynclab.sim.device import SimGPU
@@ -109,7 +112,7 @@ def kernel_cost(gpu: Simulation, func: Any, args: Any, outputs: list) -> tuple[f
         >>> [round(kernel_cost(gpu, mm, (m, m), [m])[1], 3) for m in (big, tiny)]  # 64 tiles of 132
         [1.0, 0.485]
     """
-    tensors = [t for t in leaves(args) if isinstance(t, torch.Tensor)] + outputs
+    tensors = [t for t in (leaves(args) if flat is None else flat) if isinstance(t, torch.Tensor)] + outputs
     name = func._schema.name.split("::")[-1]
     fill = _fill(gpu, name, args, tensors, outputs)
     ms = _bytes(gpu, name, args, tensors) / gpu.MEMORY_BYTES_PER_MS / gpu.sms.drawn(fill)
@@ -302,7 +305,22 @@ def nearest_measured(by_shape: dict[str, dict[tuple[int, int, int], float]], nam
     shapes = by_shape.get(f"{name}_{_layout(a)}{_layout(b)}")
     if not shapes:
         return None
-    want = (a.shape[0], b.shape[1], a.shape[1])
+    return nearest_product_ms(tuple(shapes.items()), (a.shape[0], b.shape[1], a.shape[1]))
+
+
+@functools.lru_cache(maxsize=4096)
+def nearest_product_ms(measured: tuple, want: tuple[int, int, int]) -> float | None:
+    """The time of the product of sides ``want`` (m, n, k) from the ``measured`` ((m, n, k), ms) of one layout: that
+    of the measured shape nearest on a log scale, where each side lies within the measured ones (half a doubling
+    beyond them at most); else None. A pure function of its arguments, kept for the products a training loop
+    repeats.
+
+    Example:
+        >>> measured = (((32, 64, 64), 0.005), ((256, 256, 256), 0.004))
+        >>> nearest_product_ms(measured, (40, 64, 64)), nearest_product_ms(measured, (4096, 64, 64))
+        (0.005, None)
+    """
+    shapes = dict(measured)
     if any(not min(s[i] for s in shapes) / 1.5 <= want[i] <= max(s[i] for s in shapes) * 1.5 for i in range(3)):
         return None
     logs = [math.log2(max(1, v)) for v in want]

@@ -15,16 +15,17 @@ def leaves(tree: Any) -> list:
         >>> leaves((1, [2, (3,)], {"a": 4}, None))
         [1, 2, 3, 4]
     """
+    if isinstance(tree, dict):
+        tree = tuple(tree.values())
     if isinstance(tree, (tuple, list)):
         out: list = []
         for x in tree:
             if isinstance(x, (tuple, list, dict)):
-                out.extend(leaves(x))
+                if x:  # (an empty one, an operator's usual kwargs, has none)
+                    out.extend(leaves(x))
             elif x is not None:
                 out.append(x)
         return out
-    if isinstance(tree, dict):
-        return leaves(list(tree.values()))
     return [] if tree is None else [tree]
 
 
@@ -36,7 +37,8 @@ def map_leaves(fn: Callable[[Any], Any], tree: Any) -> Any:
         (10, [20, 30], {'a': 40}, None)
     """
     if isinstance(tree, (tuple, list)):
-        items = [map_leaves(fn, x) for x in tree]
+        items = [map_leaves(fn, x) if isinstance(x, (tuple, list, dict)) else None if x is None else fn(x)
+                 for x in tree]  # a leaf at once: no call of its own (the simulated GPU maps several an operator)
         kind = type(tree)
         if kind in (tuple, list):
             return kind(items)

@@ -7,7 +7,6 @@ Every function here takes the running :class:`asynclab.sim.device.SimGPU` as ``g
 from __future__ import annotations
 
 import inspect
-from functools import cached_property
 from typing import Any, Callable, NamedTuple
 
 import torch
@@ -119,22 +118,24 @@ def schema_facts(func: Any) -> SchemaFacts:
     return facts
 
 
-def _mutated(func: Any, args: tuple, kwargs: dict, kind: type = DeviceTensor) -> list:
-    """The tensors (of type ``kind``) the operator writes in place, from its schema (``Tensor(a!)``), in order."""
+def _mutated(written: tuple, args: tuple, kwargs: dict, kind: type = DeviceTensor) -> list:
+    """The tensors (of type ``kind``) the operator writes in place, from its schema's ``written`` arguments
+    (``Tensor(a!)``, :attr:`SchemaFacts.written`), in order."""
     out = []
-    for i, kwarg_only, name in schema_facts(func).written:
+    for i, kwarg_only, name in written:
         value = args[i] if i < len(args) and not kwarg_only else kwargs.get(name)
         out += [t for t in leaves(value) if isinstance(t, kind)]
     return out
 
 
-def _is_view(func: Any) -> bool:
-    return schema_facts(func).is_view
+_UNKNOWN = object()  # what OperatorCall has not worked out yet
 
 
 class OperatorCall:
     """One call of an operator as the rules see it: the operator, its arguments, and what the rules work out about
-    them, each once (the GPUs its tensors are on, its outputs' shapes).
+    them, each once: what its schema says (``facts``, :func:`schema_facts`), the leaves of its arguments (``flat``,
+    :func:`asynclab.sim.nest.leaves`, or those the caller already has), the GPUs its tensors are on (``devices``),
+    and on first use its outputs' shapes.
 
     Example:
         >>> call = OperatorCall(aten.mm.default, (torch.empty(2, 3), torch.empty(3, 4)), {})
@@ -144,46 +145,51 @@ class OperatorCall:
         True
     """
 
-    def __init__(self, func: Any, args: tuple, kwargs: dict) -> None:
+    __slots__ = ("func", "args", "kwargs", "facts", "flat", "devices", "_outputs")
+
+    def __init__(self, func: Any, args: tuple, kwargs: dict, flat: list | None = None) -> None:
         self.func, self.args, self.kwargs = func, args, kwargs
+        self.facts = schema_facts(func)
+        self.flat = leaves((args, kwargs)) if flat is None else flat
+        self.devices = {t.block.device for t in self.flat if isinstance(t, DeviceTensor)}
+        self._outputs: Any = _UNKNOWN  # the shapes, once worked out
 
     @property
     def name(self) -> str:
         """The operator's name without its namespace (``mm`` for ``aten::mm``)."""
-        return schema_facts(self.func).name
-
-    @cached_property
-    def flat(self) -> list:
-        """The leaves of the operator's arguments (:func:`asynclab.sim.nest.leaves`), worked out once."""
-        return leaves((self.args, self.kwargs))
-
-    @cached_property
-    def devices(self) -> set[int]:
-        """The GPUs the operator's simulated tensors are on."""
-        return {t.block.device for t in self.flat if isinstance(t, DeviceTensor)}
+        return self.facts.name
 
     def device(self, gpu: Simulation) -> int:
         """The GPU the operator runs on: its tensors' (one, once the device check has passed), else ``gpu``'s current
         one."""
         return next(iter(self.devices)) if self.devices else gpu.device
 
-    @cached_property
+    @property
     def shapes(self) -> Any:
         """The operator's outputs as meta tensors (:func:`_shapes`), or :data:`READ_BY_HOST` where the host must read
-        them: an output whose size or value depends on the data (``nonzero``, ``.item()``), or none at all."""
-        func, args, kwargs = self.func, self.args, self.kwargs
-        try:
-            shapes = _shapes(func, args, kwargs)
-            in_place = not func._schema.returns and bool(_mutated(func, args, kwargs))  # torch._foreach_add_(xs, ys)
-            if not all(isinstance(o, torch.Tensor) for o in leaves(shapes)) or not (leaves(shapes) or in_place):
-                raise _NeedsHostRead()
-        except (_NeedsHostRead, NotImplementedError, RuntimeError) as err:
-            meta = isinstance(err, (_NeedsHostRead, NotImplementedError)) or "meta" in str(err).lower() \
-                or "data-dependent" in str(err)
-            if not meta:
-                raise
-            return READ_BY_HOST
-        return shapes
+        them: an output whose size or value depends on the data (``nonzero``, ``.item()``), or none at all; worked out
+        on first use."""
+        if self._outputs is _UNKNOWN:
+            self._outputs = _outputs_of(self.func, self.args, self.kwargs)
+        return self._outputs
+
+
+def _outputs_of(func: Any, args: tuple, kwargs: dict) -> Any:
+    """:attr:`OperatorCall.shapes` of ``func`` called on ``args`` and ``kwargs``."""
+    try:
+        shapes = _shapes(func, args, kwargs)
+        written = schema_facts(func).written
+        in_place = not func._schema.returns and bool(_mutated(written, args, kwargs))  # torch._foreach_add_(xs, ys)
+        outs = leaves(shapes)
+        if not all(isinstance(o, torch.Tensor) for o in outs) or not (outs or in_place):
+            raise _NeedsHostRead()
+    except (_NeedsHostRead, NotImplementedError, RuntimeError) as err:
+        meta = isinstance(err, (_NeedsHostRead, NotImplementedError)) or "meta" in str(err).lower() \
+            or "data-dependent" in str(err)
+        if not meta:
+            raise
+        return READ_BY_HOST
+    return shapes
 
 
 #: What :attr:`OperatorCall.shapes` is for an operator whose outputs the host must read.
@@ -256,9 +262,10 @@ def _rules_for(func: Any) -> tuple:
     return entries
 
 
-def run_operator(gpu: Simulation, func: Any, args: tuple, kwargs: dict) -> Any:
+def run_operator(gpu: Simulation, func: Any, args: tuple, kwargs: dict, flat: list | None = None) -> Any:
     """Run ``func`` on simulated tensors: the first rule of :data:`OPERATOR_RULES` that matches it and does not hand
-    it on (a rule of its own, the device check, a view at once, a read by the host, or a kernel).
+    it on (a rule of its own, the device check, a view at once, a read by the host, or a kernel). ``flat``: the
+    leaves of ``(args, kwargs)`` where the caller has them already.
 
     Example:
         >>> from asynclab.sim.device import SimGPU
@@ -267,7 +274,7 @@ def run_operator(gpu: Simulation, func: Any, args: tuple, kwargs: dict) -> Any:
         ...     (x.t() @ x).sum().item()
         153.0
     """
-    call = OperatorCall(func, args, kwargs)
+    call = OperatorCall(func, args, kwargs, flat)
     for entry in _rules_for(func):
         if entry.predicate is None or entry.predicate(call):  # entry.matches(call), its operators already picked
             out = entry.rule(gpu, call)
@@ -346,7 +353,8 @@ def _matrix_product(gpu: Simulation, call: OperatorCall) -> Any:
 # -- the general path: rules keyed by a predicate, tried in this order after the rules for named operators ---------
 def _host_written(call: OperatorCall) -> list:
     """The host tensors the operator writes in place (a GPU kernel writes no host memory)."""
-    return [t for t in _mutated(call.func, call.args, call.kwargs, torch.Tensor) if not isinstance(t, DeviceTensor)]
+    written = call.facts.written
+    return [t for t in _mutated(written, call.args, call.kwargs, torch.Tensor) if not isinstance(t, DeviceTensor)]
 
 
 def _on_two_devices(call: OperatorCall) -> bool:
@@ -366,14 +374,14 @@ def _two_devices(gpu: Simulation, call: OperatorCall) -> Any:
 
 
 def _a_view(call: OperatorCall) -> bool:
-    return _is_view(call.func)
+    return call.facts.is_view
 
 
 @operator_rule(_a_view)
 def _view(gpu: Simulation, call: OperatorCall) -> Any:
     """A view: at once, on the memory of its base (no kernel)."""
     args, kwargs = call.args, call.kwargs
-    base = next(t for t in leaves(args) if isinstance(t, DeviceTensor))
+    base = next(t for t in call.flat if isinstance(t, DeviceTensor))
     views = call.func(*map_leaves(_elem, args), **map_leaves(_elem, kwargs))
     with torch.inference_mode(base.is_inference()):  # a view is an inference tensor if its base is one
         return map_leaves(lambda o: DeviceTensor(o, base.block) if isinstance(o, torch.Tensor) else o, views)
@@ -416,12 +424,12 @@ _TENSOR = object()  # marks a tensor in a signature
 
 def _signature(x: Any) -> Any:
     """What an operator's output shapes depend on: its tensors' dtypes, sizes and strides, and its other arguments."""
-    if isinstance(x, (tuple, list)):
-        return tuple(_signature(v) for v in x)
-    if isinstance(x, dict):
-        return tuple((k, _signature(v)) for k, v in x.items())
     if isinstance(x, torch.Tensor):
         return _TENSOR, x.dtype, tuple(x.shape), x.stride(), x.storage_offset(), isinstance(x, DeviceTensor)
+    if isinstance(x, (tuple, list)):
+        return tuple([_signature(v) for v in x])
+    if isinstance(x, dict):
+        return tuple([(k, _signature(v)) for k, v in x.items()])
     return x
 
 
@@ -466,8 +474,8 @@ def _kernel(gpu: Simulation, call: OperatorCall) -> Any:
     """Any other operator: a kernel on the current stream, which reads its inputs when it starts and writes its
     outputs (new memory, and the tensors it mutates) when it ends."""
     func, args, kwargs, shapes, device = call.func, call.args, call.kwargs, call.shapes, call.device(gpu)
-    mutated = _mutated(func, args, kwargs)
-    name = schema_facts(func).name
+    mutated = _mutated(call.facts.written, args, kwargs)
+    name = call.facts.name
     flat = leaves(shapes)
     written = iter(mutated)
     outputs = []
@@ -500,10 +508,11 @@ def _kernel(gpu: Simulation, call: OperatorCall) -> Any:
                 e.copy_(clones[id(e)])
         return at_end
 
-    elems = [x.elem for x in call.flat if isinstance(x, DeviceTensor)]
-    reads = tuple(t for t in leaves((eargs, ekwargs)) if isinstance(t, torch.Tensor) and any(t is e for e in elems))
+    # what it reads: the memory of its GPU tensors among the leaves of (eargs, ekwargs), which map call.flat's in order
+    elems = {id(x.elem) for x in call.flat if isinstance(x, DeviceTensor)}
+    reads = tuple(t for t in map(_on_cpu, call.flat) if isinstance(t, torch.Tensor) and id(t) in elems)
     made_or_written = [o for o in outputs if o is not None] or mutated  # an in-place op of no return writes its inputs
-    ms, fill, memory = kernel_cost(gpu, func, (args, kwargs), made_or_written)
+    ms, fill, memory = kernel_cost(gpu, func, (args, kwargs), made_or_written, call.flat)
     product = name in CUBLAS_PRODUCTS
     nbytes = memcpy_bytes(name, args, made_or_written)
     if nbytes is not None:  # PyTorch copies these with cudaMemcpyAsync (aten/src/ATen/native/cuda/Copy.cu)

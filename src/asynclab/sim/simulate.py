@@ -161,24 +161,28 @@ class HostCosts(FreeHost):
         self._end_node()
         self._autocast.__exit__(*exc)
 
-    def operator_starts(self, func: Any, args: tuple, kwargs: dict) -> tuple[str, float]:
+    def operator_starts(self, func: Any, args: tuple, kwargs: dict, flat: list | None = None) -> tuple[str, float]:
         """The operator's host time from Python, before the GPU runs it: autograd's engine around a backward node,
-        the operator's own time (a view's: next to nothing), cuBLAS's loading, autograd's recording."""
+        the operator's own time (a view's: next to nothing), cuBLAS's loading, autograd's recording (``flat``: the
+        leaves of ``(args, kwargs)``, where the caller has them). The host's clock moves once, by these in turn (the
+        GPU's work catches up to where it ends, as it would step by step: nothing here reads what that work does)."""
         gpu = self.gpu
         self._backward_node()
-        start = gpu.host
+        start = host = gpu.host
         name, _, returns_view = schema_facts(func)[:3]
         if func._schema.returns and not returns_view:  # an in-place op (x.add_) costs as much as any; a view next to nothing
-            gpu.host += self.host_op_ms(name)
-            gpu.host += self.loading_ms(name, args)
-        gpu.host += self._recording_ms(name, args, kwargs)
+            host += self.host_op_ms(name)
+            host += self.loading_ms(name, args)
+        host += self._recording_ms(name, args, kwargs, flat)
+        gpu.host = host
         return name, start
 
     def operator_ends(self, func: Any, started: tuple[str, float]) -> None:
         name, start = started
-        self.ops.append((f"aten::{name}", start, self.gpu.host))
+        end = self.gpu.host
+        self.ops.append((f"aten::{name}", start, end))
         if self._node_row is not None:
-            self._node_row[2] = self.gpu.host
+            self._node_row[2] = end
 
     def host_op_ms(self, name: str) -> float:
         """The host's time for the operator ``name`` from Python, besides its launch: the card's figure for an
@@ -241,12 +245,13 @@ class HostCosts(FreeHost):
             self.ops.append(tuple(self._node_row))
         self._node, self._node_row = None, None  # a node holds its graph's tensors: let it go
 
-    def _recording_ms(self, name: str, args: tuple, kwargs: dict) -> float:
+    def _recording_ms(self, name: str, args: tuple, kwargs: dict, flat: list | None = None) -> float:
         """In the forward pass, ``AUTOGRAD_RECORD_MS`` for an operator that records a backward node (grad mode on, an
-        input that requires grad)."""
+        input that requires grad; ``flat``: the leaves of ``(args, kwargs)``, where the caller has them)."""
         if self._node is not None or name in _NOT_RECORDED or not torch.is_grad_enabled():
             return 0.0
-        wants = any(isinstance(t, torch.Tensor) and t.requires_grad for t in leaves((args, kwargs)))
+        wants = any(isinstance(t, torch.Tensor) and t.requires_grad
+                    for t in (leaves((args, kwargs)) if flat is None else flat))
         return self.gpu.AUTOGRAD_RECORD_MS if wants else 0.0
 
     def _step_starts(self, optimizer: Any, *_: Any) -> None:
@@ -319,7 +324,8 @@ class HostCosts(FreeHost):
         its own in the launch queue)."""
         if not launched:
             return
-        while self._unstarted and self._unstarted[0] <= self.gpu.host:
+        host = self.gpu.host
+        while self._unstarted and self._unstarted[0] <= host:
             heapq.heappop(self._unstarted)
         if len(self._unstarted) >= self.gpu.LAUNCH_QUEUE_DEPTH:  # the queue is full: the host waits for a place
             self.gpu.wait_until(heapq.heappop(self._unstarted))

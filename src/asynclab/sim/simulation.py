@@ -43,8 +43,9 @@ class FreeHost:
     def exit(self, *exc: Any) -> None:
         """The simulation is left (before the GPU's own patches go)."""
 
-    def operator_starts(self, func: Any, args: tuple, kwargs: dict) -> Any:
-        """An operator on GPU tensors is called from Python, before the GPU runs it; what :meth:`operator_ends` gets."""
+    def operator_starts(self, func: Any, args: tuple, kwargs: dict, flat: list | None = None) -> Any:
+        """An operator on GPU tensors is called from Python, before the GPU runs it (``flat``: the leaves of
+        ``(args, kwargs)``, where the caller has them); what :meth:`operator_ends` gets."""
         return None
 
     def operator_ends(self, func: Any, started: Any) -> None:
@@ -270,7 +271,7 @@ class Simulation:
     # -- devices and streams --
     def index(self, device: Any) -> int:
         """The index of ``device`` (None: the current device); a SimulationLimit if this simulation lacks it."""
-        i = device_index(device, self.device)
+        i = device if type(device) is int else device_index(device, self.device)  # an index: as it is (no lookup)
         if not 0 <= i < self.devices:
             have = " and ".join(f"GPU {d}" for d in range(self.devices))
             raise SimulationLimit(f"GPU {i}", f"this check simulates {have}")
@@ -311,9 +312,11 @@ class Simulation:
 
     def number(self, stream: Stream) -> int:
         """The stream's number in this simulation's trace: 7 for a default stream, then 13, 17, ..."""
-        if stream not in self._numbers:
-            self._numbers[stream] = 7 if stream.is_default else 9 + 4 * (1 + sum(not s.is_default for s in self._numbers))
-        return self._numbers[stream]
+        number = self._numbers.get(stream)
+        if number is None:
+            number = self._numbers[stream] = 7 if stream.is_default else \
+                9 + 4 * (1 + sum(not s.is_default for s in self._numbers))
+        return number
 
     def synchronize(self, device: Any = None) -> None:
         """The host waits for every stream of ``device`` (None: the current device)."""

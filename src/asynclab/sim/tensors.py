@@ -168,8 +168,9 @@ class DeviceTensor(torch.Tensor):
     @classmethod
     def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        owner = next((t for t in flat_tensors((args, kwargs)) if isinstance(t, DeviceTensor)), None)
-        return (owner.simulation if owner is not None else gpu_of()).dispatch(func, args, kwargs)
+        flat = leaves((args, kwargs))  # once for the operator: the simulation's steps take it along
+        owner = next((t for t in flat if isinstance(t, DeviceTensor)), None)
+        return (owner.simulation if owner is not None else gpu_of()).dispatch(func, args, kwargs, flat)
 
 
 class PinnedTensor(torch.Tensor):
