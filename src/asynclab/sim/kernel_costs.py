@@ -305,19 +305,19 @@ def nearest_measured(by_shape: dict[str, dict[tuple[int, int, int], float]], nam
     shapes = by_shape.get(f"{name}_{_layout(a)}{_layout(b)}")
     if not shapes:
         return None
-    return nearest_product_ms(tuple(shapes.items()), (a.shape[0], b.shape[1], a.shape[1]))
+    return nearest_of_shapes(tuple(shapes.items()), (a.shape[0], b.shape[1], a.shape[1]))
 
 
 @functools.lru_cache(maxsize=4096)
-def nearest_product_ms(measured: tuple, want: tuple[int, int, int]) -> float | None:
-    """The time of the product of sides ``want`` (m, n, k) from the ``measured`` ((m, n, k), ms) of one layout: that
-    of the measured shape nearest on a log scale, where each side lies within the measured ones (half a doubling
-    beyond them at most); else None. A pure function of its arguments, kept for the products a training loop
-    repeats.
+def nearest_of_shapes(measured: tuple, want: tuple[int, int, int]) -> float | None:
+    """The figure (a time or a rate) of the product of sides ``want`` (m, n, k) from the ``measured`` ((m, n, k),
+    figure) of one layout: that of the measured shape nearest on a log scale, where each side lies within the
+    measured ones (half a doubling beyond them at most); else None. A pure function of its arguments, kept for the
+    products a training loop repeats.
 
     Example:
         >>> measured = (((32, 64, 64), 0.005), ((256, 256, 256), 0.004))
-        >>> nearest_product_ms(measured, (40, 64, 64)), nearest_product_ms(measured, (4096, 64, 64))
+        >>> nearest_of_shapes(measured, (40, 64, 64)), nearest_of_shapes(measured, (4096, 64, 64))
         (0.005, None)
     """
     shapes = dict(measured)
