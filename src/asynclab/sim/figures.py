@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,40 @@ _DTYPES = ("fp32", "tf32", "bf16", "fp16")
 MATMUL_SIDE = 8192
 _COPIES = ("pinned", "pageable", "peer", "via_host")
 _OPTIMIZERS = ("SGD", "Adam", "AdamW")
+
+
+class ShapeTable:
+    """A card's figure for a matrix product of one layout by its shape (M, N, K: the output's rows and columns, the
+    inner length), as measured on a grid of shapes: :meth:`nearest` gives the figure of the measured shape nearest on
+    a log scale, where each side lies within the measured ones (half a doubling beyond them at most), else None; it
+    remembers each shape it was asked (a training loop asks the same few again and again).
+
+    Example:
+        >>> table = ShapeTable({(32, 64, 64): 5.0, (256, 256, 256): 4.0})
+        >>> table.nearest((40, 64, 64)), table.nearest((200, 256, 300)), table.nearest((4096, 64, 64))
+        (5.0, 4.0, None)
+    """
+
+    __slots__ = ("_shapes", "_low", "_high", "_memo")
+
+    def __init__(self, shapes: dict[tuple[int, int, int], float]) -> None:
+        self._shapes = dict(shapes)
+        self._low = tuple(min(s[i] for s in self._shapes) / 1.5 for i in range(3))
+        self._high = tuple(max(s[i] for s in self._shapes) * 1.5 for i in range(3))
+        self._memo: dict[tuple[int, int, int], float | None] = {}
+
+    def nearest(self, want: tuple[int, int, int]) -> float | None:
+        """The figure of the measured shape nearest ``want``, or None beyond the measured ones."""
+        if want in self._memo:
+            return self._memo[want]
+        found = None
+        if all(lo <= w <= hi for lo, w, hi in zip(self._low, want, self._high)):
+            logs = [math.log2(max(1, v)) for v in want]
+            nearest = min(self._shapes, key=lambda s: sum((math.log2(v) - w) ** 2 for v, w in zip(s, logs)))
+            found = self._shapes[nearest]
+        if len(self._memo) < 4096:
+            self._memo[want] = found
+        return found
 
 
 def check_figures(figures: dict[str, Any], where: str = "the figures") -> dict[str, Any]:
@@ -197,14 +232,18 @@ def rates(figures: dict[str, Any]) -> dict[str, Any]:
         "KIND_KERNEL_MS": {kind: us / 1e3 for kind, us in f.get("min_kernel_us_by_kind", {}).items()},
         "FIRST_TOUCH_BYTES_PER_MS": f["first_touch_gbps"] * 1e6 if "first_touch_gbps" in f else None,
         "PAGEABLE_STAGING_BYTES": f["pageable_staging_mib"] * 2**20 if "pageable_staging_mib" in f else None,
-        "FP32_PRODUCT_FLOPS_PER_MS_BY_SHAPE": {layout: {tuple(int(v) for v in shape.split("x")): tf * 1e9
-                                                        for shape, tf in shapes.items()}
+        "FP32_PRODUCT_FLOPS_PER_MS_BY_SHAPE": {layout: ShapeTable({_shape(key): tf * 1e9 for key, tf in shapes.items()})
                                                for layout, shapes in f.get("fp32_product_tflops_by_shape", {}).items()},
-        "FP32_PRODUCT_MS_BY_SHAPE": {layout: {tuple(int(v) for v in shape.split("x")): us / 1e3
-                                              for shape, us in shapes.items()}
+        "FP32_PRODUCT_MS_BY_SHAPE": {layout: ShapeTable({_shape(key): us / 1e3 for key, us in shapes.items()})
                                      for layout, shapes in f.get("fp32_product_us_by_shape", {}).items()},
         "CYCLES_PER_MS": float(f["spin_cycles_per_ms"]),
     }
+
+
+def _shape(key: str) -> tuple[int, int, int]:
+    """A card file's shape key, 'M x N x K', as numbers: ``_shape("32x64x64") == (32, 64, 64)``."""
+    m, n, k = (int(v) for v in key.split("x"))
+    return m, n, k
 
 
 def _curve(by_side: dict[str, float], largest: float) -> tuple[tuple[float, ...], tuple[float, ...]]:

@@ -5,13 +5,13 @@ and the copies within a GPU that PyTorch makes a cudaMemcpyAsync. The operator l
 """
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any
 
 import numpy as np
 import torch
 
+from asynclab.sim.figures import ShapeTable
 from asynclab.sim.nest import leaves
 from asynclab.sim.running import RUNNING
 from asynclab.sim.simulation import Simulation
@@ -267,7 +267,7 @@ def least_ms(gpu: Simulation, name: str, args: Any, outputs: list, flops: float)
     return gpu.KERNEL_MS
 
 
-def fp32_product_ms(by_shape: dict[str, dict[tuple[int, int, int], float]], name: str, args: Any) -> float | None:
+def fp32_product_ms(by_shape: dict[str, Any], name: str, args: Any) -> float | None:
     """The GPU's time for a small float32 product without TF32 as a card measured it by layout and shape
     (``fp32_product_us_by_shape``, in ms here): :func:`nearest_measured`. cuBLAS runs such a product as one to four
     kernels (a split-K product and its reduction; for ``addmm`` with a bias, a memset, a scaling and an epilogue
@@ -282,7 +282,7 @@ def fp32_product_ms(by_shape: dict[str, dict[tuple[int, int, int], float]], name
     return nearest_measured(by_shape, name, args)
 
 
-def nearest_measured(by_shape: dict[str, dict[tuple[int, int, int], float]], name: str, args: Any) -> float | None:
+def nearest_measured(by_shape: dict[str, Any], name: str, args: Any) -> float | None:
     """A card's figure for a 2-D ``mm`` or ``addmm`` by its layout and shape: the figure of the measured shape
     (M, N, K: the output's rows and columns, the inner length) nearest on a log scale, where the card measured the
     layout and each side lies within the measured ones (half a doubling beyond them at most); else None.
@@ -302,30 +302,11 @@ def nearest_measured(by_shape: dict[str, dict[tuple[int, int, int], float]], nam
     if len(factors) != 2 or not all(isinstance(t, torch.Tensor) and t.dim() == 2 for t in factors):
         return None
     a, b = factors
-    shapes = by_shape.get(f"{name}_{_layout(a)}{_layout(b)}")
-    if not shapes:
+    table = by_shape.get(f"{name}_{_layout(a)}{_layout(b)}")
+    if not table:
         return None
-    return nearest_of_shapes(tuple(shapes.items()), (a.shape[0], b.shape[1], a.shape[1]))
-
-
-@functools.lru_cache(maxsize=4096)
-def nearest_of_shapes(measured: tuple, want: tuple[int, int, int]) -> float | None:
-    """The figure (a time or a rate) of the product of sides ``want`` (m, n, k) from the ``measured`` ((m, n, k),
-    figure) of one layout: that of the measured shape nearest on a log scale, where each side lies within the
-    measured ones (half a doubling beyond them at most); else None. A pure function of its arguments, kept for the
-    products a training loop repeats.
-
-    Example:
-        >>> measured = (((32, 64, 64), 0.005), ((256, 256, 256), 0.004))
-        >>> nearest_of_shapes(measured, (40, 64, 64)), nearest_of_shapes(measured, (4096, 64, 64))
-        (0.005, None)
-    """
-    shapes = dict(measured)
-    if any(not min(s[i] for s in shapes) / 1.5 <= want[i] <= max(s[i] for s in shapes) * 1.5 for i in range(3)):
-        return None
-    logs = [math.log2(max(1, v)) for v in want]
-    nearest = min(shapes, key=lambda s: sum((math.log2(v) - w) ** 2 for v, w in zip(s, logs)))
-    return shapes[nearest]
+    table = table if isinstance(table, ShapeTable) else ShapeTable(table)
+    return table.nearest((a.shape[0], b.shape[1], a.shape[1]))
 
 
 def _layout(t: torch.Tensor) -> str:
