@@ -369,13 +369,15 @@ def _timing_loop(workloads: Mapping[str, Callable[..., Any]], setup: Callable[[]
     """Build the state, time each workload from launch to synchronize, then profile one run of each; ``progress``
     hears of each run (what, which, of how many). With ``settle`` (the simulated card, a machine without noise), a
     workload whose last two repeats took the same time and returned the same value has settled: its remaining
-    repeats are that repeat again, not simulated again (:func:`settled`)."""
+    repeats are that repeat again, not simulated again (:func:`settled`); and where one repeat is asked for, the
+    profiled run is that repeat (the simulated profiler adds nothing to a run's time), not a run more."""
     from torch.profiler import record_function
 
     from asynclab.gpu.record import record
 
     tell = progress or (lambda what, k, n: None)
-    runs, done = len(workloads) * (warmup + repeats + 1), itertools.count(1)
+    profiled_is_timed = settle and repeats == 1  # see the docstring
+    runs, done = len(workloads) * (warmup + (1 if profiled_is_timed else repeats + 1)), itertools.count(1)
     state = setup() if setup is not None else None
     sync = _synchronize_all
 
@@ -390,7 +392,7 @@ def _timing_loop(workloads: Mapping[str, Callable[..., Any]], setup: Callable[[]
             call(name, fn)
             sync()
         times[name], returned[name] = [], []
-        for _ in range(repeats):
+        for _ in range(0 if profiled_is_timed else repeats):
             if settle and settled(times[name], returned[name]):
                 times[name].append(times[name][-1])
                 returned[name].append(returned[name][-1])
@@ -405,8 +407,12 @@ def _timing_loop(workloads: Mapping[str, Callable[..., Any]], setup: Callable[[]
     def traced() -> None:
         for name, fn in workloads.items():
             with record_function(name):  # the range ends when the GPUs are done: it holds all of the run's work
-                call(name, fn)
+                t0 = time.perf_counter()
+                got = call(name, fn)
                 sync()
+                if profiled_is_timed:
+                    times[name].append((time.perf_counter() - t0) * 1e3)
+                    returned[name].append(_plain(got))
 
     trace = record(traced, warmup=0, steps=1, path=path)
     return {"times": times, "returned": {k: median_of(v) for k, v in returned.items()}, "trace": trace}
