@@ -361,16 +361,7 @@ def _min_kernel_us(n: int = 1000, work: str = "add") -> float:
     rows = torch.randn(32, 64, device="cuda")
     work_fn = {"add": lambda: one.add_(1.0), "bf16_product": lambda: small @ small,
                "fp32_product": lambda: small @ small, "reduction": lambda: rows.sum(0)}[work]
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        work_fn()
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(n):
-            work_fn()
-    return _median_ms(g.replay) * 1e3 / n
+    return _graph_us(work_fn, n)
 
 
 #: The shapes :func:`measure_fp32_products` times: rows (a batch), and a layer's inputs and outputs.
@@ -419,15 +410,23 @@ def measure_fp32_products() -> dict[str, Any]:
     time."""
     import torch
 
+    shapes = [(m, n, k) for m in PRODUCT_ROWS for n in PRODUCT_SIDES for k in PRODUCT_SIDES]
+    return {"fp32_product_us_by_shape": _by_layout(shapes, lambda work, m, n, k: round(_graph_us(work), 2))}
+
+
+def _by_layout(shapes: list[tuple[int, int, int]], figure: Callable[..., float]) -> dict[str, dict[str, float]]:
+    """``figure(work, m, n, k)`` of each role's product (:func:`_fp32_role_works`) of each layer shape (rows m,
+    outputs n, inputs k), in float32 without TF32, by layout and the product's own shape 'M x N x K'
+    (:data:`ROLE_LAYOUTS`)."""
+    import torch
+
     torch.backends.cuda.matmul.allow_tf32 = False
     out: dict[str, dict[str, float]] = {layout: {} for layout, _ in ROLE_LAYOUTS.values()}
-    for m in PRODUCT_ROWS:
-        for n in PRODUCT_SIDES:
-            for k in PRODUCT_SIDES:
-                for role, work in _fp32_role_works(m, n, k).items():
-                    layout, shape = ROLE_LAYOUTS[role]
-                    out[layout]["x".join(map(str, shape(m, n, k)))] = round(_graph_us(work), 2)
-    return {"fp32_product_us_by_shape": out}
+    for m, n, k in shapes:
+        for role, work in _fp32_role_works(m, n, k).items():
+            layout, shape = ROLE_LAYOUTS[role]
+            out[layout]["x".join(map(str, shape(m, n, k)))] = figure(work, m, n, k)
+    return out
 
 
 #: The sizes of pageable copies :func:`measure_pageable_staging` tries, in KiB.
@@ -443,17 +442,11 @@ def measure_fp32_large_products() -> dict[str, Any]:
     """TFLOPS of a float32 Linear layer's three products without TF32 (:func:`_fp32_role_works`) on every shape of
     :data:`LARGE_ROWS` x :data:`LARGE_SIDES`, by layout and the product's own shape (``fp32_product_tflops_by_shape``):
     20 of each back to back behind a spin, timed with CUDA events (the median of three)."""
-    import torch
+    def rate(work: Callable[[], Any], m: int, n: int, k: int) -> float:
+        return round(tflops(m, n, k, _queued_us(work, n=20, runs=3, cycles=4_000_000) / 1e3), 1)
 
-    torch.backends.cuda.matmul.allow_tf32 = False
-    out: dict[str, dict[str, float]] = {layout: {} for layout, _ in ROLE_LAYOUTS.values()}
-    for side in LARGE_SIDES:
-        for m in LARGE_ROWS:
-            for role, work in _fp32_role_works(m, side, side).items():
-                layout, shape = ROLE_LAYOUTS[role]
-                us = _queued_us(work, n=20, runs=3, cycles=4_000_000)
-                out[layout]["x".join(map(str, shape(m, side, side)))] = round(tflops(m, side, side, us / 1e3), 1)
-    return {"fp32_product_tflops_by_shape": out}
+    shapes = [(m, side, side) for side in LARGE_SIDES for m in LARGE_ROWS]
+    return {"fp32_product_tflops_by_shape": _by_layout(shapes, rate)}
 
 
 def measure_pageable_staging(spin_ms: float = 10.0) -> dict[str, float]:

@@ -236,7 +236,7 @@ REDUCTIONS = {"sum", "mean", "prod", "amax", "amin", "argmax", "argmin", "norm",
 
 def least_ms(gpu: Simulation, name: str, args: Any, outputs: list, flops: float) -> float:
     """The shortest time a kernel of operator ``name`` takes: the card's shortest product for a matrix product (for a
-    float32 product without TF32, its time by layout and shape where the card measured it, :func:`fp32_product_ms`,
+    float32 product without TF32, its time by layout and shape where the card measured it, :func:`nearest_measured`,
     else its shortest one: cuBLAS runs a small one as a split-K product and its reduction), its shortest reduction for a reduction where it gives one, else its shortest kernel. A
     multi-tensor (``_foreach_``) operator whose tensor lists differ in shape runs PyTorch's slow path: one kernel per
     tensor, each at least the shortest kernel.
@@ -258,7 +258,7 @@ def least_ms(gpu: Simulation, name: str, args: Any, outputs: list, flops: float)
         fp32 = _product_dtype(name, args, outputs) is torch.float32 and not torch.backends.cuda.matmul.allow_tf32
         if not (fp32 and name in CUBLAS_PRODUCTS):
             return gpu.MATMUL_KERNEL_MS
-        by_shape = fp32_product_ms(gpu.FP32_PRODUCT_MS_BY_SHAPE, name, args)
+        by_shape = nearest_measured(gpu.FP32_PRODUCT_MS_BY_SHAPE, name, args)
         return by_shape if by_shape is not None else kinds.get("fp32_product", gpu.MATMUL_KERNEL_MS)
     if name in REDUCTIONS:
         return kinds.get("reduction", gpu.KERNEL_MS)
@@ -267,34 +267,23 @@ def least_ms(gpu: Simulation, name: str, args: Any, outputs: list, flops: float)
     return gpu.KERNEL_MS
 
 
-def fp32_product_ms(by_shape: dict[str, Any], name: str, args: Any) -> float | None:
-    """The GPU's time for a small float32 product without TF32 as a card measured it by layout and shape
-    (``fp32_product_us_by_shape``, in ms here): :func:`nearest_measured`. cuBLAS runs such a product as one to four
-    kernels (a split-K product and its reduction; for ``addmm`` with a bias, a memset, a scaling and an epilogue
-    besides), chosen by layout and shape, and their launches on the GPU, not their arithmetic, set its time.
-
-    Example:
-        >>> card = {"mm_nn": {(32, 64, 64): 0.005, (256, 256, 256): 0.004}}
-        >>> x, w = torch.empty(32, 64), torch.empty(64, 64)
-        >>> fp32_product_ms(card, "mm", ((x, w), {})), fp32_product_ms(card, "mm", ((x.t(), x), {}))
-        (0.005, None)
-    """
-    return nearest_measured(by_shape, name, args)
-
-
 def nearest_measured(by_shape: dict[str, Any], name: str, args: Any) -> float | None:
     """A card's figure for a 2-D ``mm`` or ``addmm`` by its layout and shape: the figure of the measured shape
     (M, N, K: the output's rows and columns, the inner length) nearest on a log scale, where the card measured the
     layout and each side lies within the measured ones (half a doubling beyond them at most); else None.
 
     The layout names the operator and whether each factor is transposed: a ``Linear`` layer's forward is
-    ``addmm_nt`` (its weight transposed), its input's gradient ``mm_nn`` and its weight's ``mm_tn``.
+    ``addmm_nt`` (its weight transposed), its input's gradient ``mm_nn`` and its weight's ``mm_tn``. cuBLAS runs a
+    small float32 product as one to four kernels (a split-K product and its reduction; for ``addmm`` with a bias, a
+    memset, a scaling and an epilogue besides), chosen by layout and shape.
 
     Example:
         >>> card = {"mm_nn": {(32, 64, 64): 5.0, (256, 256, 256): 4.0}}
         >>> nearest_measured(card, "mm", ((torch.empty(200, 256), torch.empty(256, 300)), {}))
         4.0
         >>> nearest_measured(card, "mm", ((torch.empty(4096, 64), torch.empty(64, 64)), {})) is None  # far beyond
+        True
+        >>> nearest_measured(card, "mm", ((torch.empty(64, 32).t(), torch.empty(64, 64)), {})) is None  # mm_tn
         True
     """
     operands = _operands(args)
